@@ -1,0 +1,67 @@
+"""tb_gradlens: a TensorBoard plugin that shows where bfloat16 training numbers go wrong.
+
+frontend_static/ (the tab's ES modules, no build step) is shipped inside the
+wheel as the package data of ``tb_gradlens.frontend_static``.
+"""
+
+import os
+
+import setuptools
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _version():
+    with open(os.path.join(HERE, "tb_gradlens", "__init__.py")) as f:
+        for line in f:
+            if line.startswith("__version__"):
+                return line.split("=")[1].strip().strip('"')
+    raise RuntimeError("no __version__")
+
+
+def _readme():
+    with open(os.path.join(HERE, "README.md"), encoding="utf-8") as f:
+        return f.read()
+
+
+setuptools.setup(
+    name="tb_gradlens",
+    version=_version(),
+    description="TensorBoard plugin: gradient statistics and bfloat16-vs-float32 "
+    "divergence per step, per variable, per layer",
+    long_description=_readme(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.9",
+    packages=["tb_gradlens", "tb_gradlens.frontend_static"],
+    package_dir={"tb_gradlens.frontend_static": "frontend_static"},
+    package_data={"tb_gradlens.frontend_static": ["*.js", "*.css", "*.html", "*/*.js"]},
+    include_package_data=False,
+    install_requires=[
+        "tensorboard>=2.16",
+        "protobuf>=3.20",
+        "werkzeug>=1.0.1",
+        "numpy>=1.22",
+    ],
+    extras_require={
+        "tf": ["tensorflow-cpu==2.21.0"],
+        "test": [
+            "pytest>=7",
+            "hypothesis>=6",
+            "playwright>=1.40",
+        ],
+    },
+    entry_points={
+        "tensorboard_plugins": [
+            "gradlens = tb_gradlens.loader:GradLensLoader",
+        ],
+        "console_scripts": [
+            "tb-gradlens = tb_gradlens.cli:main",
+        ],
+    },
+    classifiers=[
+        "Framework :: TensorFlow",
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

@@ -1,0 +1,138 @@
+"""The README demo: train the 784-64-64-10 MLP in float32 and mixed_bfloat16,
+log gradient statistics with tb_gradlens, then serve TensorBoard with the tab.
+
+Data: scikit-learn's bundled 8x8 handwritten digits (1,797 real images that
+ship inside the scikit-learn package, no download), upsampled bilinearly to
+28x28 = 784 inputs so the model is exactly the reference MLP of the
+bfloat16 Keras guides.
+"""
+
+import os
+import sys
+
+import numpy as np
+
+RUNS = ("float32", "mixed_bfloat16")
+
+
+def _interpolation_matrix(n_in, n_out):
+    """[n_out, n_in] bilinear (align-corners) interpolation weights."""
+    positions = np.linspace(0.0, n_in - 1.0, n_out)
+    lower = np.floor(positions).astype(int)
+    upper = np.minimum(lower + 1, n_in - 1)
+    frac = positions - lower
+    m = np.zeros((n_out, n_in))
+    m[np.arange(n_out), lower] += 1.0 - frac
+    m[np.arange(n_out), upper] += frac
+    return m
+
+
+def load_digits_784():
+    """(x float32 [1797, 784] in [0, 1], y int32 [1797]) from scikit-learn."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    m = _interpolation_matrix(8, 28)
+    images = np.einsum("ij,njk,lk->nil", m, digits.images / 16.0, m)
+    return images.reshape(len(images), 784).astype(np.float32), digits.target.astype(
+        np.int32
+    )
+
+
+def build_mlp(policy, seed=0):
+    """The 784-64-64-10 MLP; the softmax stays float32 (as the guides advise)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential(
+        [
+            keras.Input((784,)),
+            keras.layers.Dense(64, activation="relu", dtype=policy, name="dense_1"),
+            keras.layers.Dense(64, activation="relu", dtype=policy, name="dense_2"),
+            keras.layers.Dense(10, dtype=policy, name="logits"),
+            keras.layers.Activation("softmax", dtype="float32", name="predictions"),
+        ],
+        name="mlp",
+    )
+
+
+def train_run(logdir, policy, steps=300, batch_size=64, log_every=1, seed=0):
+    """Train one run with a custom GradientTape loop that logs gradients."""
+    import keras
+    import tensorflow as tf
+
+    from tb_gradlens import summary
+
+    x, y = load_digits_784()
+    model = build_mlp(policy, seed)
+    optimizer = keras.optimizers.Adam(1e-3)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    writer = tf.summary.create_file_writer(os.path.join(logdir, policy))
+    rng = np.random.default_rng(seed)
+
+    @tf.function
+    def train_step(xb, yb, step):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        with writer.as_default(), tf.summary.record_if(step % log_every == 0):
+            summary.gradients(grads, model.trainable_variables, step=step)
+            tf.summary.scalar("loss", loss, step=step)
+        optimizer.apply(grads, model.trainable_variables)
+        return loss
+
+    loss = None
+    for step in range(steps):
+        idx = rng.integers(0, len(x), batch_size)
+        loss = train_step(
+            tf.constant(x[idx]), tf.constant(y[idx]), tf.constant(step, tf.int64)
+        )
+    writer.flush()
+    writer.close()
+    return float(loss)
+
+
+def write_demo_logdir(logdir, steps=300, log_every=1):
+    """Train every demo run into ``logdir``; returns {run: final loss}."""
+    return {run: train_run(logdir, run, steps, log_every=log_every) for run in RUNS}
+
+
+def serve(logdir, port=6006, host="127.0.0.1"):
+    """Start TensorBoard with the GradLens tab; returns (program, url)."""
+    from tensorboard import default
+    from tensorboard import program
+
+    from tb_gradlens import loader
+
+    plugins = default.get_plugins()
+    if not any(isinstance(p, loader.GradLensLoader) for p in plugins):
+        plugins.append(loader.GradLensLoader())  # running from a source checkout
+    tb = program.TensorBoard(plugins=plugins)
+    tb.configure(argv=[None, "--logdir", logdir, "--host", host, "--port", str(port)])
+    url = tb.launch()
+    return tb, url
+
+
+def run(logdir, steps=300, port=6006, serve_after=True, log_every=1):
+    """The whole demo: train, then (optionally) serve until interrupted."""
+    print("tb_gradlens demo: training %s into %s" % (", ".join(RUNS), logdir), flush=True)
+    losses = write_demo_logdir(logdir, steps, log_every)
+    for name, loss in losses.items():
+        print("  %-16s final loss %.4f" % (name, loss), flush=True)
+    if not serve_after:
+        return 0
+    _, url = serve(logdir, port)
+    print("TensorBoard with the GradLens tab: %s#gradlens" % url, flush=True)
+    print("Press Ctrl-C to stop.", flush=True)
+    try:
+        import time
+
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1] if len(sys.argv) > 1 else "/tmp/gradlens_demo"))

@@ -1,0 +1,297 @@
+"""The gradlens summary format, shared by the writer and every reader.
+
+TensorFlow-free: the TensorBoard plugin, the command line and the writer all
+import this module.
+
+A gradlens record is one TensorBoard tensor summary:
+
+* ``SummaryMetadata.plugin_data.plugin_name == "gradlens"``;
+* ``SummaryMetadata.data_class == DATA_CLASS_TENSOR`` (mandatory: without it
+  neither TensorBoard loader returns the tag);
+* ``plugin_data.content`` is UTF-8 JSON::
+
+      {"version": 1, "kind": "grad_stats",
+       "rows": ["dense/kernel", ...],      # variable or layer paths
+       "columns": ["l2_norm", ...],        # statistic or metric names
+       ...kind-specific keys (see KINDS)}
+
+* the tensor is float32 ``[len(rows), len(columns)]``, one per step per tag
+  (the ``dtypes`` kind alone holds a scalar UTF-8 JSON string).
+
+TensorBoard keeps the metadata of a tag's first event, so rows and columns of
+a tag never change: the writer derives the tag from a digest of them
+(``tag_for``), and a changed variable set gets a new tag.
+"""
+
+import hashlib
+import json
+
+from tensorboard.compat.proto import summary_pb2
+
+PLUGIN_NAME = "gradlens"
+
+# The newest content version this code writes and reads.
+FORMAT_VERSION = 1
+
+# ---------------------------------------------------------------------------
+# Record kinds and their columns.
+# ---------------------------------------------------------------------------
+
+GRAD_STATS = "grad_stats"
+GRAD_HISTOGRAM = "grad_histogram"
+DIVERGENCE = "divergence"
+ACTIVATION_DIVERGENCE = "activation_divergence"
+LOSS_COMPARISON = "loss_comparison"
+UPDATE_STATS = "update_stats"
+DTYPES = "dtypes"
+
+KINDS = (
+    GRAD_STATS,
+    GRAD_HISTOGRAM,
+    DIVERGENCE,
+    ACTIVATION_DIVERGENCE,
+    LOSS_COMPARISON,
+    UPDATE_STATS,
+    DTYPES,
+)
+
+# Per-variable gradient statistics (kind ``grad_stats``).  Value statistics
+# (l2_norm .. rms) are taken over the finite elements; the counts say how
+# many elements were left out.  A None gradient gives NaN value statistics,
+# ``count`` = the variable's size and ``is_none`` = 1.
+GRAD_STATS_COLUMNS = (
+    "l2_norm",  # sqrt(sum g_i^2) over finite g_i
+    "mean",  # sum g_i / n_finite
+    "std",  # sqrt(sum (g_i - mean)^2 / n_finite)  (population)
+    "min",
+    "max",
+    "max_abs",  # max |g_i|
+    "rms",  # sqrt(sum g_i^2 / n_finite)
+    "zero_fraction",  # #(g_i == +-0 exactly, by bits) / count
+    "subnormal_fraction",  # #(0 < |g_i| < 2^-126) / count
+    "nan_count",
+    "posinf_count",
+    "neginf_count",
+    "count",  # number of elements
+    "is_none",  # 1 if the gradient was None (variable disconnected)
+)
+
+# log2-magnitude histogram (kind ``grad_histogram``): column i < N_EXP_BINS
+# counts finite nonzero |g| in [2^e, 2^(e+1)) with e = MIN_EXPONENT + i,
+# i.e. e = floor(log2 |g|) over the whole float32/bfloat16 range, subnormals
+# included; then exact zeros, +Inf, -Inf and NaN.
+MIN_EXPONENT = -149  # smallest float32 subnormal is 2^-149
+MAX_EXPONENT = 127  # largest finite float32 is < 2^128
+N_EXP_BINS = MAX_EXPONENT - MIN_EXPONENT + 1  # 277
+HISTOGRAM_SPECIAL_COLUMNS = ("zero", "posinf", "neginf", "nan")
+HISTOGRAM_COLUMNS = tuple(
+    "2^%d" % e for e in range(MIN_EXPONENT, MAX_EXPONENT + 1)
+) + HISTOGRAM_SPECIAL_COLUMNS
+
+# Exponent limits a histogram view draws as lines: floor(log2) of the
+# smallest subnormal, the smallest normal and the largest finite value.
+DTYPE_EXPONENT_LIMITS = {
+    "float32": {"min_subnormal": -149, "min_normal": -126, "max": 127},
+    "bfloat16": {"min_subnormal": -133, "min_normal": -126, "max": 127},
+    "float16": {"min_subnormal": -24, "min_normal": -14, "max": 15},
+}
+
+# Divergence of a candidate c from a reference r (kinds ``divergence`` and
+# ``activation_divergence``).  Formulas: tb_gradlens/numerics.py.
+DIVERGENCE_COLUMNS = (
+    "rel_l2",  # ||c - r||_2 / ||r||_2
+    "cosine",  # <c, r> / (||c|| ||r||)
+    "norm_ratio",  # ||c|| / ||r||
+    "max_abs",  # max |c - r|
+    "max_rel",  # max |c - r| / max(|r|, floor)
+    "ulp_rms",  # rms((c - r) / spacing_candidate(r))
+    "sign_flip",  # fraction sign(c) != sign(r) among |r| > floor
+    "flush_to_zero",  # fraction r != 0 and c == 0
+    "nonfinite",  # count of NaN/Inf in c or r
+)
+
+# Loss of one step in both variants (kind ``loss_comparison``, row "loss").
+LOSS_COMPARISON_COLUMNS = ("reference", "candidate", "abs_error", "rel_error")
+
+# What an optimizer step did to each variable (kind ``update_stats``).
+UPDATE_STATS_COLUMNS = (
+    "update_rms",  # rms(w_after - w_before)
+    "update_ratio",  # ||w_after - w_before|| / ||w_before||
+    "lost_update_bf16",  # fraction with w != w+dw but bf16(w+dw) == bf16(w)
+)
+
+# Columns a kind must have (readers check this); None: free-form.
+KIND_COLUMNS = {
+    GRAD_STATS: GRAD_STATS_COLUMNS,
+    GRAD_HISTOGRAM: HISTOGRAM_COLUMNS,
+    DIVERGENCE: DIVERGENCE_COLUMNS,
+    ACTIVATION_DIVERGENCE: DIVERGENCE_COLUMNS,
+    LOSS_COMPARISON: LOSS_COMPARISON_COLUMNS,
+    UPDATE_STATS: UPDATE_STATS_COLUMNS,
+    DTYPES: (),
+}
+
+
+class FormatError(ValueError):
+    """A gradlens record this code cannot read (malformed or newer)."""
+
+    def __init__(self, message, tag=None):
+        self.tag = tag
+        prefix = "gradlens record %r: " % tag if tag is not None else ""
+        super().__init__(prefix + message)
+
+
+class RecordMetadata:
+    """The parsed plugin content of one gradlens tag.
+
+    Attributes:
+      version: format version the record was written with.
+      kind: one of KINDS.
+      rows: tuple of row names (variable or layer paths).
+      columns: tuple of column names.
+      extras: dict of the kind-specific keys (e.g. ``reference``).
+    """
+
+    __slots__ = ("version", "kind", "rows", "columns", "extras")
+
+    def __init__(self, kind, rows, columns, extras=None, version=FORMAT_VERSION):
+        self.version = version
+        self.kind = kind
+        self.rows = tuple(rows)
+        self.columns = tuple(columns)
+        self.extras = dict(extras or {})
+
+    def to_json(self):
+        """The JSON-ready dict of this record (what ``content`` holds)."""
+        out = dict(self.extras)
+        out.update(
+            version=self.version,
+            kind=self.kind,
+            rows=list(self.rows),
+            columns=list(self.columns),
+        )
+        return out
+
+    def __eq__(self, other):
+        return isinstance(other, RecordMetadata) and self.to_json() == other.to_json()
+
+    def __repr__(self):
+        return "RecordMetadata(kind=%r, rows=%d, columns=%d, version=%d)" % (
+            self.kind,
+            len(self.rows),
+            len(self.columns),
+            self.version,
+        )
+
+
+def serialize_content(record):
+    """UTF-8 JSON bytes of a RecordMetadata (key order fixed for digests)."""
+    return json.dumps(record.to_json(), sort_keys=True, ensure_ascii=False).encode(
+        "utf-8"
+    )
+
+
+def create_summary_metadata(record, display_name=None, description=None):
+    """A ``SummaryMetadata`` proto for one gradlens tag.
+
+    Args:
+      record: a RecordMetadata.
+      display_name: optional display name.
+      description: optional description.
+    """
+    validate(record)
+    return summary_pb2.SummaryMetadata(
+        display_name=display_name or "",
+        summary_description=description or "",
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(
+            plugin_name=PLUGIN_NAME, content=serialize_content(record)
+        ),
+        data_class=summary_pb2.DATA_CLASS_TENSOR,
+    )
+
+
+def tag_for(name, record):
+    """The tag of a record: ``<name>/<kind>/<digest of rows and columns>``.
+
+    The digest makes a tag's metadata immutable, as TensorBoard requires:
+    another variable set (or another comparison) is another tag.
+    """
+    digest = hashlib.sha1(serialize_content(record)).hexdigest()[:8]
+    return "%s/%s/%s" % (name, record.kind, digest)
+
+
+def validate(record, tag=None):
+    """Raise FormatError unless ``record`` is a well-formed known record."""
+    if record.kind not in KINDS:
+        raise FormatError("unknown kind %r" % (record.kind,), tag)
+    for what, names in (("rows", record.rows), ("columns", record.columns)):
+        if not all(isinstance(n, str) for n in names):
+            raise FormatError("%s must be a list of strings" % what, tag)
+    expected = KIND_COLUMNS[record.kind]
+    if record.kind != DTYPES and record.columns != tuple(expected):
+        raise FormatError(
+            "kind %r must have columns %s, not %s"
+            % (record.kind, list(expected), list(record.columns)),
+            tag,
+        )
+
+
+def parse_plugin_content(content, tag=None):
+    """Parse ``plugin_data.content`` bytes into a RecordMetadata.
+
+    Reads every version up to FORMAT_VERSION.  Raises FormatError, naming
+    the tag, for content that is not JSON, misses a field, has a wrong
+    type, or was written by a newer tb_gradlens (upgrade to read it).
+    """
+    if not isinstance(content, (bytes, bytearray)):
+        raise FormatError("content must be bytes, not %s" % type(content).__name__, tag)
+    try:
+        obj = json.loads(bytes(content).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise FormatError("content is not UTF-8 JSON (%s)" % e, tag) from None
+    if not isinstance(obj, dict):
+        raise FormatError("content must be a JSON object", tag)
+    version = obj.get("version")
+    if type(version) is not int or version < 1:
+        raise FormatError("missing or invalid format version %r" % (version,), tag)
+    if version > FORMAT_VERSION:
+        raise FormatError(
+            "written in format version %d, newer than this tb_gradlens reads (%d): "
+            "upgrade tb_gradlens" % (version, FORMAT_VERSION),
+            tag,
+        )
+    for key in ("kind", "rows", "columns"):
+        if key not in obj:
+            raise FormatError("missing field %r" % key, tag)
+    if not isinstance(obj["kind"], str):
+        raise FormatError("kind must be a string", tag)
+    if not isinstance(obj["rows"], list) or not isinstance(obj["columns"], list):
+        raise FormatError("rows and columns must be lists", tag)
+    extras = {
+        k: v for k, v in obj.items() if k not in ("version", "kind", "rows", "columns")
+    }
+    record = RecordMetadata(obj["kind"], obj["rows"], obj["columns"], extras, version)
+    validate(record, tag)
+    return record
+
+
+def parse_summary_metadata(metadata, tag=None):
+    """Parse a ``SummaryMetadata`` proto (or the plugin content bytes)."""
+    if isinstance(metadata, (bytes, bytearray)):
+        return parse_plugin_content(metadata, tag)
+    if metadata.plugin_data.plugin_name != PLUGIN_NAME:
+        raise FormatError(
+            "not a gradlens record (plugin %r)" % metadata.plugin_data.plugin_name, tag
+        )
+    return parse_plugin_content(metadata.plugin_data.content, tag)
+
+
+def check_tensor_shape(record, shape, tag=None):
+    """Raise FormatError unless a tensor of ``shape`` fits ``record``."""
+    shape = tuple(int(d) for d in shape)
+    expected = () if record.kind == DTYPES else (len(record.rows), len(record.columns))
+    if shape != expected:
+        raise FormatError(
+            "tensor shape %s does not match its metadata %s" % (list(shape), list(expected)),
+            tag,
+        )

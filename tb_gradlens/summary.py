@@ -1,0 +1,8 @@
+"""Public summary API: ``tb_gradlens.summary.gradients(...)`` and friends.
+
+Like ``tensorboard.summary``, this re-exports the TF 2 writers of
+``summary_v2``.
+"""
+
+from tb_gradlens.summary_v2 import dtypes  # noqa: F401
+from tb_gradlens.summary_v2 import gradients  # noqa: F401

@@ -1,0 +1,198 @@
+"""Writing gradlens summaries, in the style of ``tf.summary``.
+
+Every function here writes to the default summary writer
+(``with writer.as_default():``), honours ``tf.summary.record_if``, takes the
+step from its argument or ``tf.summary.experimental.get_step()``, works in
+eager mode and inside ``tf.function``, and returns a boolean tensor that is
+True when something was written.  When nothing is to be recorded (no default
+writer, or ``record_if`` false) it computes nothing: the statistics are built
+inside the recording branch only.
+
+Summary writes have no XLA kernel: inside a ``jit_compile=True`` function,
+compute with ``tb_gradlens.numerics`` and write outside (as the Keras
+callback does).
+"""
+
+import json
+
+import tensorflow as tf
+
+from tb_gradlens import metadata
+from tb_gradlens import numerics
+
+
+def variable_path(variable):
+    """A variable's display path: Keras 3 ``path``, else ``name`` minus ':0'."""
+    path = getattr(variable, "path", None)
+    if not isinstance(path, str) or not path:
+        path = getattr(variable, "name", None) or "variable"
+    if path.endswith(":0"):
+        path = path[:-2]
+    return path
+
+
+def variable_paths(variables):
+    """Unique display paths of ``variables`` (a repeated one gets ' (2)')."""
+    seen = {}
+    paths = []
+    for v in variables:
+        p = variable_path(v)
+        if p in seen:
+            seen[p] += 1
+            p = "%s (%d)" % (p, seen[p])
+        else:
+            seen[p] = 1
+        paths.append(p)
+    return paths
+
+
+def dtype_name(value):
+    """Name of a tensor's or variable's dtype ('none' for None)."""
+    if value is None:
+        return "none"
+    dtype = getattr(value, "dtype", None)
+    return tf.as_dtype(dtype).name if dtype is not None else "unknown"
+
+
+def resolve_step(step):
+    """The step to write at: ``step``, else the default step; else ValueError."""
+    if step is None:
+        step = tf.summary.experimental.get_step()
+    if step is None:
+        raise ValueError(
+            "tb_gradlens: no step given. Pass step=..., or set a default with "
+            "tf.summary.experimental.set_step(step) (e.g. optimizer.iterations)."
+        )
+    return step
+
+
+def _recording():
+    """(maybe, condition): maybe is False when nothing can be recorded."""
+    condition = tf.summary.should_record_summaries()
+    static = tf.get_static_value(condition)
+    return static is None or bool(static), condition
+
+
+def _if_recording(write_fn):
+    """Run ``write_fn`` (which returns a bool tensor) only when recording."""
+    maybe, condition = _recording()
+    if not maybe:
+        return tf.constant(False)
+    if tf.executing_eagerly():
+        return write_fn() if bool(condition) else tf.constant(False)
+    return tf.cond(condition, write_fn, lambda: tf.constant(False))
+
+
+def write_record(name, record, tensor, step):
+    """Write one gradlens record (tensor float32 [rows, columns]) at ``step``.
+
+    Returns the tag written to.  Must be called where recording is known to
+    be on (inside ``_if_recording`` or eagerly after checking).
+    """
+    tag = metadata.tag_for(name, record)
+    serialized = metadata.create_summary_metadata(record).SerializeToString()
+    tf.summary.write(tag, tensor, step=step, metadata=serialized)
+    return tag
+
+
+def gradients(grads, variables, step=None, name="gradients", histogram=True):
+    """Write per-variable gradient statistics (and log2 histograms).
+
+    One record per call: a float32 ``[variables x GRAD_STATS_COLUMNS]``
+    tensor (see ``tb_gradlens.metadata``) under tag
+    ``<name>/grad_stats/<digest>``, and with ``histogram`` a
+    ``[variables x HISTOGRAM_COLUMNS]`` tensor under
+    ``<name>/grad_histogram/<digest>``.  None gradients are recorded
+    (``is_none`` = 1), never skipped or raised.
+
+    Args:
+      grads: list of gradient tensors or None, as from ``tape.gradient``.
+      variables: the matching variables (same length).
+      step: int64-castable step; default ``tf.summary.experimental.get_step()``.
+      name: prefix of the tags.
+      histogram: also write the log2-magnitude histogram.
+
+    Returns:
+      A boolean scalar tensor, True if the records were written.
+
+    Raises:
+      ValueError: lengths differ, or recording with no step available.
+    """
+    grads = list(grads)
+    variables = list(variables)
+    if len(grads) != len(variables):
+        raise ValueError(
+            "tb_gradlens.summary.gradients: %d gradients for %d variables"
+            % (len(grads), len(variables))
+        )
+    maybe, _ = _recording()
+    if not maybe:
+        return tf.constant(False)
+    step = resolve_step(step)
+    grads = [_dense(g) for g in grads]
+    rows = variable_paths(variables)
+    extras = {
+        "variable_dtypes": [dtype_name(v) for v in variables],
+        "gradient_dtypes": [dtype_name(g) for g in grads],
+    }
+    stats_record = metadata.RecordMetadata(
+        metadata.GRAD_STATS, rows, metadata.GRAD_STATS_COLUMNS, extras
+    )
+    hist_record = metadata.RecordMetadata(
+        metadata.GRAD_HISTOGRAM,
+        rows,
+        metadata.HISTOGRAM_COLUMNS,
+        {
+            "min_exponent": metadata.MIN_EXPONENT,
+            "dtype_exponent_limits": metadata.DTYPE_EXPONENT_LIMITS,
+        },
+    )
+    sizes = [_static_size(v) for v in variables]
+
+    def write():
+        stats, hist = numerics.gradient_statistics(grads, sizes)
+        write_record(name, stats_record, stats, step)
+        if histogram:
+            write_record(name, hist_record, hist, step)
+        return tf.constant(True)
+
+    return _if_recording(write)
+
+
+def dtypes(dtype_map, step=None, name="model"):
+    """Write a dtype map (a JSON-ready dict) as a ``dtypes`` record.
+
+    The tensor is a scalar UTF-8 JSON string; rows list the layer paths.
+    Callers write it at the start and when it changes, not every step.
+    """
+    maybe, _ = _recording()
+    if not maybe:
+        return tf.constant(False)
+    step = resolve_step(step)
+    layers = [layer.get("path", "") for layer in dtype_map.get("layers", [])]
+    record = metadata.RecordMetadata(metadata.DTYPES, layers, ())
+    payload = json.dumps(dtype_map, sort_keys=True, ensure_ascii=False)
+
+    def write():
+        write_record(name, record, tf.constant(payload), step)
+        return tf.constant(True)
+
+    return _if_recording(write)
+
+
+def _static_size(variable):
+    shape = getattr(variable, "shape", None)
+    try:
+        n = 1
+        for d in shape:
+            n *= int(d)
+        return n
+    except (TypeError, ValueError):
+        return 0
+
+
+def _dense(gradient):
+    """Gradients as dense tensors; IndexedSlices are densified."""
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.convert_to_tensor(gradient)
+    return gradient
