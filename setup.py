@@ -9,6 +9,7 @@ import os
 import setuptools
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TENSORFLOW = "tensorflow-cpu==2.21.0"  # the version tb_gradlens is tested with
 
 
 def _version():
@@ -44,8 +45,13 @@ setuptools.setup(
         "numpy>=1.22",
     ],
     extras_require={
-        "tf": ["tensorflow-cpu==2.21.0"],
+        # The logging side.  GPU users install `tensorflow` themselves instead.
+        "tf": [TENSORFLOW],
+        # The README demo: real handwritten digits ship inside scikit-learn.
+        "demo": [TENSORFLOW, "scikit-learn>=1.3"],
         "test": [
+            TENSORFLOW,
+            "scikit-learn>=1.3",
             "pytest>=7",
             "hypothesis>=6",
             "playwright>=1.40",

@@ -21,8 +21,10 @@ _URL = re.compile(r"(http://127\.0\.0\.1:\d+/)")
 class TensorBoardProcess:
     """Starts ``python -m tensorboard.main`` with --port 0 and finds its URL."""
 
-    def __init__(self, logdir, load_fast=False, extra_args=(), timeout=90):
+    def __init__(self, logdir, load_fast=False, extra_args=(), timeout=90, python=None, cwd=None):
         self.logdir = logdir
+        self.python = python or sys.executable
+        self.cwd = cwd
         self.load_fast = load_fast
         self.extra_args = list(extra_args)
         self.timeout = timeout
@@ -39,7 +41,7 @@ class TensorBoardProcess:
 
     def start(self):
         args = [
-            sys.executable,
+            self.python,
             "-m",
             "tensorboard.main",
             "--logdir",
@@ -53,10 +55,12 @@ class TensorBoardProcess:
             "--load_fast",
             "true" if self.load_fast else "false",
         ] + self.extra_args
-        self._log_path = os.path.join(self.logdir, os.pardir, "tensorboard-%d.log" % id(self))
+        self._log_path = os.path.join(
+            os.path.dirname(os.path.abspath(self.logdir)), "tensorboard-%d.log" % id(self)
+        )
         self._log = open(self._log_path, "w+")
         self.process = subprocess.Popen(
-            args, stdout=self._log, stderr=subprocess.STDOUT, text=True
+            args, stdout=self._log, stderr=subprocess.STDOUT, text=True, cwd=self.cwd
         )
         deadline = time.time() + self.timeout
         while time.time() < deadline:

@@ -1,0 +1,195 @@
+"""tb_gradlens.summary.gradients: eager and tf.function, recording rules, read back in full."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import readback
+from test_gradient_stats import assert_stats_match
+from test_gradient_stats import reference_histogram
+from test_gradient_stats import reference_statistics
+from tb_gradlens import metadata
+from tb_gradlens import numerics
+from tb_gradlens import summary
+
+
+def _variables():
+    return [
+        tf.Variable(np.ones((3, 2), np.float32), name="layer/kernel"),
+        tf.Variable(np.zeros(2, np.float32), name="layer/bias"),
+        tf.Variable(np.ones(4, np.float32), name="frozen/kernel"),
+    ]
+
+
+def _grads(step):
+    rng = np.random.default_rng(step)
+    return [
+        tf.constant(rng.normal(size=(3, 2)).astype(np.float32)),
+        tf.constant(np.array([0.0, np.nan if step == 3 else 1.0], np.float32)),
+        None,
+    ]
+
+
+def _write_steps(logdir, fn, steps=5):
+    writer = tf.summary.create_file_writer(logdir)
+    with writer.as_default():
+        for step in range(steps):
+            fn(_grads(step), step)
+    writer.close()
+
+
+def test_eager_and_tf_function_write_the_same_records(tmp_path):
+    variables = _variables()
+
+    def eager(grads, step):
+        assert bool(summary.gradients(grads, variables, step=step))
+
+    @tf.function
+    def traced(g0, g1, step):
+        return summary.gradients([g0, g1, None], variables, step=step)
+
+    def graph(grads, step):
+        assert bool(traced(grads[0], grads[1], tf.constant(step, tf.int64)))
+
+    _write_steps(str(tmp_path / "eager"), eager)
+    _write_steps(str(tmp_path / "graph"), graph)
+    records = readback.read_records(str(tmp_path))
+    assert set(records) == {"eager", "graph"}
+    assert set(records["eager"]) == set(records["graph"])
+    for tag, (record, data) in records["eager"].items():
+        other_record, other_data = records["graph"][tag]
+        assert record == other_record
+        assert [d.step for d in data] == [0, 1, 2, 3, 4]
+        assert [d.step for d in other_data] == [0, 1, 2, 3, 4]
+        for a, b in zip(data, other_data):
+            np.testing.assert_array_equal(a.numpy, b.numpy)
+
+    record, data = readback.only_tag(records, "eager", metadata.GRAD_STATS)
+    assert record.rows == ("layer/kernel", "layer/bias", "frozen/kernel")
+    assert record.extras["variable_dtypes"] == ["float32"] * 3
+    assert record.extras["gradient_dtypes"] == ["float32", "float32", "none"]
+    for datum in data:
+        grads = _grads(datum.step)
+        sizes = [6, 2, 4]
+        for i, g in enumerate(grads):
+            expected = reference_statistics(None if g is None else g.numpy(), sizes[i])
+            assert_stats_match(datum.numpy[i], expected)
+    assert data[3].numpy[1, metadata.GRAD_STATS_COLUMNS.index("nan_count")] == 1
+    record, data = readback.only_tag(records, "eager", metadata.GRAD_HISTOGRAM)
+    for datum in data:
+        for i, g in enumerate(_grads(datum.step)):
+            expected = reference_histogram(None if g is None else g.numpy())
+            np.testing.assert_array_equal(datum.numpy[i], expected)
+
+
+def test_nothing_is_computed_without_writer_or_when_record_if_is_false(tmp_path, monkeypatch):
+    calls = tf.Variable(0, dtype=tf.int64)
+    original = numerics.gradient_statistics
+
+    def counting(grads, sizes=None):
+        calls.assign_add(1)
+        return original(grads, sizes)
+
+    monkeypatch.setattr(numerics, "gradient_statistics", counting)
+    variables = _variables()
+    # Eager, no default writer: returns False and computes nothing.
+    assert not bool(summary.gradients(_grads(0), variables, step=0))
+    assert int(calls.numpy()) == 0
+
+    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
+
+    @tf.function
+    def step_fn(g0, g1, step):
+        with writer.as_default(), tf.summary.record_if(step % 3 == 0):
+            return summary.gradients([g0, g1, None], variables, step=step)
+
+    written = []
+    for step in range(9):
+        grads = _grads(step)
+        written.append(bool(step_fn(grads[0], grads[1], tf.constant(step, tf.int64))))
+    writer.close()
+    assert written == [s % 3 == 0 for s in range(9)]
+    assert int(calls.numpy()) == 3  # the statistics ran on logged steps only
+    records = readback.read_records(str(tmp_path))
+    _, data = readback.only_tag(records, "run", metadata.GRAD_STATS)
+    assert [d.step for d in data] == [0, 3, 6]
+
+
+def test_step_comes_from_default_step_or_raises(tmp_path):
+    variables = _variables()
+    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
+    with writer.as_default():
+        with pytest.raises(ValueError, match="no step given"):
+            summary.gradients(_grads(0), variables)
+        tf.summary.experimental.set_step(42)
+        try:
+            assert bool(summary.gradients(_grads(0), variables))
+        finally:
+            tf.summary.experimental.set_step(None)
+    writer.close()
+    records = readback.read_records(str(tmp_path))
+    _, data = readback.only_tag(records, "run", metadata.GRAD_STATS)
+    assert [d.step for d in data] == [42]
+
+
+def test_length_mismatch_is_a_clear_error():
+    with pytest.raises(ValueError, match="2 gradients for 3 variables"):
+        summary.gradients([None, None], _variables(), step=0)
+
+
+def train_keras_mlp_custom_loop(logdir, steps, policy="float32"):
+    """A small Keras MLP trained in a GradientTape loop; returns the gradients of every step."""
+    keras.utils.set_random_seed(7)
+    model = keras.Sequential(
+        [
+            keras.Input((12,)),
+            keras.layers.Dense(16, activation="relu", dtype=policy, name="hidden"),
+            keras.layers.Dense(3, dtype=policy, name="logits"),
+            keras.layers.Activation("softmax", dtype="float32", name="probs"),
+        ],
+        name="mlp",
+    )
+    optimizer = keras.optimizers.SGD(0.05)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    writer = tf.summary.create_file_writer(os.path.join(logdir, policy))
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(steps, 8, 12)).astype(np.float32)
+    y = rng.integers(0, 3, size=(steps, 8)).astype(np.int32)
+
+    @tf.function
+    def train_step(xb, yb, step):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        with writer.as_default():
+            summary.gradients(grads, model.trainable_variables, step=step)
+        optimizer.apply(grads, model.trainable_variables)
+        return grads
+
+    all_grads = []
+    for step in range(steps):
+        grads = train_step(x[step], y[step], tf.constant(step, tf.int64))
+        all_grads.append([g.numpy() for g in grads])
+    writer.close()
+    return model, all_grads
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_keras_custom_loop_reads_back_every_step_exactly(tmp_path, policy):
+    steps = 500
+    model, all_grads = train_keras_mlp_custom_loop(str(tmp_path), steps, policy)
+    records = readback.read_records(str(tmp_path))
+    record, data = readback.only_tag(records, policy, metadata.GRAD_STATS)
+    assert record.rows == ("mlp/hidden/kernel", "mlp/hidden/bias", "mlp/logits/kernel", "mlp/logits/bias")
+    assert [d.step for d in data] == list(range(steps))
+    for datum in data:
+        for i, g in enumerate(all_grads[datum.step]):
+            assert_stats_match(datum.numpy[i], reference_statistics(g))
+    _, hist = readback.only_tag(records, policy, metadata.GRAD_HISTOGRAM)
+    assert [d.step for d in hist] == list(range(steps))
+    for datum in hist[::50]:
+        for i, g in enumerate(all_grads[datum.step]):
+            np.testing.assert_array_equal(datum.numpy[i], reference_histogram(g))
