@@ -2,13 +2,45 @@
 
 TensorFlow-free and shared by the plugin and the command line: both build a
 ``tensorboard.data.provider.DataProvider`` (the plugin gets TensorBoard's,
-the CLI builds one over an ``EventMultiplexer``) and read through here.
+the CLI builds one over an ``EventMultiplexer``) and read through a
+``Source`` made here.
+
+A ``Source`` answers: runs, tags by kind, a record's series as NumPy arrays
+(``values[step, row, column]`` with steps and wall times), dtype maps and
+scalars.  Reads are cached in a ``Cache`` keyed by (experiment, run, tag)
+and invalidated when the tag's ``max_step``/``max_wall_time`` changes, so a
+logdir that is not growing is fetched once (with the Rust data server every
+``read_tensors`` ships each tensor over gRPC).
 """
 
+import collections
+import json
+import logging
+import re
+import threading
+
+import numpy as np
 from tensorboard import context as tb_context
+from tensorboard import errors
 from tensorboard import plugin_util
+from tensorboard.data import provider as tb_provider
 
 from tb_gradlens import metadata
+
+logger = logging.getLogger(__name__)
+
+# ``downsample`` for "every stored point": 0 would return nothing.
+DOWNSAMPLE_ALL = 10**9
+
+# TensorBoard's own plugin name for tf.summary.scalar data.
+SCALARS_PLUGIN = "scalars"
+
+# A gRPC answer of the Rust data server holds at most 256 MiB; a record
+# larger than this many bytes in total is read downsampled (see _read_series).
+MAX_READ_BYTES = 192 * 1024 * 1024
+
+# Default memory budget of a Cache.
+DEFAULT_CACHE_BYTES = 1024 * 1024 * 1024
 
 
 class TagEntry:
@@ -24,6 +56,15 @@ class TagEntry:
         self.max_step = max_step
         self.last_wall_time = last_wall_time
 
+    @property
+    def kind(self):
+        return self.record.kind if self.record is not None else None
+
+    @property
+    def version(self):
+        """What changes when the tag gets new data (the cache key's version)."""
+        return (self.max_step, self.last_wall_time)
+
     def to_json(self):
         out = {"tag": self.tag, "max_step": self.max_step}
         if self.record is not None:
@@ -37,6 +78,79 @@ class TagEntry:
         else:
             out.update(kind=None, rows=[], columns=[], extras={}, error=self.error)
         return out
+
+
+class Series:
+    """All logged steps of one float record.
+
+    Attributes:
+      run, tag: where it comes from.
+      record: its RecordMetadata.
+      steps: int64 ``[S]``, ascending.
+      wall_times: float64 ``[S]``.
+      values: float32 ``[S, rows, columns]``.
+      sampled: True if the provider returned only a sample of the steps.
+    """
+
+    __slots__ = ("run", "tag", "record", "steps", "wall_times", "values", "sampled")
+
+    def __init__(self, run, tag, record, steps, wall_times, values, sampled=False):
+        self.run = run
+        self.tag = tag
+        self.record = record
+        self.steps = steps
+        self.wall_times = wall_times
+        self.values = values
+        self.sampled = sampled
+
+    @property
+    def nbytes(self):
+        return self.steps.nbytes + self.wall_times.nbytes + self.values.nbytes
+
+    def column(self, name):
+        """values[:, :, column] as a float32 ``[S, rows]`` view."""
+        return self.values[:, :, self.record.columns.index(name)]
+
+
+class Cache:
+    """A thread-safe LRU of computed values, bounded in bytes.
+
+    ``get(key, version, compute)`` returns the value stored under ``key``
+    if it was computed for the same ``version``; else it calls
+    ``compute()`` and stores the result.  Sizes come from ``nbytes`` (an
+    attribute of the value) or count as 1 KiB.
+    """
+
+    def __init__(self, max_bytes=DEFAULT_CACHE_BYTES):
+        self.max_bytes = max_bytes
+        self._entries = collections.OrderedDict()  # key -> (version, value, size)
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key, version, compute):
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] == version:
+                self._entries.move_to_end(key)
+                return hit[1]
+        value = compute()
+        size = int(getattr(value, "nbytes", 1024))
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            if size <= self.max_bytes:
+                self._entries[key] = (version, value, size)
+                self._bytes += size
+            while self._bytes > self.max_bytes and self._entries:
+                _, (_, _, s) = self._entries.popitem(last=False)
+                self._bytes -= s
+        return value
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
 
 
 def request_context(request):
@@ -64,3 +178,273 @@ def list_records(data_provider, ctx, experiment_id):
             )
         result[run] = entries
     return result
+
+
+class Source:
+    """Everything the analysis reads, for one experiment of one provider.
+
+    Build one per request (it memoizes the tag listing for its lifetime)
+    and share one ``Cache`` between requests.
+    """
+
+    def __init__(self, data_provider, ctx=None, experiment_id="", cache=None):
+        self.data_provider = data_provider
+        self.ctx = ctx if ctx is not None else tb_context.RequestContext()
+        self.experiment_id = experiment_id
+        self.cache = cache if cache is not None else Cache()
+        self._records = None
+        self._scalars = None
+
+    @classmethod
+    def from_request(cls, data_provider, request, cache=None):
+        ctx, experiment_id = request_context(request)
+        return cls(data_provider, ctx, experiment_id, cache)
+
+    # -- listing -----------------------------------------------------------
+
+    def records(self):
+        """{run: [TagEntry]} of every gradlens tag (sorted by tag)."""
+        if self._records is None:
+            self._records = list_records(self.data_provider, self.ctx, self.experiment_id)
+        return self._records
+
+    def runs(self):
+        """Sorted names of the runs that hold gradlens records."""
+        return sorted(self.records())
+
+    def entries(self, run):
+        """The TagEntries of ``run``; NotFoundError for an unknown run."""
+        try:
+            return self.records()[run]
+        except KeyError:
+            raise errors.NotFoundError("no gradlens data for run %r" % (run,)) from None
+
+    def entry(self, run, tag):
+        """The TagEntry of (run, tag); NotFoundError if either is unknown."""
+        for e in self.entries(run):
+            if e.tag == tag:
+                return e
+        raise errors.NotFoundError("run %r has no gradlens tag %r" % (run, tag))
+
+    def entries_of_kind(self, run, kind):
+        """Readable TagEntries of ``run`` whose record is of ``kind``."""
+        return [e for e in self.entries(run) if e.kind == kind]
+
+    # -- reading -----------------------------------------------------------
+
+    def cached(self, name, entry, compute):
+        """``compute()`` memoized under (name, run, tag) until the tag grows."""
+        key = (name, self.experiment_id, entry.run, entry.tag)
+        return self.cache.get(key, entry.version, compute)
+
+    def series(self, run, tag):
+        """The Series of a float record (cached).
+
+        Raises NotFoundError for an unknown run or tag, and
+        InvalidArgumentError for a tag this version cannot read (its
+        metadata error, a ``dtypes`` record, or a tensor of the wrong shape).
+        """
+        entry = self.entry(run, tag)
+        _require_readable(entry)
+        if entry.kind == metadata.DTYPES:
+            raise errors.InvalidArgumentError(
+                "tag %r holds dtype maps, not a series: read it with the dtypes route" % tag
+            )
+        return self.cached("series", entry, lambda: self._read_series(entry))
+
+    def _read_tensor_points(self, entry, downsample):
+        flt = tb_provider.RunTagFilter(runs=[entry.run], tags=[entry.tag])
+        data = self.data_provider.read_tensors(
+            self.ctx,
+            experiment_id=self.experiment_id,
+            plugin_name=metadata.PLUGIN_NAME,
+            downsample=downsample,
+            run_tag_filter=flt,
+        )
+        points = data.get(entry.run, {}).get(entry.tag)
+        if points is None:
+            raise errors.NotFoundError("run %r has no gradlens tag %r" % (entry.run, entry.tag))
+        return points
+
+    def _read_series(self, entry):
+        record = entry.record
+        n_rows, n_cols = len(record.rows), len(record.columns)
+        sampled = False
+        try:
+            points = self._read_tensor_points(entry, DOWNSAMPLE_ALL)
+        except errors.PublicError:
+            raise
+        except Exception as e:  # noqa: BLE001 - e.g. a gRPC answer over its size limit
+            per_point = max(1, n_rows * n_cols * 4)
+            budget = max(2, MAX_READ_BYTES // per_point)
+            logger.warning(
+                "gradlens: reading %s/%s in full failed (%s); reading %d sampled steps",
+                entry.run, entry.tag, e, budget,
+            )
+            points = self._read_tensor_points(entry, budget)
+            sampled = True
+        steps = np.fromiter((p.step for p in points), np.int64, len(points))
+        wall_times = np.fromiter((p.wall_time for p in points), np.float64, len(points))
+        values = np.empty((len(points), n_rows, n_cols), np.float32)
+        for i, p in enumerate(points):
+            array = np.asarray(p.numpy)
+            if array.shape != (n_rows, n_cols):
+                try:
+                    metadata.check_tensor_shape(record, array.shape, entry.tag)
+                except metadata.FormatError as e:
+                    raise errors.InvalidArgumentError("%s (step %d)" % (e, p.step)) from None
+            values[i] = array
+        order = np.argsort(steps, kind="stable")
+        if np.any(order != np.arange(len(order))):
+            steps, wall_times, values = steps[order], wall_times[order], values[order]
+        return Series(entry.run, entry.tag, record, steps, wall_times, values, sampled)
+
+    def dtype_maps(self, run, tag):
+        """[{"step","wall_time","map"[, "error"]}] of a ``dtypes`` tag, oldest first."""
+        entry = self.entry(run, tag)
+        _require_readable(entry)
+        if entry.kind != metadata.DTYPES:
+            raise errors.InvalidArgumentError("tag %r is not a dtypes record" % tag)
+
+        def read():
+            points = self._read_tensor_points(entry, DOWNSAMPLE_ALL)
+            return _DtypeMaps(_decode_dtype_map(p) for p in points)
+
+        return list(self.cached("dtypes", entry, read))
+
+    def scalar_listing(self):
+        """{run: {tag: ScalarTimeSeries}} of TensorBoard's scalar summaries."""
+        if self._scalars is None:
+            self._scalars = self.data_provider.list_scalars(
+                self.ctx, experiment_id=self.experiment_id, plugin_name=SCALARS_PLUGIN
+            )
+        return self._scalars
+
+    def scalars(self, run, tag):
+        """(steps int64, wall_times float64, values float64) of a scalar tag."""
+        ts = self.scalar_listing().get(run, {}).get(tag)
+        if ts is None:
+            raise errors.NotFoundError("run %r has no scalar tag %r" % (run, tag))
+        entry = TagEntry(run, tag, max_step=ts.max_step, last_wall_time=ts.max_wall_time)
+
+        def read():
+            flt = tb_provider.RunTagFilter(runs=[run], tags=[tag])
+            data = self.data_provider.read_scalars(
+                self.ctx,
+                experiment_id=self.experiment_id,
+                plugin_name=SCALARS_PLUGIN,
+                downsample=DOWNSAMPLE_ALL,
+                run_tag_filter=flt,
+            )
+            points = data.get(run, {}).get(tag, [])
+            return _Arrays(
+                (
+                    np.fromiter((p.step for p in points), np.int64, len(points)),
+                    np.fromiter((p.wall_time for p in points), np.float64, len(points)),
+                    np.fromiter((p.value for p in points), np.float64, len(points)),
+                )
+            )
+
+        return tuple(self.cached("scalars", entry, read))
+
+
+class _Arrays(tuple):
+    """A tuple of arrays with ``nbytes`` (for the Cache)."""
+
+    @property
+    def nbytes(self):
+        return sum(a.nbytes for a in self)
+
+
+class _DtypeMaps(list):
+    @property
+    def nbytes(self):
+        return 1024 * (1 + len(self))
+
+
+def _require_readable(entry):
+    if entry.record is None:
+        raise errors.InvalidArgumentError(entry.error or "unreadable gradlens record")
+
+
+def _decode_dtype_map(point):
+    out = {"step": int(point.step), "wall_time": float(point.wall_time), "map": None}
+    try:
+        raw = np.asarray(point.numpy).item()
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8")
+        value = json.loads(raw)
+        if not isinstance(value, dict):
+            raise ValueError("not a JSON object")
+        out["map"] = value
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        out["error"] = "unreadable dtype map at step %d: %s" % (point.step, e)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Selections (pure).
+# ---------------------------------------------------------------------------
+
+
+def thin_indices(n, max_steps):
+    """At most ``max_steps`` evenly spaced indices of range(n), first and last kept."""
+    if max_steps is None or max_steps >= n:
+        return np.arange(n)
+    if max_steps <= 1:
+        return np.array([n - 1]) if n else np.arange(0)
+    return np.unique(np.round(np.linspace(0, n - 1, max_steps)).astype(np.int64))
+
+
+def select_steps(steps, step_min=None, step_max=None, max_steps=None):
+    """Indices into ``steps`` within [step_min, step_max], evenly thinned."""
+    steps = np.asarray(steps)
+    mask = np.ones(len(steps), bool)
+    if step_min is not None:
+        mask &= steps >= step_min
+    if step_max is not None:
+        mask &= steps <= step_max
+    index = np.nonzero(mask)[0]
+    return index[thin_indices(len(index), max_steps)]
+
+
+def select_rows(rows, pattern=None, names=()):
+    """Indices of ``rows`` named in ``names`` or matching regex ``pattern``.
+
+    No filter selects every row.  An invalid regex raises
+    InvalidArgumentError; a name not in ``rows`` raises NotFoundError.
+    """
+    rows = list(rows)
+    names = list(names or ())
+    if pattern is None and not names:
+        return list(range(len(rows)))
+    missing = [n for n in names if n not in rows]
+    if missing:
+        raise errors.NotFoundError("no row %r (rows: %d)" % (missing[0], len(rows)))
+    wanted = set(names)
+    regex = None
+    if pattern is not None:
+        try:
+            regex = re.compile(pattern)
+        except re.error as e:
+            raise errors.InvalidArgumentError("invalid rows regex %r: %s" % (pattern, e)) from None
+    return [
+        i
+        for i, r in enumerate(rows)
+        if r in wanted or (regex is not None and regex.search(r))
+    ]
+
+
+def select_columns(columns, names=None):
+    """Indices of the named columns (all if None); InvalidArgumentError if unknown."""
+    columns = list(columns)
+    if not names:
+        return list(range(len(columns)))
+    out = []
+    for n in names:
+        if n not in columns:
+            raise errors.InvalidArgumentError(
+                "no column %r; columns are %s" % (n, ", ".join(columns[:20]))
+            )
+        out.append(columns.index(n))
+    return out

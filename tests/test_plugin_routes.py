@@ -1,0 +1,357 @@
+"""GradLens routes over a Werkzeug test client on TensorBoardWSGI with a real data provider."""
+
+import json
+
+import numpy as np
+import pytest
+from tensorboard.backend import application
+from tensorboard.backend.event_processing import data_provider as mux_provider
+from tensorboard.backend.event_processing import plugin_event_multiplexer
+from tensorboard.plugins import base_plugin
+from werkzeug import test as werkzeug_test
+
+import gradlens_logs as logs
+from tb_gradlens import gradlens_plugin
+from tb_gradlens import metadata
+
+PREFIX = "/data/plugin/gradlens/"
+
+
+def make_provider(logdir):
+    multiplexer = plugin_event_multiplexer.EventMultiplexer(
+        tensor_size_guidance={metadata.PLUGIN_NAME: 0}
+    )
+    multiplexer.AddRunsFromDirectory(logdir)
+    multiplexer.Reload()
+    return multiplexer, mux_provider.MultiplexerDataProvider(multiplexer, logdir)
+
+
+class CountingProvider:
+    """Wraps a provider and counts read_tensors calls (cache checks)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.reads = 0
+
+    def read_tensors(self, *args, **kwargs):
+        self.reads += 1
+        return self.inner.read_tensors(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    return logs.write_logdir(str(tmp_path_factory.mktemp("routes") / "logs"))
+
+
+@pytest.fixture(scope="module")
+def provider(logdir):
+    return CountingProvider(make_provider(logdir)[1])
+
+
+@pytest.fixture(scope="module")
+def client(logdir, provider):
+    context = base_plugin.TBContext(data_provider=provider, logdir=logdir)
+    app = application.TensorBoardWSGI([gradlens_plugin.GradLensPlugin(context)])
+    return werkzeug_test.Client(app)
+
+
+def get(client, route, **params):
+    response = client.get(PREFIX + route, query_string=params)
+    return response.status_code, response.headers.get("Content-Type", ""), response.get_data(as_text=True)
+
+
+def get_json(client, route, **params):
+    status, ctype, body = get(client, route, **params)
+    assert status == 200, body
+    assert ctype.startswith("application/json")
+    return json.loads(body)
+
+
+def number(v):
+    """What the frontend does: Number(v)."""
+    return float(v) if not isinstance(v, str) else float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[v])
+
+
+def tag_of(client, run, kind):
+    runs = {r["run"]: r for r in get_json(client, "runs")["runs"]}
+    found = [t["tag"] for t in runs[run]["tags"] if t["kind"] == kind]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_runs_lists_kinds_errors_and_scalars(client):
+    runs = {r["run"]: r for r in get_json(client, "runs")["runs"]}
+    assert sorted(runs) == ["bf16", "f32", "noise"]
+    f32 = {t["tag"]: t for t in runs["f32"]["tags"]}
+    kinds = sorted(t["kind"] for t in f32.values() if t["kind"])
+    assert kinds == sorted(["grad_stats", "grad_histogram", "divergence", "update_stats", "dtypes"])
+    future = f32[logs.FUTURE_TAG]
+    assert future["kind"] is None and "newer" in future["error"] and "upgrade" in future["error"]
+    stats = [t for t in f32.values() if t["kind"] == "grad_stats"][0]
+    assert stats["rows"] == list(logs.VARIABLES)
+    assert stats["max_step"] == logs.F32_STEPS[-1]
+    assert runs["f32"]["scalars"] == ["loss"]
+    # bf16 gradients give another digest, hence another tag of the same kind.
+    assert tag_of(client, "bf16", "grad_stats") != stats["tag"]
+
+
+def test_series_values_match_numpy_float64(client):
+    tag = tag_of(client, "f32", "grad_stats")
+    data = get_json(client, "series", run="f32", tag=tag)
+    assert data["kind"] == "grad_stats"
+    assert data["steps"] == logs.F32_STEPS
+    assert len(data["wall_times"]) == len(logs.F32_STEPS)
+    assert data["columns"] == list(metadata.GRAD_STATS_COLUMNS)
+    values = data["values"]  # [column][row][step]
+    for s, step in enumerate(logs.F32_STEPS):
+        for r, grad in enumerate(logs.gradients_at("f32", step)):
+            expected = logs.expected_stats(grad, int(np.prod(logs.SHAPES[r])))
+            for c, column in enumerate(data["columns"]):
+                got = number(values[c][r][s])
+                want = np.float64(np.float32(expected[column]))
+                if np.isnan(want):
+                    assert np.isnan(got), (step, r, column)
+                else:
+                    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-30, err_msg=column)
+    # The None gradient's value statistics travel as the string "NaN".
+    assert values[0][2][0] == "NaN"
+
+
+def test_series_selection(client):
+    tag = tag_of(client, "f32", "grad_stats")
+    data = get_json(
+        client, "series", run="f32", tag=tag, columns="nan_count,mean", rows="^dense/", step_min=1, step_max=4
+    )
+    assert data["rows"] == ["dense/kernel", "dense/bias"]
+    assert data["columns"] == ["nan_count", "mean"]
+    assert data["steps"] == [1, 2, 3, 4]
+    nan_counts = [[number(v) for v in row] for row in data["values"][0]]
+    assert nan_counts == [[0, 0, 0, 0], [0, 0, 1, 0]]  # bias NaN at step 3
+    bias = [logs.gradients_at("f32", s)[1].astype(np.float64) for s in (1, 2, 3, 4)]
+    np.testing.assert_allclose(
+        [number(v) for v in data["values"][1][1]], [np.nanmean(b) for b in bias], rtol=1e-6
+    )
+    # Exact names (repeatable) and thinning that keeps the last step.
+    status, _, body = get(client, "series", run="f32", tag=tag, row="frozen")
+    assert status == 200 and json.loads(body)["rows"] == ["frozen"]
+    data = get_json(client, "series", run="f32", tag=tag, max_steps=3, columns="count")
+    assert data["steps"][-1] == logs.F32_STEPS[-1] and data["steps"][0] == 0 and len(data["steps"]) == 3
+    assert [number(v) for v in data["values"][0][0]] == [6.0, 6.0, 6.0]
+
+
+@pytest.mark.parametrize(
+    "params, status",
+    [
+        ({"run": "f32"}, 400),  # no tag
+        ({"tag": "x"}, 400),  # no run
+        ({"run": "nope", "tag": "x"}, 404),
+        ({"run": "f32", "tag": "nope"}, 404),
+        ({"run": "f32", "tag": logs.FUTURE_TAG}, 400),
+        ({"run": "f32", "tag": "GS", "row": "nope"}, 404),
+        ({"run": "f32", "tag": "GS", "rows": "("}, 400),
+        ({"run": "f32", "tag": "GS", "columns": "nope"}, 400),
+        ({"run": "f32", "tag": "GS", "step_min": "x"}, 400),
+        ({"run": "f32", "tag": "GS", "max_steps": "0"}, 400),
+        ({"run": "f32", "tag": "DT"}, 400),  # a dtypes record is not a series
+    ],
+)
+def test_series_errors_are_400_or_404_text(client, params, status):
+    params = dict(params)
+    if params.get("tag") == "GS":
+        params["tag"] = tag_of(client, "f32", "grad_stats")
+    if params.get("tag") == "DT":
+        params["tag"] = tag_of(client, "f32", "dtypes")
+    code, ctype, body = get(client, "series", **params)
+    assert code == status, body
+    assert ctype.startswith("text/plain")
+
+
+def test_divergence_series_and_cache(client, provider):
+    tag = tag_of(client, "f32", "divergence")
+    before = provider.reads
+    data = get_json(client, "series", run="f32", tag=tag, columns="rel_l2")
+    assert data["extras"]["candidate"] == logs.CANDIDATE
+    want = np.array([logs.divergence_at(s)[:, 0] for s in logs.F32_STEPS]).T
+    np.testing.assert_array_equal(np.float32([[number(v) for v in row] for row in data["values"][0]]), want)
+    get_json(client, "series", run="f32", tag=tag, columns="cosine")
+    # At most one read for both requests: the second is served from the cache.
+    assert provider.reads - before <= 1
+
+
+def test_dtypes_and_scalars(client):
+    data = get_json(client, "dtypes", run="f32")
+    assert data["tag"] == tag_of(client, "f32", "dtypes")
+    assert [m["step"] for m in data["maps"]] == [0]
+    assert data["maps"][0]["map"] == logs.DTYPE_MAP
+    assert get(client, "dtypes", run="bf16")[0] == 404
+    assert get(client, "dtypes")[0] == 400
+    data = get_json(client, "scalars", run="bf16", tag="loss")
+    assert data["steps"] == logs.BF16_STEPS
+    np.testing.assert_allclose(
+        data["values"], [np.float32(logs.loss_at("bf16", s)) for s in logs.BF16_STEPS], rtol=1e-7
+    )
+    assert get(client, "scalars", run="bf16", tag="nope")[0] == 404
+    assert get(client, "scalars", run="bf16")[0] == 400
+
+
+def test_alerts_name_run_step_and_variables_and_keep_serving_past_a_bad_tag(client):
+    data = get_json(client, "alerts")
+    assert {"run": "f32", "tag": logs.FUTURE_TAG} in [
+        {"run": e["run"], "tag": e["tag"]} for e in data["errors"]
+    ]
+    by_code = {}
+    for a in data["alerts"]:
+        by_code.setdefault((a["run"], a["code"]), a)
+        assert a["severity"] in ("error", "warning", "info")
+        assert a["explanation"] and a["fix"] and a["view"]["run"] == a["run"]
+    nonfinite = by_code[("f32", "nonfinite")]
+    assert (nonfinite["step_first"], nonfinite["variables"]) == (logs.NAN_STEP, ["dense/bias"])
+    assert nonfinite["severity"] == "error"
+    assert by_code[("f32", "none_gradient")]["variables"] == ["frozen"]
+    for run in ("bf16", "noise"):
+        assert by_code[(run, "none_gradient")]["variables"] == ["frozen"]
+    # rel_l2 = 0.04 * step of dense/kernel exceeds 0.1 first at step 3.
+    div = by_code[("f32", "bf16_divergence")]
+    assert (div["step_first"], div["step_last"], div["variables"]) == (3, 5, ["dense/kernel"])
+    assert div["view"] == {"name": "divergence", "run": "f32", "tag": tag_of(client, "f32", "divergence"),
+                           "column": "rel_l2", "row": "dense/kernel"}
+    ftz = by_code[("f32", "flush_to_zero")]
+    assert (ftz["step_first"], ftz["variables"]) == (4, ["dense/bias"])
+    lost = by_code[("f32", "lost_update")]
+    assert (lost["step_first"], lost["variables"], lost["severity"]) == (2, ["dense/kernel"], "info")
+    out = by_code[("f32", "bf16_model_output")]
+    assert (out["step_first"], out["variables"]) == (0, ["dense"])
+    only = get_json(client, "alerts", run="bf16")
+    assert {a["run"] for a in only["alerts"]} == {"bf16"} and only["errors"] == []
+    assert get(client, "alerts", run="nope")[0] == 404
+
+
+def test_overview(client):
+    runs = {r["run"]: r for r in get_json(client, "overview")["runs"]}
+    f32 = runs["f32"]
+    worst = f32["worst_divergence"]
+    table = np.array([logs.divergence_at(s)[:, 0] for s in logs.F32_STEPS], np.float32)
+    assert worst["value"] == pytest.approx(float(table.max()), rel=1e-7)
+    assert (worst["row"], worst["step"], worst["metric"]) == ("dense/kernel", 5, "rel_l2")
+    assert worst["candidate"] == logs.CANDIDATE and worst["reference"] == logs.REFERENCE
+    assert f32["first_nonfinite_step"] == logs.NAN_STEP
+    assert f32["first_nonfinite_variables"] == ["dense/bias"]
+    assert f32["disconnected_variables"] == ["frozen"]
+    assert f32["alert_counts"]["error"] == 1
+    assert runs["bf16"]["worst_divergence"] is None and runs["bf16"]["first_nonfinite_step"] is None
+
+
+def test_compare_scalar_loss_with_noise_floor(client):
+    data = get_json(client, "compare", run_a="f32", run_b="bf16", noise_run="noise", kind="scalar", tag="loss")
+    assert data["steps"] == logs.F32_STEPS
+    assert data["only_in_a"] == [] and data["only_in_b"] == [6, 7]
+    a = np.array([np.float32(logs.loss_at("f32", s)) for s in logs.F32_STEPS], np.float64)
+    b = np.array([np.float32(logs.loss_at("bf16", s)) for s in logs.F32_STEPS], np.float64)
+    n = np.array([np.float32(logs.loss_at("noise", s)) for s in logs.F32_STEPS], np.float64)
+    np.testing.assert_allclose(data["a"], a, rtol=1e-12)
+    np.testing.assert_allclose(data["difference"], b - a, rtol=1e-9)
+    np.testing.assert_allclose(data["ratio"], b / a, rtol=1e-9)
+    np.testing.assert_allclose(data["rel_difference"], (b - a) / np.abs(a), rtol=1e-9)
+    np.testing.assert_allclose(data["noise"]["rel_difference"], (n - a) / np.abs(a), rtol=1e-6)
+    summary = data["summary"]
+    assert summary["max_abs_rel_difference"] == pytest.approx(np.max(np.abs((b - a) / a)), rel=1e-9)
+    assert summary["noise_max_abs_rel_difference"] == pytest.approx(np.max(np.abs((n - a) / a)), rel=1e-6)
+    assert summary["exceeds_noise"] is True
+
+
+def test_compare_record_statistic_across_digests(client):
+    data = get_json(client, "compare", run_a="f32", run_b="bf16", kind="grad_stats", row="dense/bias", column="mean")
+    assert data["quantity"]["tags"]["a"] == tag_of(client, "f32", "grad_stats")
+    assert data["quantity"]["tags"]["b"] == tag_of(client, "bf16", "grad_stats")
+    mean = lambda run, s: np.nanmean(logs.gradients_at(run, s)[1].astype(np.float64))  # noqa: E731
+    a = np.array([mean("f32", s) for s in logs.F32_STEPS])
+    b = np.array([mean("bf16", s) for s in logs.F32_STEPS])
+    np.testing.assert_allclose(data["a"], a, rtol=1e-6)
+    np.testing.assert_allclose(data["b"], b, rtol=1e-6)
+    # The NaN step: f32's mean is over its one finite element, bf16's over two.
+    rel = [number(v) for v in data["rel_difference"]]
+    assert rel[logs.NAN_STEP] == pytest.approx(0.5)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = (b - a) / np.abs(a)
+    np.testing.assert_array_equal(np.isnan(rel), np.isnan(want))
+    np.testing.assert_allclose(np.nan_to_num(rel), np.nan_to_num(want), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "params, status",
+    [
+        ({"run_a": "f32"}, 400),
+        ({"run_a": "f32", "run_b": "bf16", "kind": "scalar"}, 400),  # no tag
+        ({"run_a": "f32", "run_b": "bf16", "kind": "scalar", "tag": "nope"}, 404),
+        ({"run_a": "f32", "run_b": "nope", "kind": "scalar", "tag": "loss"}, 404),
+        ({"run_a": "f32", "run_b": "bf16", "kind": "grad_stats"}, 400),  # no row
+        ({"run_a": "f32", "run_b": "bf16", "kind": "grad_stats", "row": "nope"}, 404),
+        ({"run_a": "f32", "run_b": "bf16", "kind": "grad_stats", "row": "frozen", "column": "x"}, 400),
+        ({"run_a": "f32", "run_b": "bf16", "kind": "divergence", "row": "dense/bias"}, 404),
+        ({"run_a": "f32", "run_b": "bf16", "kind": "bogus", "row": "x"}, 400),
+    ],
+)
+def test_compare_errors(client, params, status):
+    code, ctype, body = get(client, "compare", **params)
+    assert code == status, body
+    assert ctype.startswith("text/plain")
+
+
+def test_static_route_refuses_traversal(client):
+    assert client.get(PREFIX + "static/index.js").status_code == 200
+    for path in ("static/../gradlens_plugin.py", "static/%2e%2e/setup.py", "static//etc/passwd"):
+        assert client.get(PREFIX + path).status_code == 404
+
+
+def test_series_follow_a_growing_logdir(tmp_path):
+    import tensorflow as tf
+
+    from tb_gradlens import summary
+
+    variable = tf.Variable([1.0, 2.0], name="w")
+    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
+
+    def write(steps):
+        with writer.as_default():
+            for s in steps:
+                summary.gradients([tf.constant([float(s), 0.0])], [variable], step=s, histogram=False)
+        writer.flush()
+
+    write(range(3))
+    multiplexer, provider = make_provider(str(tmp_path))
+    context = base_plugin.TBContext(data_provider=provider, logdir=str(tmp_path))
+    c = werkzeug_test.Client(application.TensorBoardWSGI([gradlens_plugin.GradLensPlugin(context)]))
+    tag = tag_of(c, "run", "grad_stats")
+    assert get_json(c, "series", run="run", tag=tag)["steps"] == [0, 1, 2]
+    write(range(3, 5))
+    multiplexer.Reload()
+    data = get_json(c, "series", run="run", tag=tag, columns="max")
+    assert data["steps"] == [0, 1, 2, 3, 4]
+    assert [number(v) for v in data["values"][0][0]] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.array([0.1, -2.5e-38, 3.4e38, 1e-45, -0.0, 7.0], np.float32),
+        np.array([[np.nan, np.inf], [-np.inf, 1.5]], np.float32),
+        np.arange(24, dtype=np.float64).reshape(2, 3, 4) / 7.0,
+        np.zeros((2, 0), np.float32),
+        np.array(np.nan),
+    ],
+)
+def test_encode_array_round_trips_and_spells_nonfinite(array):
+    text = gradlens_plugin.encode_array(array)
+    decoded = json.loads(text)
+
+    def to_number(x):
+        return [to_number(v) for v in x] if isinstance(x, list) else number(x)
+
+    got = np.array(to_number(decoded), np.float64).reshape(array.shape).astype(array.dtype)
+    np.testing.assert_array_equal(got, array)  # exact round trip, NaN == NaN here
+    assert "NaN" not in text.replace('"NaN"', "")
+    assert "Infinity" not in text.replace('"Infinity"', "").replace('"-Infinity"', "")
