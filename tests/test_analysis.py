@@ -1,0 +1,324 @@
+"""tb_gradlens.analysis: detectors vs brute force, alert rules, and alerts from real trainings."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import data_provider as mux_provider
+from tensorboard.backend.event_processing import plugin_event_multiplexer
+
+from tb_gradlens import analysis
+from tb_gradlens import metadata
+from tb_gradlens import reading
+from tb_gradlens import summary
+from tb_gradlens import summary_v2
+
+
+def source_of(logdir):
+    multiplexer = plugin_event_multiplexer.EventMultiplexer(
+        tensor_size_guidance={metadata.PLUGIN_NAME: 0}
+    )
+    multiplexer.AddRunsFromDirectory(logdir)
+    multiplexer.Reload()
+    return reading.Source(mux_provider.MultiplexerDataProvider(multiplexer, logdir))
+
+
+def alerts_of(logdir, code, **thresholds):
+    found, problems = analysis.run_alerts(
+        source_of(logdir), thresholds=analysis.DEFAULT_THRESHOLDS.replace(**thresholds)
+    )
+    assert problems == []
+    return [a for a in found if a.code == code]
+
+
+def make_series(kind, table, extras=None, steps=None, rows=None):
+    """A reading.Series of ``table`` float32 [S, R, C] with the kind's columns."""
+    table = np.asarray(table, np.float32)
+    rows = rows or ["v%d" % i for i in range(table.shape[1])]
+    record = metadata.RecordMetadata(kind, rows, metadata.KIND_COLUMNS[kind], extras)
+    steps = np.arange(len(table), dtype=np.int64) * 10 if steps is None else np.asarray(steps)
+    return reading.Series("run", "tag/" + kind, record, steps, steps.astype(np.float64), table)
+
+
+# ---------------------------------------------------------------------------
+# Detectors against brute force.
+# ---------------------------------------------------------------------------
+
+
+def brute_runs(flags, k):
+    out = []
+    for r in range(flags.shape[1]):
+        s = 0
+        while s < flags.shape[0]:
+            if flags[s, r]:
+                e = s
+                while e + 1 < flags.shape[0] and flags[e + 1, r]:
+                    e += 1
+                if e - s + 1 >= k:
+                    out.append((r, s, e))
+                s = e + 1
+            else:
+                s += 1
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("k", [1, 3])
+def test_zero_runs_matches_brute_force(seed, k):
+    flags = np.random.default_rng(seed).random((40, 7)) < 0.6
+    rows, starts, ends = analysis.zero_runs(flags, k)
+    assert list(zip(rows.tolist(), starts.tolist(), ends.tolist())) == brute_runs(flags, k)
+
+
+def test_exceedances_ignore_nan_and_count_inf():
+    values = np.array([[0.0, np.nan, 0.5], [0.2, np.nan, np.inf], [0.05, np.nan, 0.0]])
+    found = analysis.exceedances(values, 0.1)
+    assert found["count"].tolist() == [1, 0, 2]
+    assert found["first"].tolist() == [1, -1, 0]
+    assert found["last"].tolist() == [1, -1, 1]
+    assert found["worst"][0] == 0.2 and np.isnan(found["worst"][1]) and np.isinf(found["worst"][2])
+
+
+def test_first_nonfinite():
+    counts = np.zeros((5, 3))
+    assert analysis.first_nonfinite(counts)[0] == -1
+    counts[3, 2] = counts[3, 0] = 1
+    counts[4, 1] = 2
+    first, rows = analysis.first_nonfinite(counts)
+    assert first == 3 and rows.tolist() == [0, 2]
+
+
+# ---------------------------------------------------------------------------
+# Alert rules on constructed series.
+# ---------------------------------------------------------------------------
+
+F32 = {"label": "f32", "policy": "float32", "device": "CPU", "jit_compile": False}
+F64 = {"label": "f64", "policy": "float64", "device": "CPU", "jit_compile": False}
+BF16 = {"label": "bf16", "policy": "mixed_bfloat16", "device": "CPU", "jit_compile": False}
+F32_GPU = {"label": "gpu", "policy": "float32", "device": "GPU", "jit_compile": True}
+
+
+def divergence_table(rel_l2):
+    rel_l2 = np.asarray(rel_l2, np.float32)
+    table = np.zeros(rel_l2.shape + (len(metadata.DIVERGENCE_COLUMNS),), np.float32)
+    table[..., 0] = rel_l2
+    return table
+
+
+@pytest.mark.parametrize(
+    "kind, reference, candidate, code, threshold",
+    [
+        (metadata.DIVERGENCE, F32, BF16, analysis.BF16_DIVERGENCE, 0.1),
+        (metadata.ACTIVATION_DIVERGENCE, F32, BF16, analysis.BF16_DIVERGENCE, 0.01),
+        (metadata.DIVERGENCE, F64, F32, analysis.F32_F64_MISMATCH, 1e-3),
+        (metadata.DIVERGENCE, F32, F32_GPU, analysis.DIVERGENCE, 1e-3),
+    ],
+)
+def test_divergence_alert_first_step_above_the_threshold(kind, reference, candidate, code, threshold):
+    rel = np.array([[0.5, 0.9], [0.9, 1.5], [1.2, 0.99], [3.0, 0.2]]) * threshold
+    series = make_series(kind, divergence_table(rel), {"reference": reference, "candidate": candidate})
+    (alert,) = [a for a in analysis.alerts_for_divergence(series) if a.code == code]
+    # v1 first exceeds at index 1 (step 10), v0 at index 2 (step 20).
+    assert (alert.step_first, alert.step_last) == (10, 30)
+    assert alert.variables == ["v1", "v0"]
+    assert alert.details[1]["worst"] == pytest.approx(np.float32(3.0 * threshold))
+    assert alert.details[1]["worst_step"] == 30
+    # A looser threshold silences it.
+    looser = analysis.DEFAULT_THRESHOLDS.replace(
+        low_precision_gradient_rel_l2=10.0, low_precision_value_rel_l2=10.0, float32_rel_l2=10.0
+    )
+    assert [a for a in analysis.alerts_for_divergence(series, looser) if a.code == code] == []
+
+
+def test_thresholds_reject_unknown_names():
+    with pytest.raises(ValueError, match="nope"):
+        analysis.DEFAULT_THRESHOLDS.replace(nope=1)
+
+
+def test_lost_update_is_a_warning_for_bfloat16_weights():
+    table = np.zeros((3, 2, 3), np.float32)
+    table[1:, 1, 2] = 0.6
+    extras = {"variable_dtypes": ["float32", "bfloat16"]}
+    (alert,) = analysis.alerts_for_update_stats(make_series(metadata.UPDATE_STATS, table, extras))
+    assert (alert.severity, alert.step_first, alert.variables) == ("warning", 10, ["v1"])
+    extras = {"variable_dtypes": ["float32", "float32"]}
+    (alert,) = analysis.alerts_for_update_stats(make_series(metadata.UPDATE_STATS, table, extras))
+    assert alert.severity == "info"
+
+
+def test_zero_gradient_needs_k_consecutive_steps():
+    table = np.zeros((8, 2, len(metadata.GRAD_STATS_COLUMNS)), np.float32)
+    zf = metadata.GRAD_STATS_COLUMNS.index("zero_fraction")
+    table[[0, 1, 2, 4, 5, 6, 7], 0, zf] = 1.0  # runs of 3 and 4
+    table[[1, 2, 3, 4, 5], 1, zf] = 1.0  # a run of 5
+    series = make_series(metadata.GRAD_STATS, table)
+    found = lambda k: [a for a in analysis.alerts_for_grad_stats(  # noqa: E731
+        series, analysis.DEFAULT_THRESHOLDS.replace(zero_gradient_steps=k)) if a.code == "zero_gradient"]
+    (alert,) = found(4)
+    assert alert.variables == ["v1", "v0"]  # ordered by first step
+    assert (alert.step_first, alert.step_last) == (10, 70)
+    assert alert.details[1] == {"variable": "v0", "step_first": 40, "step_last": 70, "steps": 4,
+                                "zero_at_last_step": True}
+    assert alert.details[0]["step_first"] == 10 and alert.details[0]["step_last"] == 50
+    assert found(5)[0].variables == ["v1"]
+    assert found(6) == []
+
+
+def test_compare_aligns_steps_and_reports_the_rest():
+    class Fake:
+        data = {
+            "a": (np.array([0, 1, 2, 3]), np.array([1.0, 2.0, 0.0, 4.0])),
+            "b": (np.array([1, 2, 3, 5]), np.array([2.2, 1.0, 4.4, 9.0])),
+            "n": (np.array([0, 1, 2, 3]), np.array([1.0, 2.0 * 1.2, 0.0, 4.0 * 1.2])),
+        }
+
+        def scalars(self, run, tag):
+            steps, values = self.data[run]
+            return steps, steps * 1.0, values
+
+    q = analysis.Quantity("scalar", tag="loss")
+    out = analysis.compare(Fake(), "a", "b", q, noise_run="n")
+    assert out["steps"].tolist() == [1, 2, 3]
+    assert out["only_in_a"].tolist() == [0] and out["only_in_b"].tolist() == [5]
+    np.testing.assert_allclose(out["difference"], [0.2, 1.0, 0.4])
+    rel = out["rel_difference"]
+    assert rel[0] == pytest.approx(0.1) and np.isposinf(rel[1]) and rel[2] == pytest.approx(0.1)
+    # max |rel| of B is inf (division by a = 0), the noise run's is 0.2.
+    assert out["summary"]["max_abs_rel_difference"] == np.inf
+    assert out["summary"]["noise_max_abs_rel_difference"] == pytest.approx(0.2)
+    assert out["summary"]["exceeds_noise"] is True
+    Fake.data["b"] = (np.array([1, 2, 3]), np.array([2.2, 0.0, 4.4]))
+    out = analysis.compare(Fake(), "a", "b", q, noise_run="n")
+    assert np.isnan(out["rel_difference"][1])  # 0 / 0
+    assert out["summary"]["max_abs_rel_difference"] == pytest.approx(0.1)
+    assert out["summary"]["exceeds_noise"] is False
+
+
+# ---------------------------------------------------------------------------
+# Alerts from real training code.
+# ---------------------------------------------------------------------------
+
+
+def _train(logdir, run, model_fn, steps):
+    """Run ``steps`` of ``model_fn(step) -> (loss_fn, variables)`` logging gradients."""
+    writer = tf.summary.create_file_writer(os.path.join(logdir, run))
+    with writer.as_default():
+        for step in range(steps):
+            loss_fn, variables, apply = model_fn(step)
+            with tf.GradientTape() as tape:
+                loss = loss_fn()
+            grads = tape.gradient(loss, variables)
+            summary.gradients(grads, variables, step=step)
+            apply(grads, variables)
+    writer.close()
+
+
+def test_dead_relu_layer_gives_zero_gradient_alert(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((3,)),
+            keras.layers.Dense(4, activation="relu", bias_initializer=keras.initializers.Constant(-100.0), name="dead"),
+            keras.layers.Dense(1, name="out"),
+        ]
+    )
+    x = np.random.default_rng(0).normal(size=(16, 3)).astype(np.float32)
+    y = np.ones((16, 1), np.float32)
+    optimizer = keras.optimizers.SGD(0.01)
+    steps = 7
+
+    def model_fn(step):
+        # NumPy oracle: every pre-activation of the dead layer is negative.
+        kernel, bias = (v.numpy().astype(np.float64) for v in model.get_layer("dead").weights)
+        assert (x.astype(np.float64) @ kernel + bias).max() < 0
+        return (lambda: tf.reduce_mean((model(x) - y) ** 2)), model.trainable_variables, optimizer.apply
+
+    _train(str(tmp_path), "dead_relu", model_fn, steps)
+    (alert,) = alerts_of(str(tmp_path), "zero_gradient", zero_gradient_steps=5)
+    paths = summary_v2.variable_paths(model.trainable_variables)
+    dead_kernel, dead_bias, out_kernel, out_bias = paths
+    assert alert.run == "dead_relu"
+    assert set(alert.variables) == {dead_kernel, dead_bias, out_kernel}  # h = 0 zeroes out/kernel too
+    assert out_bias not in alert.variables
+    assert (alert.step_first, alert.step_last) == (0, steps - 1)
+    assert "dead ReLU" in alert.explanation
+    assert alerts_of(str(tmp_path), "zero_gradient", zero_gradient_steps=steps + 1) == []
+
+
+def test_stop_gradient_variable_gives_none_gradient_alert(tmp_path):
+    w = tf.Variable([1.0, -2.0], name="w")
+    frozen = tf.Variable([3.0], name="frozen_scale")
+    x = tf.constant([0.5, 0.25])
+
+    def model_fn(step):
+        def loss():
+            return tf.reduce_sum(w * x) * tf.stop_gradient(frozen)[0]
+
+        def apply(grads, variables):
+            assert grads[1] is None
+            w.assign_sub(0.1 * grads[0])
+
+        return loss, [w, frozen], apply
+
+    _train(str(tmp_path), "stopped", model_fn, 4)
+    (alert,) = alerts_of(str(tmp_path), "none_gradient")
+    assert (alert.run, alert.variables, alert.step_first, alert.step_last) == ("stopped", ["frozen_scale"], 0, 3)
+    assert "stop_gradient" in alert.explanation
+    assert alerts_of(str(tmp_path), "nonfinite") == []
+
+
+def test_log_of_zero_at_known_step_gives_nonfinite_alert(tmp_path):
+    nan_step = 3
+    w = tf.Variable([1.0, 1.0], name="w")
+    b = tf.Variable([0.5], name="b")
+
+    def model_fn(step):
+        # The first input reaches exactly 0 at nan_step: d/dw sum(w * log x) = log x = -inf.
+        x = tf.constant([max(0.0, 1.0 - step / nan_step), 2.0])
+
+        def loss():
+            return tf.reduce_sum(w * tf.math.log(x)) + tf.reduce_sum(b * b)
+
+        def apply(grads, variables):
+            for g, v in zip(grads, variables):
+                v.assign_sub(0.01 * g)
+
+        return loss, [w, b], apply
+
+    _train(str(tmp_path), "log_zero", model_fn, 6)
+    (alert,) = alerts_of(str(tmp_path), "nonfinite")
+    assert (alert.run, alert.step_first, alert.variables, alert.severity) == ("log_zero", nan_step, ["w"], "error")
+    # NumPy oracle for what the record holds at the first bad step.
+    with np.errstate(divide="ignore"):
+        expected = np.log(np.array([0.0, 2.0]))
+    assert alert.details[0]["nonfinite_at_first_step"] == np.sum(~np.isfinite(expected))
+    assert alert.step_last == 5  # w is -inf from then on, so its gradient stays non-finite
+
+
+def test_float32_cancellation_against_float64_gives_mismatch_alert(tmp_path):
+    """Variance as E[x^2] - E[x]^2: float32 cancels catastrophically when the mean grows."""
+    rng = np.random.default_rng(0)
+    noise = rng.normal(size=4096)
+    record = metadata.RecordMetadata(
+        metadata.ACTIVATION_DIVERGENCE, ["variance"], metadata.DIVERGENCE_COLUMNS,
+        {"reference": F64, "candidate": F32},
+    )
+    writer = tf.summary.create_file_writer(str(tmp_path / "cancel"))
+    rel = []
+    with writer.as_default():
+        for step, offset in enumerate([0.0, 10.0, 1e3, 1e4]):
+            x = noise + offset
+            ref = np.mean(x * x) - np.mean(x) ** 2
+            x32 = x.astype(np.float32)
+            cand = np.float64(np.mean(x32 * x32, dtype=np.float32) - np.mean(x32, dtype=np.float32) ** 2)
+            rel.append(abs(cand - ref) / abs(ref))
+            table = divergence_table([[rel[-1]]])[0]
+            summary_v2.write_record("variance", record, tf.constant(table), step)
+    writer.close()
+    first = int(np.argmax(np.array(rel) > analysis.DEFAULT_THRESHOLDS.float32_rel_l2))
+    assert rel[0] < 1e-3 < rel[-1]  # the oracle itself shows the cancellation
+    (alert,) = alerts_of(str(tmp_path), "f32_f64_mismatch")
+    assert (alert.run, alert.step_first, alert.variables) == ("cancel", first, ["variance"])
+    assert "cancellation" in alert.fix
