@@ -16,6 +16,7 @@ logdir that is not growing is fetched once (with the Rust data server every
 import collections
 import json
 import logging
+import os
 import re
 import threading
 
@@ -39,8 +40,11 @@ SCALARS_PLUGIN = "scalars"
 # larger than this many bytes in total is read downsampled (see _read_series).
 MAX_READ_BYTES = 192 * 1024 * 1024
 
-# Default memory budget of a Cache.
-DEFAULT_CACHE_BYTES = 1024 * 1024 * 1024
+# Default memory budgets of a Cache: series read from the provider (a
+# grad_stats tag of 10,000 steps x 200 variables is 112 MB), and analysis
+# results.
+DEFAULT_CACHE_BYTES = 2 * 1024 * 1024 * 1024
+DEFAULT_DERIVED_BYTES = 64 * 1024 * 1024
 
 
 class TagEntry:
@@ -112,28 +116,24 @@ class Series:
         return self.values[:, :, self.record.columns.index(name)]
 
 
-class Cache:
-    """A thread-safe LRU of computed values, bounded in bytes.
+class _LRU:
+    """A thread-safe LRU of (version, value, size), bounded in bytes."""
 
-    ``get(key, version, compute)`` returns the value stored under ``key``
-    if it was computed for the same ``version``; else it calls
-    ``compute()`` and stores the result.  Sizes come from ``nbytes`` (an
-    attribute of the value) or count as 1 KiB.
-    """
-
-    def __init__(self, max_bytes=DEFAULT_CACHE_BYTES):
+    def __init__(self, max_bytes):
         self.max_bytes = max_bytes
         self._entries = collections.OrderedDict()  # key -> (version, value, size)
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key, version, compute):
+    def lookup(self, key, version):
         with self._lock:
             hit = self._entries.get(key)
             if hit is not None and hit[0] == version:
                 self._entries.move_to_end(key)
-                return hit[1]
-        value = compute()
+                return True, hit[1]
+        return False, None
+
+    def store(self, key, version, value):
         size = int(getattr(value, "nbytes", 1024))
         with self._lock:
             old = self._entries.pop(key, None)
@@ -145,12 +145,51 @@ class Cache:
             while self._bytes > self.max_bytes and self._entries:
                 _, (_, _, s) = self._entries.popitem(last=False)
                 self._bytes -= s
-        return value
 
     def clear(self):
         with self._lock:
             self._entries.clear()
             self._bytes = 0
+
+
+class Cache:
+    """What a Source has read or computed, kept between requests.
+
+    ``get(key, version, compute, pool)`` returns the value stored under
+    ``key`` if it was computed for the same ``version`` (a tag's
+    ``(max_step, max_wall_time)``); else it calls ``compute()`` and stores
+    the result.  Two LRU pools bounded in bytes (``nbytes`` of the value,
+    else 1 KiB): ``data`` for series read from the provider, ``derived``
+    for small analysis results, so large reads never evict the alerts.
+    The data budget defaults to $TB_GRADLENS_CACHE_MB or 2 GiB.
+    """
+
+    def __init__(self, max_bytes=None, derived_max_bytes=DEFAULT_DERIVED_BYTES):
+        if max_bytes is None:
+            max_bytes = _env_cache_bytes()
+        self._pools = {"data": _LRU(max_bytes), "derived": _LRU(derived_max_bytes)}
+
+    def get(self, key, version, compute, pool="derived"):
+        lru = self._pools[pool]
+        found, value = lru.lookup(key, version)
+        if found:
+            return value
+        value = compute()
+        lru.store(key, version, value)
+        return value
+
+    def clear(self):
+        for lru in self._pools.values():
+            lru.clear()
+
+
+def _env_cache_bytes():
+    value = os.environ.get("TB_GRADLENS_CACHE_MB")
+    try:
+        return int(float(value) * 1024 * 1024) if value else DEFAULT_CACHE_BYTES
+    except ValueError:
+        logger.warning("gradlens: ignoring TB_GRADLENS_CACHE_MB=%r (not a number)", value)
+        return DEFAULT_CACHE_BYTES
 
 
 def request_context(request):
@@ -232,10 +271,10 @@ class Source:
 
     # -- reading -----------------------------------------------------------
 
-    def cached(self, name, entry, compute):
+    def cached(self, name, entry, compute, pool="derived"):
         """``compute()`` memoized under (name, run, tag) until the tag grows."""
         key = (name, self.experiment_id, entry.run, entry.tag)
-        return self.cache.get(key, entry.version, compute)
+        return self.cache.get(key, entry.version, compute, pool)
 
     def series(self, run, tag):
         """The Series of a float record (cached).
@@ -250,7 +289,7 @@ class Source:
             raise errors.InvalidArgumentError(
                 "tag %r holds dtype maps, not a series: read it with the dtypes route" % tag
             )
-        return self.cached("series", entry, lambda: self._read_series(entry))
+        return self.cached("series", entry, lambda: self._read_series(entry), "data")
 
     def _read_tensor_points(self, entry, downsample):
         flt = tb_provider.RunTagFilter(runs=[entry.run], tags=[entry.tag])
@@ -345,7 +384,7 @@ class Source:
                 )
             )
 
-        return tuple(self.cached("scalars", entry, read))
+        return tuple(self.cached("scalars", entry, read, "data"))
 
 
 class _Arrays(tuple):
