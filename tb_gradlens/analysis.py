@@ -488,7 +488,7 @@ def alerts_for_divergence(series, thresholds=DEFAULT_THRESHOLDS):
         hit = hit[np.argsort(found["first"][hit], kind="stable")]
         a = int(steps[found["first"][hit].min()])
         b = int(steps[found["last"][hit].max()])
-        worst_row = hit[np.nanargmax(np.where(np.isnan(found["worst"][hit]), -np.inf, found["worst"][hit]))]
+        worst_row = hit[np.argmax(np.nan_to_num(found["worst"][hit], nan=-np.inf))]
         details = [
             {
                 "variable": rows[r],
@@ -639,10 +639,16 @@ class _AlertList(list):
 def tag_alerts(source, entry, thresholds=DEFAULT_THRESHOLDS):
     """Alerts of one readable tag (memoized by the source until the tag grows)."""
     if entry.kind == metadata.DTYPES:
-        compute = lambda: _AlertList(alerts_for_dtype_maps(entry, source.dtype_maps(entry.run, entry.tag)))  # noqa: E731
+
+        def compute():
+            return _AlertList(alerts_for_dtype_maps(entry, source.dtype_maps(entry.run, entry.tag)))
+
     elif entry.kind in _SERIES_DETECTORS:
         detector = _SERIES_DETECTORS[entry.kind]
-        compute = lambda: _AlertList(detector(source.series(entry.run, entry.tag), thresholds))  # noqa: E731
+
+        def compute():
+            return _AlertList(detector(source.series(entry.run, entry.tag), thresholds))
+
     else:
         return []
     return list(source.cached(("alerts", thresholds), entry, compute))
@@ -688,7 +694,9 @@ def worst_divergence(source, run):
         if entry.kind not in DIVERGENCE_KINDS:
             continue
         try:
-            found = source.cached("worst", entry, lambda e=entry: _WorstOf(_worst_of(source.series(e.run, e.tag))))
+            found = source.cached(
+                "worst", entry, lambda e=entry: _WorstOf(_worst_of(source.series(e.run, e.tag)))
+            )
         except errors.InvalidArgumentError:
             continue
         found = found.value

@@ -282,7 +282,8 @@ class GradLensPlugin(base_plugin.TBPlugin):
             [c.strip() for c in columns_arg.split(",") if c.strip()] if columns_arg else None,
         )
         steps = reading.select_steps(series.steps, step_min, step_max, max_steps)
-        values = series.values[np.ix_(steps, np.asarray(rows, np.intp), np.asarray(columns, np.intp))]  # [steps, rows, columns]
+        index = np.ix_(steps, np.asarray(rows, np.intp), np.asarray(columns, np.intp))
+        values = series.values[index]  # [steps, rows, columns]
         body = {
             "run": run,
             "tag": tag,
