@@ -193,3 +193,343 @@ def _segment_value_statistics(values, segment, n_segments, hist):
         ],
         axis=1,
     )
+
+
+# ---------------------------------------------------------------------------
+# Divergence of a candidate from a reference (kinds ``divergence`` and
+# ``activation_divergence``), loss comparison and update statistics.
+# ---------------------------------------------------------------------------
+
+# Candidate dtype -> (explicit mantissa bits p, smallest normal exponent).
+# The spacing of the dtype's values at |r| in [2^e, 2^(e+1)) is
+# 2^(max(e, min_normal) - p): below 2^min_normal (subnormals, zero) it is
+# the subnormal spacing 2^(min_normal - p).
+DTYPE_PRECISION = {
+    "bfloat16": (7, -126),
+    "float16": (10, -14),
+    "float32": (23, -126),
+    "float64": (52, -1022),
+}
+
+# An element is "significant" for sign_flip (and the denominators of max_rel
+# and ulp_rms are floored) at SIGNIFICANCE_FLOOR * rms(r): the rounding
+# noise of a correct bfloat16 computation (~2^-8 of the typical value)
+# stays well below a tenth of the typical value.
+SIGNIFICANCE_FLOOR = 0.1
+
+def exact_float64(x):
+    """``x`` widened to float64 exactly, float32/bfloat16/float16 subnormals kept.
+
+    TensorFlow's CPU Cast float32 -> float64 flushes subnormal inputs to
+    zero; here a float32 subnormal is rebuilt from its bits as
+    sign * mantissa * 2^-149 (exact: float64 represents it as a normal
+    number).  bfloat16 and float16 go through float32, which is exact.
+    """
+    x = tf.convert_to_tensor(x)
+    if x.dtype == tf.float64:
+        return x
+    x32 = x if x.dtype == tf.float32 else tf.cast(x, tf.float32)
+    bits = tf.bitcast(x32, tf.int32)
+    exponent_field = tf.bitwise.bitwise_and(tf.bitwise.right_shift(bits, 23), 0xFF)
+    mantissa = tf.cast(tf.bitwise.bitwise_and(bits, 0x7FFFFF), tf.float64)
+    subnormal = tf.where(bits < 0, -mantissa, mantissa) * (2.0**-149)
+    return tf.where(exponent_field == 0, subnormal, tf.cast(x32, tf.float64))
+
+
+def is_zero(x):
+    """Elementwise ``x == +-0`` from the bits (a subnormal is not zero)."""
+    x = tf.convert_to_tensor(x)
+    width = {2: (tf.int16, 0x7FFF), 4: (tf.int32, 0x7FFFFFFF), 8: (tf.int64, 0x7FFFFFFFFFFFFFFF)}
+    int_dtype, magnitude_mask = width[x.dtype.size]
+    bits = tf.bitcast(x, int_dtype)
+    return tf.equal(tf.bitwise.bitwise_and(bits, tf.constant(magnitude_mask, int_dtype)), 0)
+
+
+def spacing(reference, dtype):
+    """Spacing (ULP) of ``dtype``'s values at float64 ``reference`` (float64).
+
+    spacing = 2^(max(floor(log2 |r|), min_normal) - p) with (p, min_normal)
+    from DTYPE_PRECISION: bfloat16 2^(e-7), float16 2^(e-10), float32
+    2^(e-23), float64 2^(e-52); zero and subnormal r get the subnormal
+    spacing 2^(min_normal - p).  floor(log2 |r|) is read from the bits;
+    results are clamped at 2^-1022 so they stay normal float64 numbers.
+    """
+    p, min_normal = _precision(dtype)
+    return _spacing_from(reference, p, min_normal)
+
+
+def _precision(dtype):
+    name = tf.as_dtype(dtype).name
+    if name not in DTYPE_PRECISION:
+        raise ValueError(
+            "tb_gradlens: no ULP spacing for dtype %r (known: %s)"
+            % (name, ", ".join(DTYPE_PRECISION))
+        )
+    return DTYPE_PRECISION[name]
+
+
+def _spacing_from(reference, p, min_normal):
+    """spacing() with per-element (or scalar) p and min_normal tensors."""
+    bits = tf.bitcast(tf.convert_to_tensor(reference, tf.float64), tf.int64)
+    exponent = tf.bitwise.bitwise_and(tf.bitwise.right_shift(bits, 52), 0x7FF) - 1023
+    exponent = tf.maximum(exponent, tf.cast(min_normal, tf.int64)) - tf.cast(p, tf.int64)
+    exponent = tf.maximum(exponent, -1022)
+    return tf.bitcast(tf.bitwise.left_shift(exponent + 1023, 52), tf.float64)
+
+
+def tensor_divergence(candidate, reference, candidate_dtype=None, floor_fraction=SIGNIFICANCE_FLOOR):
+    """Divergence metrics of one tensor pair: float64 ``[len(DIVERGENCE_COLUMNS)]``.
+
+    Same definitions as ``divergence_metrics`` (which see).
+    """
+    return _divergence(
+        [candidate], [reference], [candidate_dtype], floor_fraction
+    )[0]
+
+
+def divergence_metrics(candidates, references, candidate_dtypes=None, floor_fraction=SIGNIFICANCE_FLOOR):
+    """Per-pair divergence of candidates c from references r, in one fused pass.
+
+    Every tensor is widened exactly to float64 (``exact_float64``).  Over
+    the compared elements F (both c and r finite), with d = c - r,
+    n = |F|, floor = floor_fraction * rms_F(r) and s = the spacing of the
+    candidate dtype (``spacing``) at max(|r|, floor) (the floor keeps a
+    reference that is zero where the candidate is not, e.g. a ReLU on the
+    other side of 0, from measuring in subnormal ULPs):
+
+      rel_l2        = ||d|| / ||r||      (0 if both zero, inf if only r is)
+      cosine        = <c,r> / sqrt(||c||^2 ||r||^2)
+                                         (1 if both zero, 0 if one is)
+      norm_ratio    = ||c|| / ||r||      (1 if both zero, inf if only r is)
+      max_abs       = max |d|
+      max_rel       = max |d| / max(|r|, floor)   (0/0 counts as 0)
+      ulp_rms       = sqrt(sum (d/s)^2 / n)       (1/sqrt(12) ~ 0.29 for
+                                                   one correct rounding)
+      sign_flip     = #(sign c != sign r, |r| > floor) / #(|r| > floor)
+                      (np.sign semantics: c == 0 is a flip; 0 if no
+                      element is significant)
+      flush_to_zero = #(r != 0, c == 0) / n   (zeros read from the bits:
+                      exact on CPU despite denormals-are-zero)
+      nonfinite     = #(elements where c or r is NaN or +-Inf); such
+                      elements are left out of every other metric.
+
+    With no compared element (empty tensors, or all non-finite) every
+    metric but ``nonfinite`` is NaN.  A pair with a None member gives a
+    NaN row with nonfinite = 0.
+
+    Args:
+      candidates, references: lists of tensors of equal length; each pair
+        has the same number of elements (dtypes may differ).
+      candidate_dtypes: the dtype whose spacing defines ``ulp_rms`` for
+        each pair (e.g. bfloat16 for a mixed_bfloat16 candidate whose
+        gradients are float32); default each candidate's dtype.
+      floor_fraction: the significance floor as a fraction of rms(r).
+
+    Returns:
+      float32 ``[V, len(metadata.DIVERGENCE_COLUMNS)]``.
+    """
+    return tf.cast(
+        _divergence(candidates, references, candidate_dtypes, floor_fraction), tf.float32
+    )
+
+
+def _divergence(candidates, references, candidate_dtypes, floor_fraction):
+    """float64 ``[V, 9]`` divergence (see ``divergence_metrics``)."""
+    candidates, references = list(candidates), list(references)
+    n_pairs = len(candidates)
+    if len(references) != n_pairs:
+        raise ValueError(
+            "tb_gradlens: %d candidates for %d references" % (n_pairs, len(references))
+        )
+    if candidate_dtypes is None:
+        candidate_dtypes = [None] * n_pairs
+    n_columns = len(metadata.DIVERGENCE_COLUMNS)
+    nan_row = tf.constant([float("nan")] * (n_columns - 1) + [0.0], tf.float64)
+    present = [
+        i for i in range(n_pairs) if candidates[i] is not None and references[i] is not None
+    ]
+    if not present:
+        return tf.reshape(tf.tile(nan_row, [n_pairs]), [n_pairs, n_columns])
+    c_flat, r_flat, precisions = [], [], []
+    for i in present:
+        c = tf.reshape(tf.convert_to_tensor(candidates[i]), [-1])
+        r = tf.reshape(tf.convert_to_tensor(references[i]), [-1])
+        if c.shape.is_fully_defined() and r.shape.is_fully_defined() and c.shape != r.shape:
+            raise ValueError(
+                "tb_gradlens: pair %d has %d candidate and %d reference elements"
+                % (i, c.shape[0], r.shape[0])
+            )
+        c_flat.append(c)
+        r_flat.append(r)
+        precisions.append(_precision(candidate_dtypes[i] or c.dtype))
+    metrics = _segment_divergence(c_flat, r_flat, precisions, floor_fraction)
+    if len(present) == n_pairs:
+        return metrics
+    position = {v: k for k, v in enumerate(present)}
+    return tf.stack(
+        [metrics[position[i]] if i in position else nan_row for i in range(n_pairs)]
+    )
+
+
+def _segment_divergence(c_flat, r_flat, precisions, floor_fraction):
+    n_seg = len(c_flat)
+    counts = tf.stack([tf.size(c, out_type=tf.int32) for c in c_flat])
+    segment = tf.repeat(tf.range(n_seg, dtype=tf.int32), counts)
+
+    def concat(tensors):
+        return tensors[0] if n_seg == 1 else tf.concat(tensors, axis=0)
+
+    c64 = concat([exact_float64(c) for c in c_flat])
+    r64 = concat([exact_float64(r) for r in r_flat])
+    c_zero = concat([is_zero(c) for c in c_flat])
+    r_zero = concat([is_zero(r) for r in r_flat])
+    finite = tf.logical_and(tf.math.is_finite(c64), tf.math.is_finite(r64))
+    c = tf.where(finite, c64, 0.0)
+    r = tf.where(finite, r64, 0.0)
+    d = c - r
+    p = tf.gather(tf.constant([q[0] for q in precisions], tf.int64), segment)
+    min_normal = tf.gather(tf.constant([q[1] for q in precisions], tf.int64), segment)
+    finite64 = tf.cast(finite, tf.float64)
+    n_and_r2 = tf.math.unsorted_segment_sum(tf.stack([finite64, r * r], axis=1), segment, n_seg)
+    n, sum_r2 = tf.unstack(n_and_r2, axis=1)
+    has_n = n > 0
+    safe_n = tf.where(has_n, n, 1.0)
+    floor = floor_fraction * tf.sqrt(sum_r2 / safe_n)
+    floor_e = tf.gather(floor, segment)
+    abs_d = tf.abs(d)
+    floored_r = tf.maximum(tf.abs(r), floor_e)
+    d_ulp = d / _spacing_from(floored_r, p, min_normal)
+    sums = tf.math.unsorted_segment_sum(
+        tf.stack([d * d, c * c, c * r, d_ulp * d_ulp], axis=1), segment, n_seg
+    )
+    sum_d2, sum_c2, sum_cr, sum_ulp2 = tf.unstack(sums, axis=1)
+    rel = tf.math.divide_no_nan(abs_d, floored_r)
+    rel = tf.where(
+        tf.logical_and(abs_d > 0, floored_r == 0),
+        tf.constant(float("inf"), tf.float64),
+        rel,
+    )
+    maxima = tf.math.unsorted_segment_max(tf.stack([abs_d, rel], axis=1), segment, n_seg)
+    significant = tf.logical_and(finite, tf.abs(r) > floor_e)
+    flipped = tf.logical_and(significant, tf.not_equal(tf.sign(c), tf.sign(r)))
+    flushed = tf.logical_and(finite, tf.logical_and(tf.logical_not(r_zero), c_zero))
+    counts64 = tf.math.unsorted_segment_sum(
+        tf.cast(
+            tf.stack([significant, flipped, flushed, tf.logical_not(finite)], axis=1),
+            tf.float64,
+        ),
+        segment,
+        n_seg,
+    )
+    n_significant, n_flipped, n_flushed, n_nonfinite = tf.unstack(counts64, axis=1)
+    norm_d, norm_r, norm_c = tf.sqrt(sum_d2), tf.sqrt(sum_r2), tf.sqrt(sum_c2)
+    inf = tf.constant(float("inf"), tf.float64)
+    rel_l2 = _ratio_or(norm_d, norm_r, inf, 0.0)
+    norm_ratio = _ratio_or(norm_c, norm_r, inf, 1.0)
+    both_nonzero = tf.logical_and(sum_c2 > 0, sum_r2 > 0)
+    cosine = tf.where(
+        both_nonzero,
+        tf.clip_by_value(
+            sum_cr / tf.sqrt(tf.where(both_nonzero, sum_c2 * sum_r2, 1.0)), -1.0, 1.0
+        ),
+        tf.cast(tf.logical_and(sum_c2 == 0, sum_r2 == 0), tf.float64),
+    )
+    ulp_rms = tf.sqrt(sum_ulp2 / safe_n)
+    sign_flip = n_flipped / tf.maximum(n_significant, 1.0)
+    flush = n_flushed / safe_n
+    values = tf.stack(
+        [rel_l2, cosine, norm_ratio, maxima[:, 0], maxima[:, 1], ulp_rms, sign_flip, flush],
+        axis=1,
+    )
+    values = tf.where(has_n[:, None], values, tf.constant(float("nan"), tf.float64))
+    return tf.concat([values, n_nonfinite[:, None]], axis=1)
+
+
+def _ratio_or(numerator, denominator, if_only_denominator_zero, if_both_zero):
+    """numerator / denominator with the two zero-denominator cases defined."""
+    safe = tf.where(denominator > 0, denominator, 1.0)
+    return tf.where(
+        denominator > 0,
+        numerator / safe,
+        tf.where(numerator > 0, if_only_denominator_zero, if_both_zero),
+    )
+
+
+def loss_comparison(reference_loss, candidate_loss):
+    """float32 ``[1, 4]``: reference, candidate, |c - r|, |c - r| / |r|.
+
+    Computed in float64; rel_error is 0 when both are zero and inf when
+    only the reference is.
+    """
+    r = tf.reshape(exact_float64(reference_loss), [])
+    c = tf.reshape(exact_float64(candidate_loss), [])
+    abs_error = tf.abs(c - r)
+    rel_error = _ratio_or(abs_error, tf.abs(r), tf.constant(float("inf"), tf.float64), 0.0)
+    return tf.cast(tf.stack([[r, c, abs_error, rel_error]]), tf.float32)
+
+
+def update_statistics(before, after, gradients=None):
+    """What one optimizer step did to each variable: float32 ``[V, 3]``.
+
+    Columns (metadata.UPDATE_STATS_COLUMNS), computed in float64 with
+    u = after - before over n elements:
+
+      update_rms       = sqrt(sum u^2 / n)
+      update_ratio     = ||u|| / ||before||  (0 if both zero, inf if only
+                         before is)
+      lost_update_bf16 = for float32 (or wider) weights: the fraction of
+                         elements the step changed whose bfloat16 rounding
+                         did not change, #(after != before and bf16(after)
+                         == bf16(before)) / n, i.e. updates a bfloat16 copy
+                         of the weights would lose;
+                         for weights stored in bfloat16: the fraction whose
+                         gradient is finite and nonzero but whose value did
+                         not change, #(g != 0 and after == before) / n
+                         (NaN when no gradient is given).
+    "Changed" and "equal" compare bits (+0 and -0 are equal), so they are
+    exact for subnormals on CPU.  An empty variable gives NaN.
+
+    Args:
+      before, after: lists of tensors (weights before and after the step).
+      gradients: optional list of the step's gradients (for bfloat16 weights).
+    """
+    rows = []
+    for i, (b, a) in enumerate(zip(before, after)):
+        g = gradients[i] if gradients is not None else None
+        rows.append(_update_row(tf.reshape(b, [-1]), tf.reshape(a, [-1]), g))
+    if not rows:
+        return tf.zeros([0, len(metadata.UPDATE_STATS_COLUMNS)], tf.float32)
+    return tf.cast(tf.stack(rows), tf.float32)
+
+
+def _same_value(x, y):
+    """Bitwise equality of two same-dtype tensors, +0 == -0."""
+    int_dtype = {2: tf.int16, 4: tf.int32, 8: tf.int64}[x.dtype.size]
+    same_bits = tf.equal(tf.bitcast(x, int_dtype), tf.bitcast(y, int_dtype))
+    return tf.logical_or(same_bits, tf.logical_and(is_zero(x), is_zero(y)))
+
+
+def _update_row(before, after, gradient):
+    b64, a64 = exact_float64(before), exact_float64(after)
+    u = a64 - b64
+    n = tf.cast(tf.size(u), tf.float64)
+    safe_n = tf.maximum(n, 1.0)
+    sum_u2 = tf.reduce_sum(u * u)
+    update_rms = tf.sqrt(sum_u2 / safe_n)
+    norm_b = tf.sqrt(tf.reduce_sum(b64 * b64))
+    update_ratio = _ratio_or(tf.sqrt(sum_u2), norm_b, tf.constant(float("inf"), tf.float64), 0.0)
+    unchanged = _same_value(before, after)
+    if before.dtype == tf.bfloat16:
+        if gradient is None:
+            lost = tf.constant(float("nan"), tf.float64)
+        else:
+            g = tf.reshape(gradient, [-1])
+            asked = tf.logical_and(tf.math.is_finite(tf.cast(g, tf.float32)), tf.logical_not(is_zero(g)))
+            lost = tf.reduce_sum(tf.cast(tf.logical_and(asked, unchanged), tf.float64)) / safe_n
+    else:
+        b16 = tf.cast(tf.cast(before, tf.float32), tf.bfloat16)
+        a16 = tf.cast(tf.cast(after, tf.float32), tf.bfloat16)
+        lost_mask = tf.logical_and(tf.logical_not(unchanged), _same_value(b16, a16))
+        lost = tf.reduce_sum(tf.cast(lost_mask, tf.float64)) / safe_n
+    row = tf.stack([update_rms, update_ratio, lost])
+    return tf.where(n > 0, row, tf.constant(float("nan"), tf.float64))

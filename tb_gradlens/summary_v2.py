@@ -196,3 +196,56 @@ def _dense(gradient):
     if isinstance(gradient, tf.IndexedSlices):
         return tf.convert_to_tensor(gradient)
     return gradient
+
+
+def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.DIVERGENCE):
+    """Write precomputed divergence metrics (``numerics.divergence_metrics``).
+
+    Args:
+      metrics: float32 ``[len(rows), len(DIVERGENCE_COLUMNS)]``.
+      rows: variable paths (kind ``divergence``) or layer output names in
+        forward order (kind ``activation_divergence``).
+      extras: {"reference": {...}, "candidate": {...}} variant descriptions
+        ({"label", "policy", "device", "jit_compile"}), plus any other keys.
+      step, name: as in ``gradients``.
+      kind: metadata.DIVERGENCE or metadata.ACTIVATION_DIVERGENCE.
+    """
+    if kind not in (metadata.DIVERGENCE, metadata.ACTIVATION_DIVERGENCE):
+        raise ValueError("tb_gradlens.summary.divergence: kind %r is not a divergence kind" % (kind,))
+    record = metadata.RecordMetadata(kind, list(rows), metadata.DIVERGENCE_COLUMNS, extras)
+    return _write_float_record(name, record, metrics, step)
+
+
+def loss_comparison(values, extras, step=None, name="compare"):
+    """Write a ``loss_comparison`` record (``numerics.loss_comparison``, [1, 4])."""
+    record = metadata.RecordMetadata(
+        metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS, extras
+    )
+    return _write_float_record(name, record, values, step)
+
+
+def update_stats(stats, rows, step=None, name="updates", extras=None):
+    """Write ``update_stats`` (``numerics.update_statistics``, [V, 3])."""
+    record = metadata.RecordMetadata(
+        metadata.UPDATE_STATS, list(rows), metadata.UPDATE_STATS_COLUMNS, extras
+    )
+    return _write_float_record(name, record, stats, step)
+
+
+def _write_float_record(name, record, values, step):
+    """Write a float32 [rows, columns] record when recording; checks the shape."""
+    metadata.validate(record)
+    maybe, _ = _recording()
+    if not maybe:
+        return tf.constant(False)
+    step = resolve_step(step)
+    values = tf.convert_to_tensor(values)
+    if values.shape.rank is not None and values.shape.is_fully_defined():
+        metadata.check_tensor_shape(record, values.shape)
+    values = tf.cast(values, tf.float32)
+
+    def write():
+        write_record(name, record, values, step)
+        return tf.constant(True)
+
+    return _if_recording(write)
