@@ -1,0 +1,532 @@
+"""Keras and custom-loop integration: ``GradLensCallback`` and ``GradLens``.
+
+``GradLensCallback(log_dir)`` works with ``model.fit`` under any
+``jit_compile`` (summary writes have no XLA kernel): in ``on_train_begin``
+it wraps the model's ``train_step`` and the optimizer's
+``apply_gradients`` and rebuilds the train function.  Inside the traced
+step, under ``tf.cond`` on the true optimizer step
+(``optimizer.iterations`` before the update), it computes gradient
+statistics, update statistics and shadow-step comparisons into
+non-trainable ``tf.Variable`` buffers; ``on_train_batch_end`` writes the
+buffers eagerly, on logged steps only.  Steps that are not logged run one
+predicate per schedule and nothing else.  Everything is restored in
+``on_train_end``, and when the train function raises.
+
+With the Keras TensorFlow backend, ``mixed_bfloat16`` has no loss scaling:
+the gradients logged are the ones the optimizer applies.
+
+``GradLens`` offers the same to custom GradientTape loops.
+"""
+
+import re
+
+import keras
+import tensorflow as tf
+
+from tb_gradlens import compare
+from tb_gradlens import metadata
+from tb_gradlens import numerics
+from tb_gradlens import summary_v2
+
+# Defaults from measurement on the demo 784-64-64-10 MLP (batch 64, 2 CPU
+# cores, mixed_bfloat16, model.fit): see README "Precision lens".
+GRADIENT_EVERY = 10
+COMPARE_EVERY = 100
+
+
+class Schedule:
+    """Steps ``start <= step < stop`` with ``(step - start) % every == 0``.
+
+    ``every`` 0 or None: never.  ``stop`` None: no end.
+    """
+
+    def __init__(self, every, start=0, stop=None):
+        self.every = int(every or 0)
+        self.start = int(start or 0)
+        self.stop = None if stop is None else int(stop)
+
+    def __call__(self, step):
+        """bool for a Python step; a boolean tensor for a tensor step."""
+        if isinstance(step, (int,)) and not isinstance(step, bool):
+            return self._python(step)
+        if self.every <= 0:
+            return tf.constant(False)
+        step = tf.cast(step, tf.int64)
+        due = tf.logical_and(step >= self.start, (step - self.start) % self.every == 0)
+        if self.stop is not None:
+            due = tf.logical_and(due, step < self.stop)
+        return due
+
+    def _python(self, step):
+        if self.every <= 0 or step < self.start:
+            return False
+        if self.stop is not None and step >= self.stop:
+            return False
+        return (step - self.start) % self.every == 0
+
+
+def _select(variables, pattern):
+    """Indices of the variables whose path matches ``pattern`` (re.search)."""
+    paths = summary_v2.variable_paths(variables)
+    if pattern is None:
+        return list(range(len(variables)))
+    regex = re.compile(pattern)
+    return [i for i, p in enumerate(paths) if regex.search(p)]
+
+
+def _comparison_pairs(model, comparisons):
+    """[(reference, candidate)] from the ``comparisons`` argument."""
+    if comparisons == "auto":
+        computes = {layer.compute_dtype for layer in compare.model_layers(model)}
+        if computes & {"bfloat16", "float16"}:
+            return [(compare.Variant("float32"), compare.Variant(None))]
+        return []
+    pairs = []
+    for item in comparisons or []:
+        if isinstance(item, (tuple, list)):
+            pairs.append((compare.as_variant(item[0]), compare.as_variant(item[1])))
+        else:
+            pairs.append((compare.as_variant(item), compare.Variant(None)))
+    return pairs
+
+
+class _ComparisonSlot:
+    """Buffers and passes of one (reference, candidate) comparison."""
+
+    def __init__(self, model, reference, candidate, activations, max_rows, xla):
+        self.reference, self.candidate = reference, candidate
+        self.xla = xla
+        self.name = compare.default_name(reference, candidate)
+        self.passes = (
+            compare.keras_pass(model, reference, activations),
+            compare.keras_pass(model, candidate, activations),
+        )
+        self.activations = activations
+        self.max_rows = max_rows
+        n_vars = len(model.trainable_variables)
+        n_cols = len(metadata.DIVERGENCE_COLUMNS)
+        self.divergence = tf.Variable(tf.zeros([n_vars, n_cols]), trainable=False)
+        self.loss = tf.Variable(tf.zeros([1, len(metadata.LOSS_COMPARISON_COLUMNS)]), trainable=False)
+        self.activation = tf.Variable(tf.zeros([max_rows, n_cols]), trainable=False)
+        self.step = tf.Variable(tf.constant(-1, tf.int64), trainable=False)
+        self.activation_rows = []
+        self.extras = None
+        self.written = -1
+
+    def run(self, model, x, y, sample_weight, step):
+        result = compare.compare_keras(
+            model, x, y, sample_weight, self.reference, self.candidate,
+            activations=self.activations, passes=self.passes, surrounding_jit=self.xla,
+        )
+        self.extras = result.extras()
+        self.variable_rows = result.variable_rows
+        self.divergence.assign(result.gradient_divergence)
+        self.loss.assign(result.loss)
+        rows = result.activation_rows[: self.max_rows]
+        self.activation_rows = rows
+        if rows:
+            act = result.activation_divergence[: len(rows)]
+            pad = tf.fill([self.max_rows - len(rows), act.shape[1]], float("nan"))
+            self.activation.assign(tf.concat([act, pad], axis=0))
+        self.step.assign(step)
+        return tf.constant(True)
+
+    def write(self, step):
+        summary_v2.divergence(self.divergence, self.variable_rows, self.extras, step=step, name=self.name)
+        summary_v2.loss_comparison(self.loss, self.extras, step=step, name=self.name)
+        if self.activation_rows:
+            summary_v2.divergence(
+                self.activation[: len(self.activation_rows)], self.activation_rows, self.extras,
+                step=step, name=self.name, kind=metadata.ACTIVATION_DIVERGENCE,
+            )
+
+
+class GradLensCallback(keras.callbacks.Callback):
+    """Log gradient statistics, update statistics, the dtype map and
+    shadow-step comparisons of a ``model.fit`` run to ``log_dir``.
+
+    Args:
+      log_dir: the TensorBoard run directory to write to.
+      gradient_every: log gradient and update statistics every N optimizer
+        steps (0: never).
+      compare_every: run the comparisons every M optimizer steps (0: never).
+      variables: regex (re.search on variable paths) selecting the
+        variables whose gradient and update statistics are logged.
+      start_step, stop_step: only log optimizer steps in [start, stop).
+      comparisons: "auto" (float32 reference vs the model as configured,
+        when any layer computes in 16 bits), or a list of reference
+        Variants/policy names (candidate: the model as configured) or of
+        (reference, candidate) pairs, e.g. ``[("float32", None),
+        (Variant(None), Variant(None, jit_compile=True))]``.
+      histogram: also log the log2-magnitude gradient histogram.
+      update_stats: also log update statistics (keeps a copy of the
+        selected weights to diff against).
+      activations: also compare every layer's output.
+      name: tag prefix of the gradient, update and dtype records.
+    """
+
+    def __init__(self, log_dir, gradient_every=GRADIENT_EVERY, compare_every=COMPARE_EVERY,
+                 variables=None, start_step=0, stop_step=None, comparisons="auto",
+                 histogram=True, update_stats=True, activations=True, name="model"):
+        super().__init__()
+        self.log_dir = log_dir
+        self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
+        self.compare_schedule = Schedule(compare_every, start_step, stop_step)
+        self.variables_pattern = variables
+        self.comparisons = comparisons
+        self.histogram = histogram
+        self.log_updates = update_stats
+        self.activations = activations
+        self.name = name
+        self._patched = False
+
+    # -- patching ---------------------------------------------------------
+
+    def on_train_begin(self, logs=None):
+        model = self.model
+        _restore_stale(model)
+        optimizer = model.optimizer
+        self._writer = tf.summary.create_file_writer(self.log_dir)
+        variables = model.trainable_variables
+        self._selected = _select(variables, self.variables_pattern)
+        self._selected_ids = {id(variables[i]): k for k, i in enumerate(self._selected)}
+        selected_vars = [variables[i] for i in self._selected]
+        self._rows = summary_v2.variable_paths(selected_vars)
+        self._sizes = [int(tf.size(v)) for v in selected_vars]
+        n_sel = len(selected_vars)
+        self._grad_buffer = tf.Variable(tf.zeros([n_sel, len(metadata.GRAD_STATS_COLUMNS)]), trainable=False)
+        self._hist_buffer = tf.Variable(tf.zeros([n_sel, len(metadata.HISTOGRAM_COLUMNS)]), trainable=False)
+        self._update_buffer = tf.Variable(tf.zeros([n_sel, len(metadata.UPDATE_STATS_COLUMNS)]), trainable=False)
+        self._before = (
+            [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in selected_vars]
+            if self.log_updates else []
+        )
+        # XLA cannot compile the histogram's bincount: under jit_compile the
+        # step copies the selected gradients and statistics are computed
+        # eagerly when written.
+        self._xla = bool(getattr(model, "jit_compile", False)) and not model.run_eagerly
+        self._grad_copies = (
+            [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in selected_vars]
+            if self._xla else []
+        )
+        self._none_gradients = set()
+        self._grad_step = tf.Variable(tf.constant(-1, tf.int64), trainable=False)
+        self._grad_written = -1
+        self._grad_extras = None
+        max_rows = 4 * max(1, len(compare.model_layers(model)))
+        self._slots = [
+            _ComparisonSlot(model, ref, cand, self.activations, max_rows, self._xla)
+            for ref, cand in _comparison_pairs(model, self.comparisons)
+        ]
+        self._observed_dtypes = None
+        self._written_map = None
+        self._next_step = int(optimizer.iterations.numpy())
+        self._spe = int(getattr(model, "steps_per_execution", 1) or 1)
+
+        self._original_train_step = model.train_step
+        self._original_apply = optimizer.apply_gradients
+        object.__setattr__(model, "train_step", self._train_step)
+        object.__setattr__(optimizer, "apply_gradients", self._apply_gradients)
+        model._gradlens_restore = self._restore
+        self._patched = True
+        model.make_train_function(force=True)
+        train_function = model.train_function
+
+        def guarded_train_function(*args, **kwargs):
+            try:
+                return train_function(*args, **kwargs)
+            except BaseException:
+                self._restore()
+                raise
+
+        model.train_function = guarded_train_function
+
+    def _restore(self):
+        """Undo every patch (idempotent)."""
+        if not self._patched:
+            return
+        self._patched = False
+        model = self.model
+        for obj, attr in ((model, "train_step"), (model.optimizer, "apply_gradients")):
+            if attr in obj.__dict__:
+                object.__delattr__(obj, attr)
+        if "_gradlens_restore" in model.__dict__:
+            object.__delattr__(model, "_gradlens_restore")
+        model.train_function = None
+
+    def on_train_end(self, logs=None):
+        try:
+            self._flush_buffers(force=True)
+        finally:
+            self._restore()
+            self._writer.flush()
+
+    # -- inside the step ---------------------------------------------------
+
+    def _train_step(self, data):
+        model = self.model
+        step = tf.identity(tf.convert_to_tensor(model.optimizer.iterations.value))
+        if self._slots:
+            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+            for slot in self._slots:
+                tf.cond(
+                    self.compare_schedule(step),
+                    lambda slot=slot: slot.run(model, x, y, sample_weight, step),
+                    lambda: tf.constant(False),
+                )
+        observe = not tf.executing_eagerly() or self._observed_dtypes is None
+        if not observe:
+            return self._original_train_step(data)
+        recorder = compare.ActivationRecorder(model, keep_tensors=False)
+        with recorder:
+            out = self._original_train_step(data)
+        self._observed_dtypes = dict(recorder.dtypes)
+        return out
+
+    def _apply_gradients(self, grads_and_vars):
+        pairs = list(grads_and_vars)
+        if not self._selected or self.gradient_schedule.every <= 0:
+            return self._original_apply(pairs)
+        step = tf.identity(tf.convert_to_tensor(self.model.optimizer.iterations.value))
+        chosen = [None] * len(self._selected)
+        for g, v in pairs:
+            k = self._selected_ids.get(id(v))
+            if k is not None:
+                chosen[k] = g
+        chosen = [summary_v2._dense(g) for g in chosen]
+        selected_vars = [v for _, v in pairs if id(v) in self._selected_ids]
+        selected_vars.sort(key=lambda v: self._selected_ids[id(v)])
+        self._grad_extras = {
+            "variable_dtypes": [summary_v2.dtype_name(v) for v in selected_vars],
+            "gradient_dtypes": [summary_v2.dtype_name(g) for g in chosen],
+        }
+        due = self.gradient_schedule(step)
+
+        self._none_gradients = {k for k, g in enumerate(chosen) if g is None}
+
+        def before():
+            if self._xla:
+                for buf, g in zip(self._grad_copies, chosen):
+                    if g is not None:
+                        buf.assign(tf.cast(g, buf.dtype))
+            else:
+                stats, hist = numerics.gradient_statistics(chosen, self._sizes)
+                self._grad_buffer.assign(stats)
+                self._hist_buffer.assign(hist)
+            for buf, v in zip(self._before, selected_vars):
+                buf.assign(tf.convert_to_tensor(v.value))
+            self._grad_step.assign(step)
+            return tf.constant(True)
+
+        def after():
+            current = [tf.convert_to_tensor(v.value) for v in selected_vars]
+            self._update_buffer.assign(
+                numerics.update_statistics([b.read_value() for b in self._before], current, chosen)
+            )
+            return tf.constant(True)
+
+        tf.cond(due, before, lambda: tf.constant(False))
+        result = self._original_apply(pairs)
+        if self.log_updates:
+            tf.cond(due, after, lambda: tf.constant(False))
+        return result
+
+    # -- writing, outside the step ------------------------------------------
+
+    def on_train_batch_end(self, batch, logs=None):
+        start, end = self._next_step, self._next_step + self._spe
+        due = any(
+            self.gradient_schedule(s) or self.compare_schedule(s) for s in range(start, end)
+        )
+        map_pending = self._observed_dtypes is not None and self._written_map is None
+        if not due and not map_pending:
+            self._next_step = end
+            return
+        self._next_step = int(self.model.optimizer.iterations.numpy())
+        self._flush_buffers(first_step=start)
+
+    def _flush_buffers(self, force=False, first_step=None):
+        with self._writer.as_default():
+            if self._observed_dtypes is not None:
+                current = compare.dtype_map(self.model, self._observed_dtypes)
+                if current != self._written_map:
+                    summary_v2.dtypes(current, step=first_step if first_step is not None else self._next_step,
+                                      name=self.name)
+                    self._written_map = current
+            if not getattr(self, "_selected", None) and not self._slots:
+                return
+            grad_step = int(self._grad_step.numpy())
+            if grad_step > self._grad_written and self._grad_extras is not None:
+                self._write_gradients(grad_step)
+                self._grad_written = grad_step
+            for slot in self._slots:
+                slot_step = int(slot.step.numpy())
+                if slot_step > slot.written and slot.extras is not None:
+                    slot.write(slot_step)
+                    slot.written = slot_step
+
+    def _write_gradients(self, step):
+        if self._xla:
+            grads = [
+                None if k in self._none_gradients else buf.read_value()
+                for k, buf in enumerate(self._grad_copies)
+            ]
+            stats, hist = numerics.gradient_statistics(grads, self._sizes)
+            self._grad_buffer.assign(stats)
+            self._hist_buffer.assign(hist)
+        stats_record = metadata.RecordMetadata(
+            metadata.GRAD_STATS, self._rows, metadata.GRAD_STATS_COLUMNS, self._grad_extras
+        )
+        summary_v2.write_record(self.name, stats_record, self._grad_buffer.read_value(), step)
+        if self.histogram:
+            hist_record = metadata.RecordMetadata(
+                metadata.GRAD_HISTOGRAM, self._rows, metadata.HISTOGRAM_COLUMNS,
+                {"min_exponent": metadata.MIN_EXPONENT,
+                 "dtype_exponent_limits": metadata.DTYPE_EXPONENT_LIMITS},
+            )
+            summary_v2.write_record(self.name, hist_record, self._hist_buffer.read_value(), step)
+        if self.log_updates:
+            summary_v2.update_stats(self._update_buffer.read_value(), self._rows, step=step, name=self.name)
+
+
+def _restore_stale(model):
+    """Undo patches a previous callback left (e.g. fit interrupted outside a step)."""
+    restore = model.__dict__.get("_gradlens_restore")
+    if restore is not None:
+        restore()
+
+
+class GradLens:
+    """The callback's features for custom training loops.
+
+    Example::
+
+        lens = GradLens("logs/run1")
+        for step, (x, y) in enumerate(data):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            lens.log_gradients(grads, model.trainable_variables, step)
+            lens.compare_keras(model, x, y, step)     # a Keras model, or
+            lens.compare(my_loss, variables, step)    # raw TF ops
+            optimizer.apply(grads, model.trainable_variables)
+
+    ``step`` may be a Python int (checked in Python: no work at all on
+    other steps) or a tensor inside ``tf.function`` (then ``tf.cond``).
+    Writes go to ``writer`` (default: a file writer on ``log_dir``); do not
+    call the logging methods inside an XLA-compiled function.
+    """
+
+    def __init__(self, log_dir=None, writer=None, gradient_every=GRADIENT_EVERY,
+                 compare_every=COMPARE_EVERY, variables=None, start_step=0, stop_step=None,
+                 histogram=True, name="model"):
+        if writer is None:
+            if log_dir is None:
+                raise ValueError("tb_gradlens.GradLens: give log_dir or writer")
+            writer = tf.summary.create_file_writer(log_dir)
+        self.writer = writer
+        self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
+        self.compare_schedule = Schedule(compare_every, start_step, stop_step)
+        self.variables_pattern = variables
+        self.histogram = histogram
+        self.name = name
+        self._passes = {}
+        self._written_map = None
+
+    def should_log(self, step):
+        """Whether gradient statistics are logged at ``step``."""
+        return self.gradient_schedule(step)
+
+    def should_compare(self, step):
+        """Whether comparisons run at ``step``."""
+        return self.compare_schedule(step)
+
+    def _when(self, due, fn):
+        """Run ``fn`` when ``due`` (a bool, or a boolean tensor: tf.cond)."""
+        if isinstance(due, bool):
+            return fn() if due else False
+
+        def branch():
+            fn()
+            return tf.constant(True)
+
+        return tf.cond(due, branch, lambda: tf.constant(False))
+
+    def log_gradients(self, grads, variables, step):
+        """Gradient statistics (and histograms) of the selected variables."""
+        grads, variables = list(grads), list(variables)
+        chosen = _select(variables, self.variables_pattern)
+
+        def write():
+            with self.writer.as_default():
+                summary_v2.gradients(
+                    [grads[i] for i in chosen], [variables[i] for i in chosen],
+                    step=step, name=self.name, histogram=self.histogram,
+                )
+            return True
+
+        return self._when(self.should_log(step), write)
+
+    def log_updates(self, before, after, variables, step, gradients=None):
+        """Update statistics (incl. lost-update fraction) of one optimizer step."""
+        variables = list(variables)
+        chosen = _select(variables, self.variables_pattern)
+
+        def write():
+            stats = numerics.update_statistics(
+                [before[i] for i in chosen], [after[i] for i in chosen],
+                [gradients[i] for i in chosen] if gradients is not None else None,
+            )
+            with self.writer.as_default():
+                summary_v2.update_stats(
+                    stats, summary_v2.variable_paths([variables[i] for i in chosen]),
+                    step=step, name=self.name,
+                )
+            return True
+
+        return self._when(self.should_log(step), write)
+
+    def compare(self, loss_fn, variables, step, reference="float32", candidate="mixed_bfloat16", names=None):
+        """``compare.compare_fn`` on logged steps, written to the writer."""
+
+        def run():
+            result = compare.compare_fn(loss_fn, variables, reference, candidate, names)
+            with self.writer.as_default():
+                result.write(step)
+            return True
+
+        return self._when(self.should_compare(step), run)
+
+    def compare_keras(self, model, x, y=None, step=None, sample_weight=None,
+                      reference="float32", candidate=None, activations=True):
+        """``compare.compare_keras`` on logged steps, written to the writer."""
+        reference, candidate = compare.as_variant(reference), compare.as_variant(candidate)
+        key = (id(model), reference, candidate, activations)
+        if key not in self._passes:
+            self._passes[key] = (
+                compare.keras_pass(model, reference, activations),
+                compare.keras_pass(model, candidate, activations),
+            )
+
+        def run():
+            result = compare.compare_keras(
+                model, x, y, sample_weight, reference, candidate, activations, self._passes[key]
+            )
+            with self.writer.as_default():
+                result.write(step)
+            return True
+
+        return self._when(self.should_compare(step), run)
+
+    def log_dtypes(self, model, x, step):
+        """Write the dtype map (one eager forward pass on ``x``) if it changed."""
+        current = compare.observe_dtypes(model, x)
+        if current == self._written_map:
+            return False
+        with self.writer.as_default():
+            summary_v2.dtypes(current, step=step, name=self.name)
+        self._written_map = current
+        return True
+
+    def flush(self):
+        self.writer.flush()

@@ -1,0 +1,184 @@
+"""Shadow-step comparisons: Keras models and custom loss functions."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from divergence_reference import np_divergence, records_of_kind
+from readback import read_records
+from tb_gradlens import compare
+from tb_gradlens import demo
+from tb_gradlens import metadata
+from tb_gradlens.keras import GradLens
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def batch():
+    x, y = demo.load_digits_784()
+    return tf.constant(x[:32]), tf.constant(y[:32])
+
+
+def _mlp(policy):
+    model = demo.build_mlp(policy, seed=3)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def _grads(model, x, y):
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x=x, y=y, y_pred=model(x, training=True))
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+
+def _policies(model):
+    return [(layer, layer.dtype_policy) for layer in compare.model_layers(model)]
+
+
+def test_float32_vs_float32_is_exactly_zero(batch):
+    model = _mlp("float32")
+    result = compare.compare_keras(model, *batch, reference="float32", candidate="float32")
+    expected = np.tile([0, 1, 1, 0, 0, 0, 0, 0, 0], (6, 1))
+    np.testing.assert_array_equal(result.gradient_divergence.numpy(), expected)
+    np.testing.assert_array_equal(result.activation_divergence.numpy(), np.tile(expected[0], (4, 1)))
+    assert result.loss.numpy()[0, 2] == 0
+
+
+def test_cancellation_flagged_by_float32_vs_float64():
+    def loss_fn(weights, dtype):
+        x = tf.cast(weights[0], dtype)
+        return tf.square(x * tf.constant(1e10, dtype) + tf.constant(1.0, dtype) - tf.constant(1e10, dtype))
+
+    result = compare.compare_fn(loss_fn, [tf.Variable(1.0)], reference="float64", candidate="float32")
+    assert result.reference_gradients[0].dtype == tf.float64
+    assert float(result.reference_gradients[0]) == 2e10  # analytic: 2 (x*1e10 + 1 - 1e10) 1e10
+    assert float(result.candidate_gradients[0]) == 0.0  # float32: 1e10 + 1 == 1e10
+    got = result.gradient_divergence.numpy()[0]
+    np.testing.assert_allclose(got, np_divergence([0.0], [2e10], "float32"), rtol=1e-6)
+    assert got[0] == 1.0 and got[7] == 1.0  # rel_l2 = 1, flush_to_zero = 1
+
+
+def test_compare_fn_requires_using_weights():
+    v = tf.Variable([1.0, 2.0])
+    with pytest.raises(ValueError, match="compute with `weights`"):
+        compare.compare_fn(lambda w, dt: tf.reduce_sum(tf.cast(v, dt)), [v])
+
+
+def test_mlp_bf16_vs_f32_logged_divergence_equals_recomputation(batch, tmp_path):
+    x, y = batch
+    model = _mlp("mixed_bfloat16")
+    reference_model = _mlp("float32")  # an independent float32 twin, same weights
+    reference_model.set_weights(model.get_weights())
+    lens = GradLens(str(tmp_path / "run"), compare_every=5)
+    assert lens.compare_keras(model, x, y, step=3) is False  # not a logged step: no work
+    assert lens.compare_keras(model, x, y, step=5)
+    lens.log_dtypes(model, x, step=5)
+    lens.flush()
+
+    cand_loss, cand = _grads(model, x, y)
+    ref_loss, ref = _grads(reference_model, x, y)
+    records = read_records(str(tmp_path))
+    (record, data), = records_of_kind(records, "run", metadata.DIVERGENCE).values()
+    assert [d.step for d in data] == [5]
+    assert record.rows == tuple(v.path for v in model.trainable_variables)
+    assert record.extras["candidate"] == {"label": "model", "policy": "mixed_bfloat16", "device": "default", "jit_compile": False}
+    assert record.extras["reference"]["policy"] == "float32"
+    want = np.stack([np_divergence(c.numpy(), r.numpy(), "bfloat16") for c, r in zip(cand, ref)])
+    np.testing.assert_allclose(data[0].numpy, want.astype(np.float32), rtol=1e-5)
+    assert (want[:, 0] > 1e-3).all()  # a real bf16 divergence, not noise
+
+    (loss_record, loss_data), = records_of_kind(records, "run", metadata.LOSS_COMPARISON).values()
+    np.testing.assert_allclose(loss_data[0].numpy[0, :2], [float(ref_loss), float(cand_loss)], rtol=1e-6)
+
+    (act_record, act_data), = records_of_kind(records, "run", metadata.ACTIVATION_DIVERGENCE).values()
+    assert act_record.rows == ("mlp/dense_1", "mlp/dense_2", "mlp/logits", "predictions")
+    h_c, h_r = x, x
+    for layer, layer_r, row in zip(model.layers, reference_model.layers, act_data[0].numpy):
+        h_c, h_r = layer(h_c), layer_r(h_r)
+        np.testing.assert_allclose(row, np_divergence(h_c.numpy(), h_r.numpy(), h_c.dtype.name), rtol=1e-5)
+
+    (dt_record, dt_data), = records_of_kind(records, "run", metadata.DTYPES).values()
+    import json
+    dmap = json.loads(dt_data[0].numpy.item().decode())
+    by_path = {entry["path"]: entry for entry in dmap["layers"]}
+    assert by_path["mlp/dense_1"]["output_dtype"] == "bfloat16"
+    assert by_path["mlp/dense_1"]["variable_dtype"] == "float32"
+    assert by_path["predictions"]["output_dtype"] == "float32"
+    assert dmap["model_output_dtype"] == "float32"
+
+
+def test_policies_restored_after_comparison_and_after_error(batch):
+    model = _mlp("mixed_bfloat16")
+    before = _policies(model)
+    compare.compare_keras(model, *batch, reference="float64")
+    assert _policies(model) == before
+    assert all(p[1] is q[1] for p, q in zip(before, _policies(model)))
+    bad_y = tf.zeros([3], tf.int32)  # wrong batch size: the loss raises
+    with pytest.raises(Exception):
+        compare.compare_keras(model, batch[0], bad_y, reference="float32", candidate="bfloat16")
+    assert all(p[1] is q[1] for p, q in zip(before, _policies(model)))
+    assert not any("call" in layer.__dict__ for layer in compare.model_layers(model))
+    weights = [w.numpy().copy() for w in model.weights]
+    compare.compare_keras(model, *batch)  # stateless: weights untouched
+    for w, v in zip(weights, model.weights):
+        np.testing.assert_array_equal(w, v.numpy())
+
+
+def test_xla_vs_not_is_compared_and_recorded(batch, tmp_path):
+    x, y = batch
+    model = _mlp("float32")
+    xla = compare.Variant(None, jit_compile=True)
+    result = compare.compare_keras(model, x, y, reference=compare.Variant(None), candidate=xla)
+    assert result.candidate_extras["jit_compile"] is True
+    assert result.reference_extras["jit_compile"] is False
+    _, ref = _grads(model, x, y)
+    xla_grads = tf.function(lambda a, b: _grads(model, a, b)[1], jit_compile=True)(x, y)
+    want = np.stack([np_divergence(c.numpy(), r.numpy(), "float32") for c, r in zip(xla_grads, ref)])
+    np.testing.assert_allclose(result.gradient_divergence.numpy(), want.astype(np.float32), rtol=1e-4, atol=1e-12)
+    assert (want[:, 0] < 1e-5).all()
+    with tf.summary.create_file_writer(str(tmp_path / "xla")).as_default():
+        result.write(step=0)
+    (record, _), = records_of_kind(read_records(str(tmp_path)), "xla", metadata.DIVERGENCE).values()
+    assert record.extras["candidate"]["jit_compile"] is True
+
+
+def test_two_logical_cpus_compare_to_exactly_zero():
+    script = textwrap.dedent(
+        """
+        import json, numpy as np, tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        from tb_gradlens import compare, demo
+        x, y = demo.load_digits_784()
+        model = demo.build_mlp("mixed_bfloat16", seed=1)
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        result = compare.compare_keras(
+            model, tf.constant(x[:16]), tf.constant(y[:16]),
+            reference=compare.Variant(None, device="/CPU:0"),
+            candidate=compare.Variant(None, device="/CPU:1"))
+        print(json.dumps({
+            "devices": [d.name for d in tf.config.list_logical_devices("CPU")],
+            "grads": result.gradient_divergence.numpy().tolist(),
+            "acts": result.activation_divergence.numpy().tolist(),
+            "candidate": result.candidate_extras,
+            "placed": result.candidate_gradients[0].device}))
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import json
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(out["devices"]) == 2
+    assert out["placed"].endswith("CPU:1")
+    assert out["candidate"]["device"] == "/CPU:1"
+    zero = [0, 1, 1, 0, 0, 0, 0, 0, 0]
+    assert out["grads"] == [zero] * 6
+    assert out["acts"] == [zero] * 4
