@@ -1,33 +1,197 @@
 // GradLens tab entry module. TensorBoard imports this file into the plugin
 // iframe (base href plugin/gradlens/) and calls render().
+//
+// The shell: title, view tabs, the controls shared by every view (run,
+// variable regex, step range, reload) and the view area.  State lives in
+// the URL hash (state.js); TensorBoard's reload is followed (host.js).
 // All user-controlled strings are set with textContent, never as HTML.
 
+import * as api from './api.js';
+import {el, clear, message} from './dom.js';
+import {connectToHost, followTheme} from './host.js';
+import * as state from './state.js';
+import {HOW_TO_LOG} from './views/common.js';
+import * as overview from './views/overview.js';
+import * as divergence from './views/divergence.js';
+import * as gradients from './views/gradients.js';
+import * as dtypes from './views/dtypes.js';
+import * as compare from './views/compare.js';
+
+export const VIEWS = [
+  {name: 'overview', label: 'Overview', module: overview},
+  {name: 'divergence', label: 'Divergence', module: divergence},
+  {name: 'gradients', label: 'Gradients', module: gradients},
+  {name: 'dtypes', label: 'Dtypes', module: dtypes},
+  {name: 'compare', label: 'Compare runs', module: compare},
+];
+
+let app = null;
+
 export async function render() {
-  const root = document.createElement('div');
-  root.className = 'gradlens';
-  document.body.appendChild(root);
-  const title = document.createElement('h2');
-  title.textContent = 'GradLens';
-  root.appendChild(title);
-  const status = document.createElement('p');
-  status.textContent = 'Loading…';
-  root.appendChild(status);
+  if (app) return;
+  loadStyles();
+  followTheme();
+  state.init(state.readHostState());
+  app = buildShell();
+  document.body.appendChild(app.root);
+  state.subscribe(() => show({quiet: false}));
+  connectToHost(() => reload());
+  await reload({quiet: false});
+}
+
+function loadStyles() {
+  const link = document.createElement('link');
+  link.rel = 'stylesheet';
+  link.href = new URL('./gradlens.css', import.meta.url).href;
+  document.head.appendChild(link);
+}
+
+function buildShell() {
+  const status = el('span', {class: 'gl-status', role: 'status', 'aria-live': 'polite'});
+  const reloadButton = el('button', {type: 'button', class: 'gl-reload', text: 'Reload',
+    title: 'Fetch the data again', onclick: () => reload()});
+  const tabs = el('div', {class: 'gl-tabs', role: 'tablist', 'aria-label': 'GradLens views'});
+  for (const view of VIEWS) {
+    const tab = el('button', {
+      type: 'button', role: 'tab', id: `gl-tab-${view.name}`, text: view.label,
+      dataset: {view: view.name}, onclick: () => state.update({view: view.name}),
+    });
+    tab.addEventListener('keydown', (event) => {
+      const i = VIEWS.indexOf(view);
+      const delta = event.key === 'ArrowRight' ? 1 : event.key === 'ArrowLeft' ? -1 : 0;
+      if (!delta) return;
+      const next = VIEWS[(i + delta + VIEWS.length) % VIEWS.length];
+      state.update({view: next.name});
+      tabs.querySelector(`[data-view="${next.name}"]`).focus();
+    });
+    tabs.appendChild(tab);
+  }
+  const controls = el('div', {class: 'gl-controls', role: 'group', 'aria-label': 'Filters'});
+  const content = el('main', {class: 'gl-content', role: 'tabpanel', tabindex: -1});
+  const root = el('div', {class: 'gradlens'}, [
+    el('div', {class: 'gl-header'}, [el('h1', {text: 'GradLens'}), status, reloadButton]),
+    tabs, controls, content,
+  ]);
+  return {root, status, tabs, controls, content, runs: null, generation: 0, loadError: null};
+}
+
+/** Refetch everything (Reload button, TensorBoard's reload) and redraw. */
+async function reload({quiet = true} = {}) {
+  api.clearCache();
+  const root = document.documentElement;
+  root.dataset.reloads = String(Number(root.dataset.reloads || 0) + 1);
+  app.status.textContent = 'Loading…';
   try {
-    const response = await fetch('./runs');
-    if (!response.ok) throw new Error(`${response.status} ${await response.text()}`);
-    const data = await response.json();
-    status.textContent = data.runs.length
-      ? `${data.runs.length} run(s) with gradlens data`
-      : 'No gradlens data yet: log with tb_gradlens.summary.gradients(...) or GradLensCallback.';
-    const list = document.createElement('ul');
-    for (const run of data.runs) {
-      const item = document.createElement('li');
-      item.className = 'gradlens-run';
-      item.textContent = `${run.run} (${run.tags.length} tags)`;
-      list.appendChild(item);
-    }
-    root.appendChild(list);
+    const data = await api.getJson('runs');
+    app.runs = data.runs;
+    app.loadError = null;
+    app.status.textContent = `Loaded ${new Date().toLocaleTimeString()}`;
   } catch (error) {
-    status.textContent = `Error: ${error.message}`;
+    app.loadError = error;
+    app.status.textContent = 'Load failed';
+  }
+  await show({quiet});
+}
+
+/** Draw the current view; stale draws (the state changed meanwhile) are dropped. */
+async function show({quiet}) {
+  const generation = ++app.generation;
+  const current = state.get();
+  const view = VIEWS.find((v) => v.name === current.view) || VIEWS[0];
+  for (const tab of app.tabs.children) {
+    const selected = tab.dataset.view === view.name;
+    tab.setAttribute('aria-selected', String(selected));
+    tab.tabIndex = selected ? 0 : -1;
+  }
+  app.content.setAttribute('aria-labelledby', `gl-tab-${view.name}`);
+  document.documentElement.dataset.view = view.name;
+  renderControls(current, view);
+
+  if (app.loadError) {
+    clear(app.content).appendChild(message('error', `Could not load runs: ${app.loadError.message}`));
+    return;
+  }
+  if (!app.runs) return;
+  if (!app.runs.length) {
+    clear(app.content).appendChild(message('empty-state', `No gradlens data yet: ${HOW_TO_LOG.any}.`));
+    return;
+  }
+  if (!quiet) clear(app.content).appendChild(message('loading', 'Loading…'));
+  const next = el('div', {class: `gl-view gl-view-${view.name}`});
+  const context = {
+    state: current,
+    runs: app.runs,
+    navigate: (patch) => state.update(patch),
+    isCurrent: () => generation === app.generation,
+    // A view that falls back to another run than the state's says which it shows.
+    showRun: (name) => {
+      const control = app.controls.querySelector('.gl-run');
+      if (control && generation === app.generation) control.value = name;
+    },
+  };
+  // Drawn attached (hidden) so charts know their width; swapped in when done.
+  next.hidden = true;
+  app.content.appendChild(next);
+  try {
+    await view.module.render(next, context);
+  } catch (error) {
+    if (generation !== app.generation) return;
+    next.replaceChildren(message('error', error.message || String(error)));
+  }
+  if (generation !== app.generation) {
+    next.remove();
+    return;
+  }
+  for (const child of [...app.content.children]) if (child !== next) child.remove();
+  next.hidden = false;
+  document.documentElement.dataset.ready = String(generation);
+}
+
+function renderControls(current, view) {
+  const runs = app.runs || [];
+  const runSelect = el('select', {class: 'gl-run', 'aria-label': 'Run'});
+  if (view.name === 'overview') runSelect.appendChild(el('option', {value: '', text: '(all runs)'}));
+  for (const r of runs) {
+    runSelect.appendChild(el('option', {value: r.run, text: r.run, selected: r.run === current.run}));
+  }
+  runSelect.value = current.run && runs.some((r) => r.run === current.run) ? current.run
+    : view.name === 'overview' ? '' : (runs[0] ? runs[0].run : '');
+  runSelect.addEventListener('change', () => state.update({run: runSelect.value}));
+
+  const regex = el('input', {
+    type: 'search', class: 'gl-regex', 'aria-label': 'Variable regex',
+    placeholder: 'e.g. dense_1|kernel', value: current.filter || '', spellcheck: 'false',
+  });
+  const applyRegex = () => {
+    try {
+      new RegExp(regex.value);
+      regex.removeAttribute('aria-invalid');
+      state.update({filter: regex.value});
+    } catch (error) {
+      regex.setAttribute('aria-invalid', 'true');
+      regex.title = error.message;
+    }
+  };
+  regex.addEventListener('change', applyRegex);
+  regex.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter') applyRegex();
+  });
+  const stepInput = (key, label) => {
+    const input = el('input', {type: 'number', min: 0, step: 1, class: `gl-${key}`,
+      'aria-label': label, value: current[key] ?? ''});
+    input.addEventListener('change', () => state.update({[key]: input.value}));
+    return input;
+  };
+  const focused = document.activeElement && app.controls.contains(document.activeElement)
+    ? document.activeElement.className : null;
+  app.controls.replaceChildren(
+    view.name === 'compare' ? '' : el('label', {class: 'gl-field'}, [el('span', {text: 'Run'}), runSelect]),
+    el('label', {class: 'gl-field'}, [el('span', {text: 'Variable regex'}), regex]),
+    el('label', {class: 'gl-field'}, [el('span', {text: 'From step'}), stepInput('smin', 'From step')]),
+    el('label', {class: 'gl-field'}, [el('span', {text: 'To step'}), stepInput('smax', 'To step')]),
+  );
+  if (focused) {
+    const again = app.controls.getElementsByClassName(focused)[0];
+    if (again) again.focus();
   }
 }

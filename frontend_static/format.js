@@ -1,0 +1,35 @@
+// Number formatting. Values arrive from JSON as numbers or as the strings
+// "NaN", "Infinity", "-Infinity": num() turns each back into a number.
+
+/** A JSON value as a number ("NaN"/"Infinity" strings included; null -> NaN). */
+export function num(v) {
+  if (v === null || v === undefined) return NaN;
+  return Number(v);
+}
+
+/** Convert a (nested) array of JSON values to numbers. */
+export function numbers(list) {
+  return list.map((v) => (Array.isArray(v) ? numbers(v) : num(v)));
+}
+
+/**
+ * Short text for a number: NaN, +Inf, -Inf, integers as is, otherwise 4
+ * significant digits (exponent notation outside [1e-3, 1e5)).
+ */
+export function fmt(v) {
+  const x = num(v);
+  if (Number.isNaN(x)) return 'NaN';
+  if (x === Infinity) return '+Inf';
+  if (x === -Infinity) return '-Inf';
+  if (x === 0) return '0';
+  if (Number.isInteger(x) && Math.abs(x) < 1e9) return String(x);
+  const a = Math.abs(x);
+  if (a >= 1e-3 && a < 1e5) return String(Number(x.toPrecision(4)));
+  return x.toExponential(3);
+}
+
+/** Step range text: "12" or "12–40". */
+export function stepRange(first, last) {
+  if (first === null || first === undefined) return '–';
+  return first === last || last === null || last === undefined ? String(first) : `${first}–${last}`;
+}

@@ -1,0 +1,63 @@
+// Talking to the TensorBoard page that holds the tab's iframe.
+//
+// TensorBoard's plugin host (its "experimental" plugin API) waits for the
+// iframe to post "experimental.bootstrap" with a MessagePort, then sends
+// JSON messages {type, id, payload, isReply} on that port and expects a
+// reply to each.  "experimental.DataReloaded" arrives after every reload
+// (the reload button and the auto-reload timer): the tab refetches then.
+
+const DATA_RELOADED = 'experimental.DataReloaded';
+const RUNS_CHANGED = 'experimental.RunsChanged';
+
+/**
+ * Connect to TensorBoard's plugin host; onReload() is called on every
+ * DataReloaded or RunsChanged message.  Returns false outside an iframe.
+ */
+export function connectToHost(onReload) {
+  if (window.parent === window) return false;
+  const channel = new MessageChannel();
+  const port = channel.port1;
+  port.addEventListener('message', (event) => {
+    let message;
+    try {
+      message = JSON.parse(event.data);
+    } catch (error) {
+      return;
+    }
+    if (!message || message.isReply) return;
+    document.documentElement.dataset.host = 'connected';
+    if (message.type === DATA_RELOADED || message.type === RUNS_CHANGED) onReload(message.type);
+    port.postMessage(JSON.stringify({
+      type: message.type, id: message.id, payload: null, error: null, isReply: true,
+    }));
+  });
+  port.start();
+  window.parent.postMessage('experimental.bootstrap', '*', [channel.port2]);
+  return true;
+}
+
+/**
+ * Follow TensorBoard's dark mode (the "dark-mode" class of its body, same
+ * origin) or, standalone, the browser's prefers-color-scheme; sets
+ * data-theme="dark"|"light" on <html>.
+ */
+export function followTheme() {
+  const root = document.documentElement;
+  const media = window.matchMedia ? window.matchMedia('(prefers-color-scheme: dark)') : null;
+  let hostBody = null;
+  try {
+    if (window.parent !== window) hostBody = window.parent.document.body;
+  } catch (error) {
+    hostBody = null;
+  }
+  const apply = () => {
+    const dark = hostBody ? hostBody.classList.contains('dark-mode') : Boolean(media && media.matches);
+    root.dataset.theme = dark ? 'dark' : 'light';
+  };
+  apply();
+  if (hostBody) {
+    new MutationObserver(apply).observe(hostBody, {attributes: true, attributeFilter: ['class']});
+  } else if (media && media.addEventListener) {
+    media.addEventListener('change', apply);
+  }
+}

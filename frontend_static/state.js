@@ -1,0 +1,133 @@
+// View state kept in the URL hash, so that a view can be shared.
+//
+// The tab's own document (data/plugin_entry.html?name=gradlens) keeps the
+// state in its hash: "#view=divergence&run=bf16&metric=rel_l2".  Inside
+// TensorBoard the same keys are mirrored into TensorBoard's hash as
+// "p.gradlens.<key>" (the convention of TensorBoard's GetURLPluginData), so
+// the address bar of the whole page can be shared.
+
+const PREFIX = 'p.gradlens.';
+const listeners = new Set();
+let current = {};
+
+/** Parse "a=1&b=x" (a URL hash without '#') into an object. */
+export function parseHash(hash) {
+  const out = {};
+  const text = hash.startsWith('#') ? hash.slice(1) : hash;
+  for (const [key, value] of new URLSearchParams(text)) out[key] = value;
+  return out;
+}
+
+/** Serialize state to a hash string (empty values are left out). */
+export function toHash(state) {
+  const query = new URLSearchParams();
+  for (const key of Object.keys(state).sort()) {
+    const value = state[key];
+    if (value === undefined || value === null || value === '') continue;
+    query.set(key, String(value));
+  }
+  return query.toString();
+}
+
+/** The current state (a copy). */
+export function get() {
+  return {...current};
+}
+
+/** Initial state: TensorBoard's p.gradlens.* keys (if any), then this document's hash. */
+export function init(hostState = {}) {
+  current = {...hostState, ...parseHash(window.location.hash)};
+  window.addEventListener('hashchange', () => {
+    const next = parseHash(window.location.hash);
+    if (toHash(next) !== toHash(current)) {
+      current = next;
+      notify();
+    }
+  });
+  return get();
+}
+
+/**
+ * Merge `patch` into the state, write the hash, notify listeners.
+ * A key set to '' or null is removed.
+ */
+export function update(patch, {replace = false} = {}) {
+  const next = {...current, ...patch};
+  for (const key of Object.keys(next)) {
+    if (next[key] === '' || next[key] === null || next[key] === undefined) delete next[key];
+  }
+  if (toHash(next) === toHash(current)) return;
+  current = next;
+  writeHash(replace);
+  notify();
+}
+
+/** Call fn(state) after every change; returns an unsubscribe function. */
+export function subscribe(fn) {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+
+function notify() {
+  for (const fn of listeners) fn(get());
+}
+
+function writeHash(replace) {
+  const hash = `#${toHash(current)}`;
+  if (replace) window.history.replaceState(null, '', hash);
+  else window.history.pushState(null, '', hash);
+  mirrorToHost();
+}
+
+/**
+ * TensorBoard's hash as (tab, [key, value] pairs): "#gradlens&a=1&b=2".
+ * The component without '=' is the active tab (TensorBoard's convention).
+ */
+export function parseHostHash(hash) {
+  const text = hash.startsWith('#') ? hash.slice(1) : hash;
+  let tab = '';
+  const pairs = [];
+  for (const part of text.split('&')) {
+    if (!part) continue;
+    const i = part.indexOf('=');
+    if (i < 0) tab = decodeURIComponent(part);
+    else pairs.push([decodeURIComponent(part.slice(0, i)), decodeURIComponent(part.slice(i + 1))]);
+  }
+  return {tab, pairs};
+}
+
+/** The p.gradlens.* keys of TensorBoard's hash (same origin), or {}. */
+export function readHostState() {
+  const out = {};
+  try {
+    if (window.parent === window) return out;
+    for (const [key, value] of parseHostHash(window.parent.location.hash).pairs) {
+      if (key.startsWith(PREFIX)) out[key.slice(PREFIX.length)] = value;
+    }
+  } catch (error) {
+    // Not reachable (another origin): the tab's own hash is used.
+  }
+  return out;
+}
+
+/**
+ * Write the state as p.gradlens.* keys into TensorBoard's hash, keeping its
+ * tab and other keys; replaceState fires no hashchange, so TensorBoard does
+ * not re-route.
+ */
+function mirrorToHost() {
+  try {
+    if (window.parent === window) return;
+    const {tab, pairs} = parseHostHash(window.parent.location.hash);
+    const kept = pairs.filter(([key]) => !key.startsWith(PREFIX));
+    const ours = Object.keys(current).sort().map((key) => [PREFIX + key, String(current[key])]);
+    const parts = [...kept, ...ours].map(
+      ([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`);
+    const hash = [tab || 'gradlens', ...parts].join('&');
+    const url = new URL(window.parent.location.href);
+    url.hash = hash;
+    window.parent.history.replaceState(window.parent.history.state, '', url.toString());
+  } catch (error) {
+    // Another origin: the tab's own hash still holds the state.
+  }
+}
