@@ -109,14 +109,13 @@ export function heatmap(o) {
   figure.append(wrap, legend(range, scale, o.legendTitle || '', o.zeroIsEmpty));
 
   const state = {layout: null, cursor: null};
-  const draw = () => {
-    const width = Math.max(wrap.clientWidth || 600, 240);
-    state.layout = drawHeatmap(canvas, o, range, scale, width);
+  const paint = (width) => {
+    state.layout = drawHeatmap(canvas, o, range, scale, Math.max(width || 600, 240));
     if (state.cursor) drawCursor(canvas, state.layout, state.cursor);
   };
-  observeWidth(wrap, draw);
-  draw();
-  figure.redraw = draw;
+  // Drawn when laid out (now, or when attached) and on every width change.
+  const draw = observeWidth(wrap, paint);
+  figure.redraw = () => draw();
 
   const show = (cell, px, py) => {
     if (!cell) {

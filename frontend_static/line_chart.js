@@ -30,12 +30,9 @@ export function lineChart(options) {
   figure.appendChild(legend(colored));
 
   let layout = null;
-  const draw = () => {
-    const width = Math.max(wrap.clientWidth || 600, 200);
-    layout = drawChart(canvas, colored, {width, height, logY, yLabel});
-  };
-  observeWidth(wrap, draw);
-  requestAnimationFrame(draw);
+  observeWidth(wrap, (width) => {
+    layout = drawChart(canvas, colored, {width: Math.max(width || 600, 200), height, logY, yLabel});
+  });
 
   canvas.addEventListener('mousemove', (event) => {
     if (!layout) return;
@@ -80,16 +77,23 @@ function legend(series) {
   return list;
 }
 
-/** Redraw `draw` whenever the element's width changes. */
+/**
+ * Draw with `draw(width)` now if `node` is laid out, and again whenever its
+ * width changes (also when it is first attached).  Returns a function that
+ * draws at the current width.
+ */
 export function observeWidth(node, draw) {
-  if (typeof ResizeObserver === 'undefined') return;
-  let last = -1;
-  new ResizeObserver(() => {
-    if (node.clientWidth !== last && node.isConnected) {
-      last = node.clientWidth;
-      draw();
-    }
-  }).observe(node);
+  let drawn = -1;
+  const now = () => {
+    drawn = node.clientWidth;
+    draw(drawn);
+  };
+  const maybe = () => {
+    if (node.isConnected && node.clientWidth > 0 && node.clientWidth !== drawn) now();
+  };
+  if (typeof ResizeObserver !== 'undefined') new ResizeObserver(maybe).observe(node);
+  maybe();
+  return now;
 }
 
 /** Show a tooltip near (x, y) inside `wrap`, kept within its width. */

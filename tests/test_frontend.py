@@ -247,7 +247,7 @@ def open_tab(tb, page, hash_state=""):
 
 
 def wait_drawn(page):
-    page.page.wait_for_selector(".gl-view:not([hidden])", timeout=30000)
+    page.page.wait_for_selector(".gl-view:not(.gl-pending)", timeout=30000)
 
 
 def navigate(page, action):
@@ -323,7 +323,7 @@ def test_tab_listed_opens_follows_reload_dark_mode_and_shares_state(tensorboard,
     tabs = [t.strip() for t in p.locator("[role=tab]").all_text_contents()]
     assert "GradLens" in tabs
     frame = next(f for f in p.frames if "plugin_entry.html?name=gradlens" in f.url)
-    frame.wait_for_selector(".gl-view:not([hidden])", timeout=30000)
+    frame.wait_for_selector(".gl-view:not(.gl-pending)", timeout=30000)
     runs = [r["run"] for r in route(tb, "overview")["runs"]]
     shown = frame.eval_on_selector_all(".gl-run-row td:first-child", "tds => tds.map(td => td.textContent)")
     assert shown == runs == [F32, BF16]
@@ -390,13 +390,13 @@ def test_overview_headline_alerts_and_alert_click(tensorboard, page):
     index = alerts.index(nonfinite)
     navigate(page, lambda: p.locator(".gl-alert").nth(index).click())
     assert p.eval_on_selector(".gl-tabs [aria-selected=true]", "b => b.textContent") == "Divergence"
-    assert p.text_content(".gl-view:not([hidden]) h2:has-text('Worst variables')") == "Worst variables at step %d" % step
+    assert p.text_content(".gl-view:not(.gl-pending) h2:has-text('Worst variables')") == "Worst variables at step %d" % step
     assert p.eval_on_selector(".gl-metric", "s => s.value") == nonfinite["view"]["column"]
     selected = table_rows(p, ".gl-var-row.gl-selected")
     assert [r[0] for r in selected] == [nonfinite["view"]["row"]]
     # The NaN written at DIV_NAN is shown as NaN, and nonfinite = 3.
-    rel_col = column_index(p, ".gl-view:not([hidden]) table:has(.gl-var-row)", "rel_l2")
-    nf_col = column_index(p, ".gl-view:not([hidden]) table:has(.gl-var-row)", "nonfinite")
+    rel_col = column_index(p, ".gl-view:not(.gl-pending) table:has(.gl-var-row)", "rel_l2")
+    nf_col = column_index(p, ".gl-view:not(.gl-pending) table:has(.gl-var-row)", "nonfinite")
     assert selected[0][rel_col] == "NaN" and selected[0][nf_col] == "3"
     page.assert_clean()
 
@@ -413,7 +413,7 @@ def test_divergence_view_numbers_heatmap_hover_and_keyboard(tensorboard, page):
     assert p.text_content(".gl-run-name") == BF16
 
     expected = divergence_values(len(rows)).astype(np.float64)[last]  # [rows, columns]
-    table_sel = ".gl-view:not([hidden]) table:has(.gl-var-row)"
+    table_sel = ".gl-view:not(.gl-pending) table:has(.gl-var-row)"
     shown = table_rows(p, ".gl-var-row")
     assert sorted(r[0] for r in shown) == sorted(rows)
     # Ranked by rel_l2, worst first: the written rel_l2 grows with the row index.
@@ -445,7 +445,7 @@ def test_divergence_view_numbers_heatmap_hover_and_keyboard(tensorboard, page):
     lines = tip.locator("div").all_text_contents()
     assert lines[1] == "step 0"
     navigate(page, lambda: p.keyboard.press("Enter"))
-    assert p.text_content(".gl-view:not([hidden]) h2:has-text('Worst variables')") == "Worst variables at step 0"
+    assert p.text_content(".gl-view:not(.gl-pending) h2:has-text('Worst variables')") == "Worst variables at step 0"
     assert "row=" in p.evaluate("location.hash") and "step=0" in p.evaluate("location.hash")
 
     # Activation divergence: layers in depth order with their values at step 0.
@@ -458,13 +458,18 @@ def test_divergence_view_numbers_heatmap_hover_and_keyboard(tensorboard, page):
 
 def test_divergence_filter_step_range_and_error_state(tensorboard, page):
     tb = tensorboard
-    p = open_tab(tb, page, "view=divergence&run=%s&filter=dense_2&smin=2&smax=5" % BF16)
+    p = open_tab(tb, page, "view=divergence&run=" + BF16)
+    # Typed into the shared controls (keyboard: fill + Enter commits each).
+    navigate(page, lambda: (p.fill(".gl-regex", "dense_2"), p.press(".gl-regex", "Enter")))
+    navigate(page, lambda: (p.fill(".gl-smin", "2"), p.press(".gl-smin", "Enter")))
+    navigate(page, lambda: (p.fill(".gl-smax", "5"), p.press(".gl-smax", "Enter")))
+    assert all(k in p.evaluate("location.hash") for k in ("filter=dense_2", "smin=2", "smax=5"))
     shown = table_rows(p, ".gl-var-row")
     assert sorted(r[0] for r in shown) == ["mlp/dense_2/bias", "mlp/dense_2/kernel"]
-    assert p.text_content(".gl-view:not([hidden]) h2:has-text('Worst variables')") == "Worst variables at step 5"
+    assert p.text_content(".gl-view:not(.gl-pending) h2:has-text('Worst variables')") == "Worst variables at step 5"
     # A regex the server rejects: the error is shown, no crash.
     navigate(page, lambda: p.evaluate("location.hash = 'view=divergence&run=%s&filter=(' " % BF16))
-    error = p.text_content(".gl-view:not([hidden]) .gl-error")
+    error = p.text_content(".gl-view:not(.gl-pending) .gl-error")
     assert "400" in error
     # The console reports the failed request (HTTP 400): that one is expected.
     assert all("400" in e for e in page.errors)
