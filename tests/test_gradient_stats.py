@@ -98,10 +98,13 @@ FIXED_CASES = {
 }
 
 
+@pytest.mark.parametrize("use_xla", [True, False], ids=["xla", "kernels"])
 @pytest.mark.parametrize("name", sorted(FIXED_CASES))
-def test_statistics_of_fixed_gradients_match_numpy(name):
+def test_statistics_of_fixed_gradients_match_numpy(name, use_xla):
     grad = FIXED_CASES[name]
-    stats, hist = numerics.gradient_statistics([tf.constant(grad)], [np.size(grad)])
+    stats, hist = numerics.gradient_statistics(
+        [tf.constant(grad)], [np.size(grad)], use_xla=use_xla
+    )
     assert stats.shape == (1, len(COLUMNS))
     assert hist.shape == (1, len(metadata.HISTOGRAM_COLUMNS))
     assert_stats_match(stats.numpy()[0], reference_statistics(grad))
@@ -119,12 +122,18 @@ def test_none_gradient_is_recorded_not_skipped():
     np.testing.assert_array_equal(hist.numpy()[1], np.zeros(len(metadata.HISTOGRAM_COLUMNS)))
 
 
-def test_many_variables_fused_match_per_variable_numpy():
+def test_no_variables_gives_empty_records():
+    stats, hist = numerics.gradient_statistics([])
+    assert stats.shape == (0, len(COLUMNS)) and hist.shape == (0, len(metadata.HISTOGRAM_COLUMNS))
+
+
+@pytest.mark.parametrize("use_xla", [True, False], ids=["xla", "kernels"])
+def test_many_variables_fused_match_per_variable_numpy(use_xla):
     grads = [RNG.normal(scale=10.0**-k, size=s).astype(np.float32)
              for k, s in enumerate([(1,), (7, 3), (100,), (0,), (31, 31), (5, 2, 2)])]
     grads[2][::7] = 0.0
     grads[4][3, 3] = np.nan
-    stats, hist = numerics.gradient_statistics([tf.constant(g) for g in grads])
+    stats, hist = numerics.gradient_statistics([tf.constant(g) for g in grads], use_xla=use_xla)
     for i, g in enumerate(grads):
         assert_stats_match(stats.numpy()[i], reference_statistics(g))
         np.testing.assert_array_equal(hist.numpy()[i], reference_histogram(g))
