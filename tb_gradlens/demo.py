@@ -1,6 +1,14 @@
 """The README demo: train the 784-64-64-10 MLP in float32 and mixed_bfloat16,
 log gradient statistics with tb_gradlens, then serve TensorBoard with the tab.
 
+With ``precision=True`` (what ``tb-gradlens demo`` runs) the mixed_bfloat16
+custom loop also logs, through ``tb_gradlens.keras.GradLens``, a shadow
+float32 step every ``compare_every`` steps (per-variable and per-layer
+bf16-vs-f32 divergence, the loss in both), update statistics (lost
+bfloat16 updates) and the dtype map; and a third run, ``fit_mixed_bfloat16``,
+trains the same model with ``model.fit`` and ``GradLensCallback``, comparing
+against float32 and against XLA.
+
 Data: scikit-learn's bundled 8x8 handwritten digits (1,797 real images that
 ship inside the scikit-learn package, no download), upsampled bilinearly to
 28x28 = 784 inputs so the model is exactly the reference MLP of the
@@ -13,6 +21,8 @@ import sys
 import numpy as np
 
 RUNS = ("float32", "mixed_bfloat16")
+FIT_RUN = "fit_mixed_bfloat16"
+COMPARE_EVERY = 10
 
 
 def _interpolation_matrix(n_in, n_out):
@@ -56,19 +66,30 @@ def build_mlp(policy, seed=0):
     )
 
 
-def train_run(logdir, policy, steps=300, batch_size=64, log_every=1, seed=0):
-    """Train one run with a custom GradientTape loop that logs gradients."""
+def train_run(logdir, policy, steps=300, batch_size=64, log_every=1, seed=0,
+              precision=False, compare_every=COMPARE_EVERY):
+    """Train one run with a custom GradientTape loop that logs gradients.
+
+    With ``precision`` (and a non-float32 policy) it also logs shadow-step
+    comparisons against float32, update statistics and the dtype map.
+    """
     import keras
     import tensorflow as tf
 
     from tb_gradlens import summary
+    from tb_gradlens.keras import GradLens
 
     x, y = load_digits_784()
     model = build_mlp(policy, seed)
     optimizer = keras.optimizers.Adam(1e-3)
     loss_fn = keras.losses.SparseCategoricalCrossentropy()
+    model.compile(optimizer=optimizer, loss=loss_fn)  # compute_loss for comparisons
     writer = tf.summary.create_file_writer(os.path.join(logdir, policy))
     rng = np.random.default_rng(seed)
+    lens = None
+    if precision and policy != "float32":
+        lens = GradLens(writer=writer, gradient_every=log_every, compare_every=compare_every)
+        lens.log_dtypes(model, tf.constant(x[:batch_size]), step=0)
 
     @tf.function
     def train_step(xb, yb, step):
@@ -78,7 +99,13 @@ def train_run(logdir, policy, steps=300, batch_size=64, log_every=1, seed=0):
         with writer.as_default(), tf.summary.record_if(step % log_every == 0):
             summary.gradients(grads, model.trainable_variables, step=step)
             tf.summary.scalar("loss", loss, step=step)
+        if lens is None:
+            optimizer.apply(grads, model.trainable_variables)
+            return loss
+        lens.compare_keras(model, xb, yb, step=step)
+        before = [tf.identity(v) for v in model.trainable_variables]
         optimizer.apply(grads, model.trainable_variables)
+        lens.log_updates(before, model.trainable_variables, model.trainable_variables, step, grads)
         return loss
 
     loss = None
@@ -92,9 +119,47 @@ def train_run(logdir, policy, steps=300, batch_size=64, log_every=1, seed=0):
     return float(loss)
 
 
-def write_demo_logdir(logdir, steps=300, log_every=1):
-    """Train every demo run into ``logdir``; returns {run: final loss}."""
-    return {run: train_run(logdir, run, steps, log_every=log_every) for run in RUNS}
+def fit_run(logdir, steps=300, batch_size=64, seed=0, compare_every=COMPARE_EVERY):
+    """Train with ``model.fit`` and ``GradLensCallback`` (run ``FIT_RUN``)."""
+    import tensorflow as tf
+
+    from tb_gradlens import compare
+    from tb_gradlens.keras import GradLensCallback
+
+    x, y = load_digits_784()
+    model = build_mlp("mixed_bfloat16", seed)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    data = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .shuffle(len(x), seed=seed)
+        .repeat()
+        .batch(batch_size)
+    )
+    callback = GradLensCallback(
+        os.path.join(logdir, FIT_RUN),
+        gradient_every=max(1, compare_every // 2),
+        compare_every=compare_every,
+        comparisons=[
+            ("float32", None),
+            (compare.Variant(None), compare.Variant(None, jit_compile=True)),
+        ],
+    )
+    history = model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[callback])
+    return float(history.history["loss"][-1])
+
+
+def write_demo_logdir(logdir, steps=300, log_every=1, precision=False):
+    """Train every demo run into ``logdir``; returns {run: final loss}.
+
+    ``precision`` adds the precision-lens records and the ``FIT_RUN`` run.
+    """
+    losses = {
+        run: train_run(logdir, run, steps, log_every=log_every, precision=precision)
+        for run in RUNS
+    }
+    if precision:
+        losses[FIT_RUN] = fit_run(logdir, steps)
+    return losses
 
 
 def serve(logdir, port=6006, host="127.0.0.1"):
@@ -115,8 +180,11 @@ def serve(logdir, port=6006, host="127.0.0.1"):
 
 def run(logdir, steps=300, port=6006, serve_after=True, log_every=1):
     """The whole demo: train, then (optionally) serve until interrupted."""
-    print("tb_gradlens demo: training %s into %s" % (", ".join(RUNS), logdir), flush=True)
-    losses = write_demo_logdir(logdir, steps, log_every)
+    print(
+        "tb_gradlens demo: training %s into %s" % (", ".join(RUNS + (FIT_RUN,)), logdir),
+        flush=True,
+    )
+    losses = write_demo_logdir(logdir, steps, log_every, precision=True)
     for name, loss in losses.items():
         print("  %-16s final loss %.4f" % (name, loss), flush=True)
     if not serve_after:
