@@ -1,10 +1,396 @@
-"""The ``tb-gradlens`` command line (also ``python -m tb_gradlens``)."""
+"""The ``tb-gradlens`` command line (also ``python -m tb_gradlens``).
+
+Commands: ``report`` (headline and alerts per run, a CI gate with
+``--fail-on``), ``compare`` (two runs step by step), ``export`` (long-format
+CSV or JSON Lines for pandas) and ``demo``.  The read commands use
+TensorBoard's own reading code (``tb_gradlens.logdir``) and the analysis the
+plugin serves (``tb_gradlens.analysis``); they never import TensorFlow.
+
+Exit status: 0 success (no alert at or above ``--fail-on``), 1 alerts at or
+above ``--fail-on``, 2 usage error, 3 the logdir or a run/quantity could not
+be read.
+"""
 
 import argparse
+import csv
+import json
+import math
+import os
+import re
 import sys
+import types
 
 EXIT_OK = 0
+EXIT_ALERTS = 1
 EXIT_USAGE = 2
+EXIT_READ_ERROR = 3
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text):
+    """``text`` safe for a terminal: control characters as \\xNN escapes."""
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), str(text))
+
+
+def _no_tensorflow_for_reading():
+    """Make TensorBoard's compat layer use its TensorFlow stub.
+
+    The read commands need only TensorBoard's event reading; without this,
+    TensorBoard imports TensorFlow when it is installed (seconds of start-up).
+    """
+    sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
+
+
+class CommandError(Exception):
+    """A failure to report as one line with an exit status."""
+
+    def __init__(self, message, status=EXIT_READ_ERROR):
+        super().__init__(message)
+        self.status = status
+
+
+def _open(args):
+    """(Source, LogdirSource) of ``args.logdir``; warnings printed to stderr."""
+    _no_tensorflow_for_reading()
+    from tb_gradlens import logdir as logdir_lib
+    from tb_gradlens import reading
+
+    try:
+        loaded = logdir_lib.open_logdir(args.logdir, progress=not args.quiet)
+    except logdir_lib.LogdirError as e:
+        raise CommandError(str(e)) from None
+    for problem in loaded.problems:
+        print("warning: skipped damaged event file %s" % printable(problem), file=sys.stderr)
+    return reading.Source(loaded.provider, loaded.ctx, loaded.experiment_id), loaded
+
+
+def _select_runs(source, pattern):
+    runs = source.runs()
+    if pattern:
+        try:
+            regex = re.compile(pattern)
+        except re.error as e:
+            raise CommandError("bad --run regex %r: %s" % (pattern, e), EXIT_USAGE) from None
+        runs = [r for r in runs if regex.search(r)]
+    return runs
+
+
+def _json_default(value):
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError("not JSON serializable: %r" % type(value))
+
+
+def _dumps(obj):
+    """JSON with NaN/Infinity as the strings the HTTP routes use."""
+    return json.dumps(_finite_json(obj), indent=1, default=_json_default, ensure_ascii=False)
+
+
+def _finite_json(obj):
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        obj = obj.tolist()
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float):
+        if math.isnan(obj):
+            return "NaN"
+        if math.isinf(obj):
+            return "Infinity" if obj > 0 else "-Infinity"
+        return obj
+    if isinstance(obj, dict):
+        return {k: _finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_json(v) for v in obj]
+    return obj
+
+
+def _fmt(value, digits=4):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "%.*g" % (digits, value)
+    return printable(value)
+
+
+def _table(headers, rows):
+    """A plain-text table with columns padded to their widest cell."""
+    rows = [[_fmt(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------
+
+
+def _dtype_summary(source, run):
+    """{"model_output_dtype", "compute_dtypes", "mixed_layers"} of the newest dtype map."""
+    from tb_gradlens import metadata
+
+    for entry in reversed(source.entries_of_kind(run, metadata.DTYPES)):
+        maps = source.dtype_maps(run, entry.tag)
+        if not maps:
+            continue
+        dmap = maps[-1]["map"]
+        layers = dmap.get("layers", [])
+        computes = sorted({str(layer.get("compute_dtype")) for layer in layers})
+        mixed = [
+            layer.get("path")
+            for layer in layers
+            if layer.get("compute_dtype") != layer.get("variable_dtype")
+            and layer.get("variable_dtype") not in (None, "", "none")
+        ]
+        return {
+            "model_output_dtype": dmap.get("model_output_dtype"),
+            "compute_dtypes": computes,
+            "mixed_layers": len(mixed),
+            "layers": len(layers),
+        }
+    return None
+
+
+def _report(args):
+    from tb_gradlens import analysis
+
+    source, _ = _open(args)
+    runs = _select_runs(source, args.run)
+    if not runs:
+        raise CommandError(
+            "no run with gradlens records%s in %s"
+            % (" matching %r" % args.run if args.run else "", args.logdir)
+        )
+    headlines = {h["run"]: h for h in analysis.overview(source) if h["run"] in runs}
+    alerts, problems = analysis.run_alerts(source, runs)
+    dtypes = {run: _dtype_summary(source, run) for run in runs}
+    fail_levels = {"error": ("error",), "warning": ("error", "warning")}.get(args.fail_on, ())
+    failing = [a for a in alerts if a.severity in fail_levels]
+    if args.json:
+        print(
+            _dumps(
+                {
+                    "logdir": args.logdir,
+                    "runs": [dict(headlines[r], dtypes=dtypes[r]) for r in runs],
+                    "alerts": [a.to_json() for a in alerts],
+                    "errors": problems,
+                    "fail_on": args.fail_on,
+                    "failing_alerts": len(failing),
+                }
+            )
+        )
+    else:
+        print(_report_text(runs, headlines, dtypes, alerts, problems))
+        if args.fail_on:
+            print(
+                "\n%d alert(s) at or above %s%s"
+                % (len(failing), args.fail_on, ": failing" if failing else "")
+            )
+    return EXIT_ALERTS if failing else EXIT_OK
+
+
+def _report_text(runs, headlines, dtypes, alerts, problems):
+    out = []
+    for run in runs:
+        h = headlines[run]
+        out.append("run %s" % printable(run))
+        worst = h.get("worst_divergence")
+        if worst:
+            out.append(
+                "  worst divergence: %s %s = %s at step %d (%s vs %s)"
+                % (
+                    printable(worst["row"]),
+                    worst["metric"],
+                    _fmt(worst["value"]),
+                    worst["step"],
+                    printable((worst.get("candidate") or {}).get("label", "?")),
+                    printable((worst.get("reference") or {}).get("label", "?")),
+                )
+            )
+        else:
+            out.append("  worst divergence: - (no comparison logged)")
+        if h.get("first_nonfinite_step") is not None:
+            out.append(
+                "  first NaN/Inf: step %d in %s"
+                % (h["first_nonfinite_step"], ", ".join(printable(v) for v in h["first_nonfinite_variables"]))
+            )
+        else:
+            out.append("  first NaN/Inf: none")
+        for label, key in (("disconnected (None gradient)", "disconnected_variables"),
+                           ("zero gradient", "zero_gradient_variables")):
+            names = h.get(key) or []
+            out.append("  %s: %s" % (label, ", ".join(printable(n) for n in names) if names else "none"))
+        d = dtypes.get(run)
+        if d:
+            out.append(
+                "  dtypes: %d layers, compute %s, %d mixed, model output %s"
+                % (d["layers"], "/".join(d["compute_dtypes"]), d["mixed_layers"], printable(d["model_output_dtype"]))
+            )
+        counts = h.get("alert_counts", {})
+        out.append(
+            "  alerts: %d error, %d warning, %d info"
+            % (counts.get("error", 0), counts.get("warning", 0), counts.get("info", 0))
+        )
+        out.append("")
+    if alerts:
+        out.append("alerts (%d):" % len(alerts))
+        for a in alerts:
+            names = ", ".join(printable(v) for v in a.variables[:5])
+            if len(a.variables) > 5:
+                names += " (+%d more)" % (len(a.variables) - 5)
+            out.append(
+                "%-7s %s  run %s  steps %d-%d"
+                % (a.severity.upper(), a.code, printable(a.run), a.step_first, a.step_last)
+            )
+            out.append("  variables: %s" % (names or "-"))
+            out.append("  why: %s" % printable(a.explanation))
+            out.append("  fix: %s" % printable(a.fix))
+    else:
+        out.append("no alerts")
+    for p in problems:
+        out.append("error: run %s tag %s: %s" % (printable(p["run"]), printable(p["tag"]), printable(p["error"])))
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------
+# compare
+# ---------------------------------------------------------------------------
+
+
+def _compare(args):
+    from tensorboard import errors
+
+    from tb_gradlens import analysis
+
+    source, _ = _open(args)
+    quantity = analysis.Quantity(
+        kind=args.kind, tag=args.tag, row=args.row, column=args.column
+    )
+    try:
+        result = analysis.compare(source, args.run_a, args.run_b, quantity, args.noise_floor)
+    except errors.NotFoundError as e:
+        raise CommandError(str(e)) from None
+    except errors.InvalidArgumentError as e:
+        raise CommandError(str(e), EXIT_USAGE) from None
+    if args.json:
+        print(_dumps(result))
+        return EXIT_OK
+    q = result["quantity"]
+    what = q["tag"] if q["kind"] == analysis.SCALAR else "%s %s of %s" % (q["kind"], q["column"], q["row"])
+    print("compare %s: A=%s  B=%s%s" % (
+        printable(what), printable(args.run_a), printable(args.run_b),
+        "  noise floor=%s" % printable(args.noise_floor) if args.noise_floor else ""))
+    rows = list(zip(result["steps"].tolist(), result["a"].tolist(), result["b"].tolist(),
+                    result["difference"].tolist(), result["ratio"].tolist(),
+                    result["rel_difference"].tolist()))
+    if args.max_rows and len(rows) > args.max_rows:
+        keep = sorted(set([int(i) for i in __import__("numpy").linspace(0, len(rows) - 1, args.max_rows)]))
+        shown = [rows[i] for i in keep]
+        print("(%d of %d steps shown; --max-rows 0 or --json for all)" % (len(shown), len(rows)))
+        rows = shown
+    print(_table(["step", "A", "B", "B-A", "B/A", "(B-A)/|A|"], rows))
+    s = result["summary"]
+    print("\nmax |(B-A)/|A||: %s" % _fmt(s["max_abs_rel_difference"]))
+    if args.noise_floor:
+        print("noise floor max |(C-A)/|A||: %s -> B %s the noise floor" % (
+            _fmt(s["noise_max_abs_rel_difference"]),
+            "exceeds" if s["exceeds_noise"] else "does not exceed" if s["exceeds_noise"] is not None else "cannot be compared with"))
+    for label, key in (("A", "only_in_a"), ("B", "only_in_b")):
+        steps = result[key]
+        if len(steps):
+            print("steps only in %s (%d): %s%s" % (label, len(steps), ", ".join(str(int(x)) for x in steps[:20]),
+                                                  " ..." if len(steps) > 20 else ""))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+# export
+# ---------------------------------------------------------------------------
+
+EXPORT_FIELDS = ("run", "tag", "kind", "step", "wall_time", "row", "column", "value")
+
+
+def export_rows(source, runs, kinds=None):
+    """Long-format rows (dicts of EXPORT_FIELDS) of every float record; errors listed apart."""
+    from tensorboard import errors
+
+    from tb_gradlens import metadata
+
+    problems = []
+
+    def rows():
+        for run in runs:
+            for entry in source.entries(run):
+                if entry.record is None:
+                    problems.append((run, entry.tag, entry.error))
+                    continue
+                if entry.kind == metadata.DTYPES or (kinds and entry.kind not in kinds):
+                    continue
+                try:
+                    series = source.series(run, entry.tag)
+                except errors.InvalidArgumentError as e:
+                    problems.append((run, entry.tag, str(e)))
+                    continue
+                record = series.record
+                for s, step in enumerate(series.steps.tolist()):
+                    wall = float(series.wall_times[s])
+                    values = series.values[s].tolist()
+                    for r, row in enumerate(record.rows):
+                        for c, column in enumerate(record.columns):
+                            yield {
+                                "run": run, "tag": entry.tag, "kind": entry.kind, "step": step,
+                                "wall_time": wall, "row": row, "column": column, "value": values[r][c],
+                            }
+
+    return rows(), problems
+
+
+def _export(args):
+    from tb_gradlens import metadata
+
+    source, _ = _open(args)
+    runs = _select_runs(source, args.run)
+    kinds = set(args.kind or [])
+    unknown = kinds - set(metadata.KINDS)
+    if unknown:
+        raise CommandError("unknown --kind %s (kinds: %s)" % (", ".join(sorted(unknown)), ", ".join(metadata.KINDS)), EXIT_USAGE)
+    rows, problems = export_rows(source, runs, kinds)
+    out = open(args.output, "w", newline="", encoding="utf-8") if args.output and args.output != "-" else sys.stdout
+    count = 0
+    try:
+        if args.format == "csv":
+            writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS)
+            writer.writeheader()
+            for row in rows:
+                writer.writerow(row)
+                count += 1
+        else:
+            for row in rows:
+                out.write(json.dumps(row, ensure_ascii=False))
+                out.write("\n")
+                count += 1
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    for run, tag, error in problems:
+        print("warning: run %s tag %s not exported: %s" % (printable(run), printable(tag), printable(error)), file=sys.stderr)
+    if out is not sys.stdout:
+        print("wrote %d rows to %s" % (count, printable(args.output)), file=sys.stderr)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+# demo
+# ---------------------------------------------------------------------------
 
 
 def _demo(args):
@@ -15,20 +401,105 @@ def _demo(args):
     )
 
 
+# ---------------------------------------------------------------------------
+# parser
+# ---------------------------------------------------------------------------
+
+
+def _add_logdir(parser):
+    parser.add_argument("logdir", help="TensorBoard log directory (runs are its sub-directories)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
 def build_parser():
+    formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog="tb-gradlens",
-        description="tb_gradlens: gradient statistics and bfloat16 divergence "
-        "for TensorBoard, from the command line.",
+        description="tb_gradlens: gradient statistics and bfloat16 divergence for "
+        "TensorBoard, without a browser.",
+        epilog="exit status: 0 ok, 1 alerts at or above --fail-on, 2 usage error, "
+        "3 logdir/run/quantity not readable.\nRun 'tb-gradlens COMMAND --help' for examples.",
+        formatter_class=formatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    report = sub.add_parser(
+        "report",
+        help="headline and alerts of every run; a CI gate with --fail-on",
+        description="Per run: the worst divergence and where, the first NaN/Inf step, "
+        "disconnected and zero-gradient variables, a dtype summary; then the alerts.",
+        epilog="examples:\n"
+        "  tb-gradlens report logs/\n"
+        "  tb-gradlens report logs/ --run 'bf16' --fail-on error   # CI gate\n"
+        "  tb-gradlens report logs/ --json > report.json",
+        formatter_class=formatter,
+    )
+    _add_logdir(report)
+    report.add_argument("--run", help="only runs whose name matches this regex")
+    report.add_argument("--json", action="store_true", help="machine-readable output")
+    report.add_argument(
+        "--fail-on", choices=("warning", "error"),
+        help="exit 1 when an alert of this severity or worse exists",
+    )
+    report.set_defaults(func=_report)
+
+    compare = sub.add_parser(
+        "compare",
+        help="compare one quantity between two runs, step by step",
+        description="Step-aligned values of a quantity in RUN_A and RUN_B: difference, "
+        "ratio, relative difference; steps logged by one run only are listed. "
+        "An optional noise-floor run C (e.g. float32 with another seed) shows whether "
+        "B drifts from A more than ordinary run-to-run variation.",
+        epilog="examples:\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16                  # the loss scalar\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --kind grad_stats \\\n"
+        "      --row mlp/dense_1/kernel --column l2_norm --noise-floor float32_seed1\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --json",
+        formatter_class=formatter,
+    )
+    _add_logdir(compare)
+    compare.add_argument("run_a", metavar="RUN_A")
+    compare.add_argument("run_b", metavar="RUN_B")
+    compare.add_argument("--noise-floor", metavar="RUN_C", help="a third run as noise floor")
+    compare.add_argument("--kind", default="scalar", help="'scalar' (default) or a record kind, e.g. grad_stats")
+    compare.add_argument("--tag", default=None, help="scalar tag (default loss) or record tag prefix")
+    compare.add_argument("--row", help="variable or layer path (record kinds)")
+    compare.add_argument("--column", help="statistic or metric (record kinds), e.g. l2_norm")
+    compare.add_argument("--json", action="store_true", help="machine-readable output")
+    compare.add_argument("--max-rows", type=int, default=40, help="table rows shown (0: all)")
+    compare.set_defaults(func=_compare)
+
+    export = sub.add_parser(
+        "export",
+        help="long-format CSV or JSON Lines of every record, for pandas",
+        description="One row per (run, tag, step, row, column): run, tag, kind, step, "
+        "wall_time, row, column, value. NaN and infinities are kept (CSV: nan/inf; "
+        "JSON Lines: NaN/Infinity). dtype maps are not exported (they are not numbers).",
+        epilog="examples:\n"
+        "  tb-gradlens export logs/ --format csv -o gradlens.csv\n"
+        "  tb-gradlens export logs/ --format json --kind divergence -o div.jsonl\n"
+        "pandas:\n"
+        "  pd.read_csv('gradlens.csv')        pd.read_json('div.jsonl', lines=True)",
+        formatter_class=formatter,
+    )
+    _add_logdir(export)
+    export.add_argument("--format", choices=("csv", "json"), default="csv")
+    export.add_argument("--kind", action="append", help="only this record kind (repeatable)")
+    export.add_argument("--run", help="only runs whose name matches this regex")
+    export.add_argument("-o", "--output", help="output file (default: standard output)")
+    export.set_defaults(func=_export)
+
     demo = sub.add_parser(
         "demo",
         help="train the demo MLP (float32 and mixed_bfloat16) and serve TensorBoard",
         description="Train the 784-64-64-10 MLP in float32 and mixed_bfloat16 on "
         "scikit-learn's bundled digits, log with tb_gradlens, then serve "
         "TensorBoard with the GradLens tab on 127.0.0.1.",
-        epilog="example: tb-gradlens demo --logdir /tmp/gradlens_demo --port 6006",
+        epilog="examples:\n"
+        "  tb-gradlens demo\n"
+        "  tb-gradlens demo --logdir /tmp/gradlens_demo --port 6006\n"
+        "  tb-gradlens demo --steps 50 --no-serve",
+        formatter_class=formatter,
     )
     demo.add_argument("--logdir", default="/tmp/gradlens_demo")
     demo.add_argument("--steps", type=int, default=300)
@@ -42,11 +513,22 @@ def build_parser():
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: 2 on usage errors, 0 on --help
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    return args.func(args)
+    if getattr(args, "command", None) == "compare" and args.kind == "scalar" and not args.tag:
+        args.tag = "loss"
+    try:
+        return args.func(args)
+    except CommandError as e:
+        print("tb-gradlens: %s" % printable(e), file=sys.stderr)
+        return e.status
+    except BrokenPipeError:
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -1,0 +1,231 @@
+"""The tb-gradlens console script, run for real in a subprocess."""
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tb_gradlens import metadata
+from tb_gradlens import summary
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAN_STEP = 6
+STEPS = 10
+HOSTILE = "evil\x1b[31m<img src=x onerror=alert(1)>/kernel"
+
+
+def console_script():
+    """The installed console script (CI installs the package non-editable)."""
+    path = shutil.which("tb-gradlens")
+    assert path, "tb-gradlens is not on PATH: pip install the package first"
+    return [path]
+
+
+def run_cli(*args, script=None):
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    return subprocess.run(
+        (script or console_script()) + [str(a) for a in args],
+        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
+    )
+
+
+def _grads(step):
+    rng = np.random.default_rng(step)
+    w = rng.normal(size=(3, 2)).astype(np.float32)
+    b = np.array([0.5, np.nan if step == NAN_STEP else -0.5], np.float32)
+    return [w, b]
+
+
+def write_training_logdir(logdir):
+    """Two runs written by tb_gradlens.summary: 'healthy' and 'broken' (NaN at NAN_STEP,
+    a disconnected variable with a hostile name), each with a loss scalar."""
+    for run in ("healthy", "broken"):
+        variables = [
+            tf.Variable(np.ones((3, 2), np.float32), name="dense/kernel"),
+            tf.Variable(np.zeros(2, np.float32), name="dense/bias"),
+            tf.Variable(np.ones(2, np.float32), name=HOSTILE),
+        ]
+        writer = tf.summary.create_file_writer(os.path.join(logdir, run))
+        with writer.as_default():
+            for step in range(STEPS):
+                w, b = _grads(step)
+                if run == "healthy":
+                    b = np.nan_to_num(b, nan=0.25)
+                summary.gradients([tf.constant(w), tf.constant(b), None], variables, step=step)
+                loss = 1.0 / (step + 1) + (0.01 * step if run == "broken" else 0.0)
+                tf.summary.scalar("loss", loss, step=step)
+        writer.close()
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("cli") / "logs")
+    write_training_logdir(path)
+    return path
+
+
+def test_help_on_every_command_has_examples():
+    for command in ([], ["report"], ["compare"], ["export"], ["demo"]):
+        result = run_cli(*(command + ["--help"]))
+        assert result.returncode == 0, result.stderr
+        assert "usage: tb-gradlens" in result.stdout
+        if command:
+            assert "example" in result.stdout
+
+
+def test_report_names_nan_step_and_fails_on_error(logdir):
+    result = run_cli("report", logdir, "--fail-on", "error")
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout
+    assert "run broken" in out and "run healthy" in out
+    broken = out[out.index("run broken"):out.index("run healthy")]
+    assert "first NaN/Inf: step %d in dense/bias" % NAN_STEP in broken
+    # The hostile name is shown literally, with its escape character neutralised.
+    assert "evil\\x1b[31m<img src=x onerror=alert(1)>/kernel" in out
+    assert "\x1b" not in out
+    assert "ERROR   nonfinite  run broken  steps %d-%d" % (NAN_STEP, NAN_STEP) in out
+
+
+def test_report_exit_codes_by_level_and_run(logdir):
+    # The healthy run has only the None-gradient warning.
+    assert run_cli("report", logdir, "--run", "^healthy$", "--fail-on", "error").returncode == 0
+    assert run_cli("report", logdir, "--run", "^healthy$", "--fail-on", "warning").returncode == 1
+    plain = run_cli("report", logdir)
+    assert plain.returncode == 0, plain.stderr
+
+
+def test_report_json_matches_numpy(logdir):
+    result = run_cli("report", logdir, "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    runs = {r["run"]: r for r in data["runs"]}
+    assert runs["broken"]["first_nonfinite_step"] == NAN_STEP
+    assert runs["broken"]["first_nonfinite_variables"] == ["dense/bias"]
+    assert runs["healthy"]["first_nonfinite_step"] is None
+    assert runs["broken"]["disconnected_variables"] == [HOSTILE]
+    codes = sorted((a["run"], a["code"]) for a in data["alerts"])
+    assert ("broken", "nonfinite") in codes and ("broken", "none_gradient") in codes
+    nonfinite = [a for a in data["alerts"] if a["code"] == "nonfinite"]
+    assert [(a["step_first"], a["variables"]) for a in nonfinite] == [(NAN_STEP, ["dense/bias"])]
+
+
+def test_compare_loss_values_against_numpy(logdir):
+    result = run_cli("compare", logdir, "healthy", "broken", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    steps = np.arange(STEPS)
+    a = (1.0 / (steps + 1)).astype(np.float32).astype(np.float64)
+    b = (1.0 / (steps + 1) + 0.01 * steps).astype(np.float32).astype(np.float64)
+    assert data["steps"] == steps.tolist()
+    np.testing.assert_allclose(data["a"], a, rtol=1e-7)
+    np.testing.assert_allclose(data["b"], b, rtol=1e-7)
+    np.testing.assert_allclose(data["difference"], b - a, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(data["rel_difference"], (b - a) / np.abs(a), rtol=1e-6, atol=1e-9)
+    text = run_cli("compare", logdir, "healthy", "broken")
+    assert text.returncode == 0 and "max |(B-A)/|A||" in text.stdout
+
+
+def test_compare_a_statistic_with_noise_floor(logdir):
+    result = run_cli(
+        "compare", logdir, "healthy", "broken", "--noise-floor", "healthy",
+        "--kind", "grad_stats", "--row", "dense/kernel", "--column", "l2_norm", "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    norms = [np.sqrt(np.sum(_grads(s)[0].astype(np.float64) ** 2)) for s in range(STEPS)]
+    np.testing.assert_allclose(data["a"], norms, rtol=1e-6)
+    np.testing.assert_allclose(data["b"], norms, rtol=1e-6)
+    assert data["summary"]["max_abs_rel_difference"] == 0.0
+    assert data["summary"]["exceeds_noise"] is False
+
+
+def test_compare_unknown_run_and_bad_quantity(logdir):
+    missing = run_cli("compare", logdir, "healthy", "nope")
+    assert missing.returncode == 3 and "nope" in missing.stderr
+    bad = run_cli("compare", logdir, "healthy", "broken", "--kind", "grad_stats", "--row", "dense/kernel",
+                  "--column", "no_such_column")
+    assert bad.returncode == 2 and "no_such_column" in bad.stderr
+
+
+def test_export_csv_long_format_read_by_pandas(logdir, tmp_path):
+    pd = pytest.importorskip("pandas")
+    out = tmp_path / "export.csv"
+    result = run_cli("export", logdir, "--format", "csv", "--kind", "grad_stats", "-o", out)
+    assert result.returncode == 0, result.stderr
+    df = pd.read_csv(out)
+    assert list(df.columns) == ["run", "tag", "kind", "step", "wall_time", "row", "column", "value"]
+    n_cols = len(metadata.GRAD_STATS_COLUMNS)
+    assert len(df) == 2 * STEPS * 3 * n_cols
+    sel = df[(df.run == "broken") & (df.row == "dense/kernel") & (df.column == "l2_norm")].sort_values("step")
+    expected = [np.sqrt(np.sum(_grads(s)[0].astype(np.float64) ** 2)) for s in range(STEPS)]
+    np.testing.assert_allclose(sel.value.to_numpy(), expected, rtol=1e-6)
+    nan_row = df[(df.run == "broken") & (df.row == "dense/bias") & (df.column == "nan_count")]
+    assert nan_row.set_index("step").value.to_dict() == {s: float(s == NAN_STEP) for s in range(STEPS)}
+    hostile = df[(df.row == HOSTILE) & (df.column == "is_none")]
+    assert len(hostile) == 2 * STEPS and (hostile.value == 1.0).all()
+
+
+def test_export_json_lines_read_by_pandas(logdir):
+    pd = pytest.importorskip("pandas")
+    result = run_cli("export", logdir, "--format", "json", "--run", "^broken$")
+    assert result.returncode == 0, result.stderr
+    df = pd.read_json(io.StringIO(result.stdout), lines=True)
+    assert set(df.run) == {"broken"} and set(df.kind) == {"grad_stats", "grad_histogram"}
+    mean = df[(df.kind == "grad_stats") & (df.row == "dense/bias") & (df.column == "mean")]
+    mean = mean.set_index("step").value
+    assert mean[NAN_STEP] == 0.5  # statistics over the finite elements [0.5, NaN]
+    assert mean[0] == 0.0
+    none_mean = df[(df.kind == "grad_stats") & (df.row == HOSTILE) & (df.column == "mean")]
+    assert len(none_mean) == STEPS and none_mean.value.isna().all()  # NaN travels as NaN
+
+
+def test_missing_and_empty_logdir_are_clear_errors(tmp_path):
+    missing = run_cli("report", tmp_path / "nope")
+    assert missing.returncode == 3 and "does not exist" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = run_cli("report", tmp_path / "empty")
+    assert empty.returncode == 3 and "no TensorBoard event files" in empty.stderr
+    usage = run_cli("report")
+    assert usage.returncode == 2
+
+
+def test_corrupted_and_truncated_files_are_skipped_with_a_warning(logdir, tmp_path):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(logdir, damaged)
+    garbage = damaged / "garbage" / "events.out.tfevents.0.garbage"
+    garbage.parent.mkdir()
+    garbage.write_bytes(os.urandom(4096))
+    (healthy_file,) = list((damaged / "healthy").iterdir())
+    data = healthy_file.read_bytes()
+    healthy_file.write_bytes(data[: len(data) * 2 // 3])
+    result = run_cli("report", damaged, "--json")
+    assert result.returncode == 0, result.stderr
+    assert "skipped damaged event file" in result.stderr
+    assert str(garbage) in result.stderr and str(healthy_file) in result.stderr
+    assert "truncated" in result.stderr
+    report = json.loads(result.stdout)
+    runs = {r["run"]: r for r in report["runs"]}
+    assert runs["broken"]["first_nonfinite_step"] == NAN_STEP  # the rest is still reported
+    assert "healthy" in runs
+
+
+def test_python_dash_m_runs_the_same_command(logdir):
+    result = run_cli("report", logdir, "--json", script=[sys.executable, "-m", "tb_gradlens"])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["runs"]
+
+
+def test_read_commands_do_not_import_tensorflow(logdir):
+    code = (
+        "import sys; from tb_gradlens import cli; rc = cli.main(['report', %r, '-q']);"
+        "assert 'tensorflow' not in sys.modules, 'tensorflow imported'; sys.exit(rc)" % logdir
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
