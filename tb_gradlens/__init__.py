@@ -9,7 +9,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("summary", "numerics", "metadata")
+_LAZY_SUBMODULES = ("summary", "numerics", "metadata", "compare", "keras", "analysis", "reading")
 
 
 def __getattr__(name):

@@ -70,10 +70,11 @@ class Variant:
         self.policy = policy
         self.device = device
         self.jit_compile = bool(jit_compile) if jit_compile is not None else None
+        self._label_given = label is not None
         self.label = label or self._default_label()
 
-    def _default_label(self):
-        label = self.policy or "model"
+    def _default_label(self, model_policy=None):
+        label = self.policy or model_policy or "model"
         if self.device:
             label += "@" + self.device.strip("/").lower()
         if self.jit_compile:
@@ -96,8 +97,11 @@ class Variant:
         ``jit_compile`` None is reported as the surrounding code runs.
         """
         jit = self.jit_compile if self.jit_compile is not None else surrounding_jit
+        label = self.label
+        if not self._label_given and self.policy is None and model_policy:
+            label = self._default_label(model_policy)  # e.g. "mixed_bfloat16", not "model"
         return {
-            "label": self.label,
+            "label": label,
             "policy": self.policy or model_policy or "model",
             "device": self.device or "default",
             "jit_compile": bool(jit),
