@@ -45,7 +45,7 @@ def hand_written_scalars(grads, variables, step):
     for g, v in zip(grads, variables):
         if g is None:
             continue
-        g = tf.cast(g, tf.float32)
+        g = tf.cast(tf.convert_to_tensor(g), tf.float32)  # embeddings give IndexedSlices
         name = v.path if hasattr(v, "path") else v.name
         tf.summary.scalar(name + "/norm", tf.norm(g), step=step)
         tf.summary.scalar(name + "/mean", tf.reduce_mean(g), step=step)
@@ -68,7 +68,7 @@ def hand_written_histograms(grads, variables, step):
     for g, v in zip(grads, variables):
         if g is not None:
             name = v.path if hasattr(v, "path") else v.name
-            tf.summary.histogram(name, g, step=step)
+            tf.summary.histogram(name, tf.convert_to_tensor(g), step=step)
 
 
 def make_step(model, loss_fn, optimizer, variant, writer):

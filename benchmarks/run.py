@@ -1,0 +1,77 @@
+"""Run every benchmark and print their tables: the one benchmark command.
+
+    python benchmarks/run.py            # full sizes (about an hour on 2 cores)
+    python benchmarks/run.py --tiny     # seconds: checks that everything runs
+
+Full sizes: logging overhead on the MLP, the 0.8M conv net and the ~5M
+transformer (custom loop and model.fit), the comparison step, plugin load
+and route latency for 20 runs x 10,000 steps x 200 variables with both
+loaders, and the 200 x 10,000 heatmap in headless Chromium. Results go to
+BENCHMARKS.md by hand, with the machine, versions and date this prints.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def machine():
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import numpy
+    import tensorboard
+
+    versions = "python %s, numpy %s, tensorboard %s" % (platform.python_version(), numpy.__version__,
+                                                        tensorboard.__version__)
+    try:
+        import keras
+        import tensorflow as tf
+
+        versions += ", tensorflow %s, keras %s" % (tf.__version__, keras.__version__)
+    except ImportError:
+        pass
+    return "%s, %d cores; %s; %s" % (cpu, os.cpu_count(), versions, datetime.date.today().isoformat())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
+    parser.add_argument("--only", help="comma list of: logging,fit,plugin,frontend")
+    args = parser.parse_args(argv)
+    only = set((args.only or "logging,fit,plugin,frontend").split(","))
+    print("machine: " + machine(), flush=True)
+    tiny = args.tiny
+    jobs = {
+        "logging": ["bench_logging.py"] + (["--tiny", "--models", "mlp,transformer", "--rounds", "1", "--steps", "2"]
+                                           if tiny else []),
+        "fit": ["bench_fit.py"] + (["--tiny", "--models", "mlp", "--rounds", "1", "--batches", "4"] if tiny else []),
+        "plugin": ["bench_plugin.py"] + (["--runs", "2", "--steps", "30", "--variables", "4", "--repeats", "2",
+                                          "--loaders", "true"] if tiny else []),
+        "frontend": ["frontend_heatmap.py"] + (["--rows", "20", "--steps", "100", "--repeat", "1"] if tiny else []),
+    }
+    status = 0
+    for name, cmd in jobs.items():
+        if name not in only:
+            continue
+        print("\n## %s: %s" % (name, " ".join(cmd)), flush=True)
+        rc = subprocess.call([sys.executable, os.path.join(HERE, cmd[0])] + cmd[1:])
+        if rc:
+            print("%s exited with %d" % (name, rc), flush=True)
+            status = 1
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

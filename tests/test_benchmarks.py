@@ -1,0 +1,24 @@
+"""The benchmark command runs at a tiny size and prints its tables (no timing asserts)."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_benchmark_command_runs_at_tiny_size():
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "run.py"), "--tiny"],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
+    out = result.stdout
+    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+    assert out.startswith("machine: ")
+    # One row per model in the logging table, with every variant's ratio.
+    assert "| mlp | 55050 | 6 |" in out and "| transformer |" in out
+    assert "| mlp |" in out.split("## fit")[1]
+    assert "rust (--load_fast=true): logdir loaded in" in out
+    assert "| series 1 column, all steps |" in out
+    assert "## frontend" in out
