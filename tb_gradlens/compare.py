@@ -37,6 +37,7 @@ import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import numerics
+from tb_gradlens import safety
 from tb_gradlens import summary_v2
 
 # Policy name -> (compute dtype, storage dtype of the weights).
@@ -153,7 +154,16 @@ class Comparison:
         }
 
     def write(self, step=None, name=None):
-        """Write the three records at ``step`` to the default writer."""
+        """Write the three records at ``step`` to the default writer.
+
+        A failure is reported by ``tb_gradlens.safety`` (a warning once,
+        raised in strict mode) and gives False.
+        """
+        with safety.guard("tb_gradlens.compare.Comparison.write"):
+            return self._write(step, name)
+        return tf.constant(False)
+
+    def _write(self, step, name):
         name = name or default_name(self.reference, self.candidate)
         extras = self.extras()
         summary_v2.divergence(

@@ -16,6 +16,10 @@ With the Keras TensorFlow backend, ``mixed_bfloat16`` has no loss scaling:
 the gradients logged are the ones the optimizer applies.
 
 ``GradLens`` offers the same to custom GradientTape loops.
+
+Neither stops training when logging fails (``tb_gradlens.safety``): the
+failing part (setup, statistics, a comparison, a write) is skipped with one
+warning per cause, and training goes on; strict mode raises.
 """
 
 import re
@@ -26,6 +30,7 @@ import tensorflow as tf
 from tb_gradlens import compare
 from tb_gradlens import metadata
 from tb_gradlens import numerics
+from tb_gradlens import safety
 from tb_gradlens import summary_v2
 
 # Defaults from measurement on the demo 784-64-64-10 MLP (batch 64, 2 shared
@@ -183,10 +188,21 @@ class GradLensCallback(keras.callbacks.Callback):
         self.activations = activations
         self.name = name
         self._patched = False
+        self._active = False
 
     # -- patching ---------------------------------------------------------
 
     def on_train_begin(self, logs=None):
+        self._active = False
+        try:
+            self._setup()
+            self._active = True
+        except Exception as e:  # noqa: BLE001 - train without the lens
+            self._restore()
+            self.model.make_train_function(force=True)
+            safety.report("tb_gradlens.keras.GradLensCallback (setup)", e)
+
+    def _setup(self):
         model = self.model
         _restore_stale(model)
         optimizer = model.optimizer
@@ -259,11 +275,15 @@ class GradLensCallback(keras.callbacks.Callback):
         model.train_function = None
 
     def on_train_end(self, logs=None):
+        if not self._active:
+            return
         try:
-            self._flush_buffers(force=True)
+            with safety.guard(_WRITE_CAUSE):
+                self._flush_buffers(force=True)
         finally:
             self._restore()
-            self._writer.flush()
+            with safety.guard(_WRITE_CAUSE):
+                self._writer.flush()
 
     # -- inside the step ---------------------------------------------------
 
@@ -273,11 +293,12 @@ class GradLensCallback(keras.callbacks.Callback):
         if self._slots:
             x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
             for slot in self._slots:
-                tf.cond(
-                    self.compare_schedule(step),
-                    lambda slot=slot: slot.run(model, x, y, sample_weight, step),
-                    lambda: tf.constant(False),
-                )
+                with safety.guard("tb_gradlens.keras.GradLensCallback (comparison %s)" % slot.name):
+                    tf.cond(
+                        self.compare_schedule(step),
+                        lambda slot=slot: slot.run(model, x, y, sample_weight, step),
+                        lambda: tf.constant(False),
+                    )
         observe = not tf.executing_eagerly() or self._observed_dtypes is None
         if not observe:
             return self._original_train_step(data)
@@ -297,7 +318,7 @@ class GradLensCallback(keras.callbacks.Callback):
             k = self._selected_ids.get(id(v))
             if k is not None:
                 chosen[k] = g
-        chosen = [summary_v2._dense(g) for g in chosen]
+        chosen = [summary_v2.as_gradient(g) for g in chosen]
         selected_vars = [v for _, v in pairs if id(v) in self._selected_ids]
         selected_vars.sort(key=lambda v: self._selected_ids[id(v)])
         self._grad_extras = {
@@ -329,15 +350,21 @@ class GradLensCallback(keras.callbacks.Callback):
             )
             return tf.constant(True)
 
-        tf.cond(due, before, lambda: tf.constant(False))
+        computed = False
+        with safety.guard("tb_gradlens.keras.GradLensCallback (gradient statistics)"):
+            tf.cond(due, before, lambda: tf.constant(False))
+            computed = True
         result = self._original_apply(pairs)
-        if self.log_updates:
-            tf.cond(due, after, lambda: tf.constant(False))
+        if self.log_updates and computed:
+            with safety.guard("tb_gradlens.keras.GradLensCallback (update statistics)"):
+                tf.cond(due, after, lambda: tf.constant(False))
         return result
 
     # -- writing, outside the step ------------------------------------------
 
     def on_train_batch_end(self, batch, logs=None):
+        if not self._active:
+            return
         start, end = self._next_step, self._next_step + self._spe
         due = any(
             self.gradient_schedule(s) or self.compare_schedule(s) for s in range(start, end)
@@ -347,7 +374,8 @@ class GradLensCallback(keras.callbacks.Callback):
             self._next_step = end
             return
         self._next_step = int(self.model.optimizer.iterations.numpy())
-        self._flush_buffers(first_step=start)
+        with safety.guard(_WRITE_CAUSE):
+            self._flush_buffers(first_step=start)
 
     def _flush_buffers(self, force=False, first_step=None):
         with self._writer.as_default():
@@ -391,6 +419,9 @@ class GradLensCallback(keras.callbacks.Callback):
             summary_v2.write_record(self.name, hist_record, self._hist_buffer.read_value(), step)
         if self.log_updates:
             summary_v2.update_stats(self._update_buffer.read_value(), self._rows, step=step, name=self.name)
+
+
+_WRITE_CAUSE = "tb_gradlens.keras.GradLensCallback (writing)"
 
 
 def _restore_stale(model):
@@ -446,15 +477,22 @@ class GradLens:
         return self.compare_schedule(step)
 
     def _when(self, due, fn):
-        """Run ``fn`` when ``due`` (a bool, or a boolean tensor: tf.cond)."""
+        """Run ``fn`` when ``due`` (a bool, or a boolean tensor: tf.cond).
+
+        A failure is reported by ``safety`` (cause: the calling method) and
+        gives False.
+        """
+        cause = "tb_gradlens.keras." + fn.__qualname__.split(".<locals>")[0]
         if isinstance(due, bool):
-            return fn() if due else False
+            return safety.call(cause, fn, default=False) if due else False
 
         def branch():
             fn()
             return tf.constant(True)
 
-        return tf.cond(due, branch, lambda: tf.constant(False))
+        with safety.guard(cause):
+            return tf.cond(due, branch, lambda: tf.constant(False))
+        return tf.constant(False)
 
     def log_gradients(self, grads, variables, step):
         """Gradient statistics (and histograms) of the selected variables."""
@@ -524,6 +562,10 @@ class GradLens:
 
     def log_dtypes(self, model, x, step):
         """Write the dtype map (one eager forward pass on ``x``) if it changed."""
+        return safety.call("tb_gradlens.keras.GradLens.log_dtypes", self._log_dtypes,
+                           model, x, step, default=False)
+
+    def _log_dtypes(self, model, x, step):
         current = compare.observe_dtypes(model, x)
         if current == self._written_map:
             return False

@@ -75,12 +75,29 @@ def gradient_statistics(gradients, sizes=None, use_xla=True):
 
     Sums are accumulated in float64.  A gradient that is None gives NaN
     value statistics, a zero histogram, count = its entry in ``sizes`` and
-    is_none = 1.
+    is_none = 1.  An empty gradient gives NaN value statistics and
+    fractions, and count = 0.
+
+    A ``tf.IndexedSlices`` gradient (e.g. of an embedding table) is
+    summarized without densifying it.  It stands for the dense gradient
+    G = unsorted_segment_sum(values, indices, dense_shape[0]), what
+    ``tf.convert_to_tensor`` and the optimizers' scatter-adds apply: rows
+    named more than once are summed (in the gradient's dtype and in order
+    of appearance, as TensorFlow sums them), rows not named are exact
+    zeros.  The pass sees the k unique summed rows plus
+    (prod(dense_shape) - k * row size) zeros that are only counted: the
+    counts, the zero bin, sums and the min/max (0 is a value of G when a
+    row is missing) are exactly those of G; only the float64 summation
+    order differs.  Without a ``dense_shape`` the entry of ``sizes`` is
+    the table size (else only the slices are counted).  Sparse gradients
+    run the separate-kernel pass (their shapes change every step; XLA
+    would compile each one).
 
     Args:
-      gradients: list of tensors (any float dtype) or None.
+      gradients: list of tensors or ``tf.IndexedSlices`` (any float dtype)
+        or None.
       sizes: element counts to report for None gradients (list of ints,
-        same length; ignored for present gradients).
+        same length; ignored for present dense gradients).
       use_xla: run the fused pass as one XLA-compiled function (default);
         False runs the same ops as separate kernels.
 
@@ -99,11 +116,17 @@ def gradient_statistics(gradients, sizes=None, use_xla=True):
         sizes = [0] * n_vars
     n_present = len(present)
     if n_present:
-        flats = [_flat_float32(gradients[i]) for i in present]
-        if use_xla:
-            stats, hist = _fused_statistics_xla(flats)
+        flats, implicit_zeros = [], []
+        for i in present:
+            flat, zeros = _gradient_parts(gradients[i], sizes[i])
+            flats.append(flat)
+            implicit_zeros.append(zeros)
+        implicit_zeros = tf.stack(implicit_zeros)
+        sparse = any(isinstance(gradients[i], tf.IndexedSlices) for i in present)
+        if use_xla and not sparse:
+            stats, hist = _fused_statistics_xla(flats, implicit_zeros)
         else:
-            stats, hist = _fused_statistics(flats)
+            stats, hist = _fused_statistics(flats, implicit_zeros)
     if n_present == n_vars:
         return stats, hist
     # Scatter present rows among rows for None gradients.
@@ -123,15 +146,46 @@ def gradient_statistics(gradients, sizes=None, use_xla=True):
     return tf.stack(rows_stats), tf.stack(rows_hist)
 
 
-def _fused_statistics(flats):
-    """Statistics and histograms of non-empty list of rank-1 float32 tensors."""
+def _gradient_parts(gradient, size):
+    """(rank-1 float32 values, float64 count of implicit zeros) of a gradient.
+
+    Dense: all its elements, no implicit zero.  ``tf.IndexedSlices``: the
+    unique rows, duplicates summed as ``tf.convert_to_tensor`` sums them,
+    and the elements of the rows not named (see ``gradient_statistics``).
+    """
+    if not isinstance(gradient, tf.IndexedSlices):
+        return _flat_float32(gradient), tf.constant(0.0, tf.float64)
+    indices = tf.reshape(gradient.indices, [-1])
+    unique, position = tf.unique(indices)
+    summed = tf.math.unsorted_segment_sum(gradient.values, position, tf.size(unique))
+    flat = _flat_float32(summed)
+    if gradient.dense_shape is not None:
+        total = tf.reduce_prod(tf.cast(gradient.dense_shape, tf.float64))
+    else:
+        total = tf.cast(tf.maximum(int(size or 0), 0), tf.float64)
+    listed = tf.cast(tf.size(flat), tf.float64)
+    return flat, tf.maximum(total - listed, 0.0)
+
+
+def _fused_statistics(flats, implicit_zeros):
+    """Statistics and histograms of a non-empty list of rank-1 float32 tensors.
+
+    ``implicit_zeros`` (float64 ``[len(flats)]``) adds that many exact
+    zeros to each tensor without materializing them (sparse gradients).
+    """
     n_present = len(flats)
     counts = tf.stack([tf.size(f, out_type=tf.int32) for f in flats])
     values = flats[0] if n_present == 1 else tf.concat(flats, axis=0)
     segment = _segment_ids(counts, tf.shape(values)[0])
     hist = _segment_histogram(values, segment, n_present)
-    value_stats = _segment_value_statistics(values, segment, n_present, hist)
-    counts_f = tf.cast(counts, tf.float32)
+    zero_column = tf.one_hot(_ZERO_BIN, _N_BINS, dtype=tf.float64)
+    hist = tf.cast(
+        tf.cast(hist, tf.float64) + implicit_zeros[:, None] * zero_column[None, :], tf.float32
+    )
+    value_stats = _segment_value_statistics(
+        values, segment, n_present, hist, implicit_zeros > 0
+    )
+    counts_f = tf.cast(tf.cast(counts, tf.float64) + implicit_zeros, tf.float32)
     safe_n = tf.maximum(counts_f, 1.0)
     nan_if_empty = tf.where(counts_f > 0, 1.0, float("nan"))
     zero_fraction = hist[:, _ZERO_BIN] / safe_n * nan_if_empty
@@ -161,7 +215,11 @@ def _fused_statistics(flats):
 
 # The same computation compiled by XLA into a few fused loops: about 4x
 # faster than ~30 separate kernels on CPU (benchmarks/BENCHMARKS.md).
-_fused_statistics_xla = tf.function(_fused_statistics, jit_compile=True, autograph=False)
+# reduce_retracing: gradients whose shapes change between steps reuse one
+# trace (XLA still compiles per shape, on demand).
+_fused_statistics_xla = tf.function(
+    _fused_statistics, jit_compile=True, autograph=False, reduce_retracing=True
+)
 
 
 def _segment_ids(counts, total):
@@ -186,8 +244,12 @@ def _segment_histogram(values, segment, n_segments):
     return tf.reshape(counts, [n_segments, _N_BINS])
 
 
-def _segment_value_statistics(values, segment, n_segments, hist):
-    """l2_norm, mean, std, min, max, max_abs, rms per segment (finite only)."""
+def _segment_value_statistics(values, segment, n_segments, hist, has_implicit_zero):
+    """l2_norm, mean, std, min, max, max_abs, rms per segment (finite only).
+
+    ``hist`` counts the implicit zeros; ``has_implicit_zero`` (bool
+    ``[n_segments]``) brings 0 into the min and max of those segments.
+    """
     finite = tf.math.is_finite(values)
     finite_values = tf.where(finite, values, 0.0)
     wide = tf.cast(finite_values, tf.float64)
@@ -213,6 +275,8 @@ def _segment_value_statistics(values, segment, n_segments, hist):
     maximum = tf.math.unsorted_segment_max(
         tf.where(finite, values, -inf), segment, n_segments
     )
+    minimum = tf.where(has_implicit_zero, tf.minimum(minimum, 0.0), minimum)
+    maximum = tf.where(has_implicit_zero, tf.maximum(maximum, 0.0), maximum)
     nan32 = tf.constant(float("nan"), tf.float32)
     minimum = tf.where(has_finite, minimum, nan32)
     maximum = tf.where(has_finite, maximum, nan32)
@@ -555,7 +619,9 @@ def _update_row(before, after, gradient):
         if gradient is None:
             lost = tf.constant(float("nan"), tf.float64)
         else:
-            g = tf.reshape(gradient, [-1])
+            # Per element of the variable: a sparse gradient is densified
+            # here (the size of the variable, like before and after).
+            g = tf.reshape(tf.convert_to_tensor(gradient), [-1])
             asked = tf.logical_and(tf.math.is_finite(tf.cast(g, tf.float32)), tf.logical_not(is_zero(g)))
             lost = tf.reduce_sum(tf.cast(tf.logical_and(asked, unchanged), tf.float64)) / safe_n
     else:

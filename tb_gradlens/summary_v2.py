@@ -11,6 +11,14 @@ inside the recording branch only.
 Summary writes have no XLA kernel: inside a ``jit_compile=True`` function,
 compute with ``tb_gradlens.numerics`` and write outside (as the Keras
 callback does).
+
+Logging never stops training (``tb_gradlens.safety``): when computing or
+writing a record fails (a closed writer, a full disk, a gradient that
+cannot be summarized) the call writes nothing, warns once per cause and
+returns False; strict mode raises.  Failures inside a ``tf.function`` are
+caught while it is traced; an op that fails when the traced graph runs
+(e.g. a writer closed after tracing) is TensorFlow's error, raised by the
+step itself.
 """
 
 import json
@@ -19,6 +27,7 @@ import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import numerics
+from tb_gradlens import safety
 
 
 def variable_path(variable):
@@ -103,7 +112,14 @@ def gradients(grads, variables, step=None, name="gradients", histogram=True):
     ``<name>/grad_stats/<digest>``, and with ``histogram`` a
     ``[variables x HISTOGRAM_COLUMNS]`` tensor under
     ``<name>/grad_histogram/<digest>``.  None gradients are recorded
-    (``is_none`` = 1), never skipped or raised.
+    (``is_none`` = 1), never skipped or raised.  ``tf.IndexedSlices``
+    gradients are summarized without densifying them
+    (``numerics.gradient_statistics``).  Variables whose gradient or
+    value is integer, boolean, complex or a string have no row: they are
+    listed in the record's ``extras["skipped"]`` as ``{"row", "dtype",
+    "reason"}``.  A failure while computing or writing is reported by
+    ``tb_gradlens.safety`` (warning once; raising in strict mode) and
+    returns False.
 
     Args:
       grads: list of gradient tensors or None, as from ``tape.gradient``.
@@ -129,12 +145,30 @@ def gradients(grads, variables, step=None, name="gradients", histogram=True):
     if not maybe:
         return tf.constant(False)
     step = resolve_step(step)
-    grads = [_dense(g) for g in grads]
-    rows = variable_paths(variables)
+    with safety.guard("tb_gradlens.summary.gradients"):
+        return _gradients(grads, variables, step, name, histogram)
+    return tf.constant(False)
+
+
+def _gradients(grads, variables, step, name, histogram):
+    all_rows = variable_paths(variables)
+    skipped = []
+    kept = []
+    for i, (g, v) in enumerate(zip(grads, variables)):
+        reason = unsupported_dtype_reason(g) or unsupported_dtype_reason(v)
+        if reason:
+            skipped.append({"row": all_rows[i], "dtype": reason[0], "reason": reason[1]})
+        else:
+            kept.append(i)
+    grads = [as_gradient(grads[i]) for i in kept]
+    variables = [variables[i] for i in kept]
+    rows = [all_rows[i] for i in kept]
     extras = {
         "variable_dtypes": [dtype_name(v) for v in variables],
         "gradient_dtypes": [dtype_name(g) for g in grads],
     }
+    if skipped:
+        extras["skipped"] = skipped
     stats_record = metadata.RecordMetadata(
         metadata.GRAD_STATS, rows, metadata.GRAD_STATS_COLUMNS, extras
     )
@@ -177,7 +211,9 @@ def dtypes(dtype_map, step=None, name="model"):
         write_record(name, record, tf.constant(payload), step)
         return tf.constant(True)
 
-    return _if_recording(write)
+    with safety.guard("tb_gradlens.summary.dtypes"):
+        return _if_recording(write)
+    return tf.constant(False)
 
 
 def _static_size(variable):
@@ -191,11 +227,39 @@ def _static_size(variable):
         return 0
 
 
-def _dense(gradient):
-    """Gradients as dense tensors; IndexedSlices are densified."""
-    if isinstance(gradient, tf.IndexedSlices):
-        return tf.convert_to_tensor(gradient)
-    return gradient
+def as_gradient(gradient):
+    """A gradient as ``numerics.gradient_statistics`` takes it: None,
+    ``tf.IndexedSlices`` (kept sparse) or a tensor."""
+    if gradient is None or isinstance(gradient, (tf.IndexedSlices, tf.Tensor)):
+        return gradient
+    return tf.convert_to_tensor(gradient)
+
+
+# Kept for callers of the former name; no longer densifies IndexedSlices.
+_dense = as_gradient
+
+
+def unsupported_dtype_reason(value):
+    """None if ``value`` (a tensor, variable or None) has a real float dtype;
+    else (dtype name, why it has no gradient statistics)."""
+    if value is None:
+        return None
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return None
+    try:
+        dtype = tf.as_dtype(dtype)
+    except TypeError:
+        return (str(dtype), "not a TensorFlow dtype")
+    if dtype.is_floating:
+        return None
+    if dtype.is_complex:
+        why = "complex: statistics are defined for real floating-point gradients"
+    elif dtype.is_integer or dtype.is_bool:
+        why = "integer or boolean: not differentiable, no floating-point statistics"
+    else:
+        why = "not a floating-point dtype"
+    return (dtype.name, why)
 
 
 def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.DIVERGENCE):
@@ -242,10 +306,11 @@ def _write_float_record(name, record, values, step):
     values = tf.convert_to_tensor(values)
     if values.shape.rank is not None and values.shape.is_fully_defined():
         metadata.check_tensor_shape(record, values.shape)
-    values = tf.cast(values, tf.float32)
 
     def write():
-        write_record(name, record, values, step)
+        write_record(name, record, tf.cast(values, tf.float32), step)
         return tf.constant(True)
 
-    return _if_recording(write)
+    with safety.guard("tb_gradlens.summary.%s" % record.kind):
+        return _if_recording(write)
+    return tf.constant(False)
