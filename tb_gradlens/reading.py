@@ -332,6 +332,11 @@ class Source:
                     metadata.check_tensor_shape(record, array.shape, entry.tag)
                 except metadata.FormatError as e:
                     raise errors.InvalidArgumentError("%s (step %d)" % (e, p.step)) from None
+            if array.dtype.kind not in "fiub":
+                raise errors.InvalidArgumentError(
+                    "gradlens record %r: tensor of dtype %s at step %d, not numbers"
+                    % (entry.tag, array.dtype, p.step)
+                )
             values[i] = array
         order = np.argsort(steps, kind="stable")
         if np.any(order != np.arange(len(order))):
