@@ -1,0 +1,179 @@
+"""Property-based fuzzing (hypothesis) of the metadata parser and of the
+routes' query parameters.
+
+Properties: parse_plugin_content returns a RecordMetadata or raises
+FormatError, nothing else; every route answers 200, 400 or 404 (never a 500)
+to any query.  Each test prints how many inputs it tried (visible with -s,
+and in the junit XML through record_property).
+"""
+
+import json
+
+import pytest
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+
+import gradlens_logs as logs
+from test_plugin_routes import PREFIX
+from tb_gradlens import metadata
+
+# Fixtures of test_plugin_routes (a real provider over gradlens_logs' logdir).
+from test_plugin_routes import client  # noqa: F401
+from test_plugin_routes import logdir  # noqa: F401
+from test_plugin_routes import provider  # noqa: F401
+
+PARSER_EXAMPLES = 600
+ROUTE_EXAMPLES = 150
+FUZZ_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=12)
+)
+json_value = st.recursive(
+    json_leaf, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+names = st.lists(st.one_of(st.text(max_size=8), json_leaf), max_size=4)
+known_columns = st.sampled_from([list(c) for c in metadata.KIND_COLUMNS.values()])
+# Near-valid records (then perturbed) reach the deeper checks of validate().
+near_valid = st.sampled_from(metadata.KINDS).flatmap(
+    lambda kind: st.fixed_dictionaries(
+        {
+            "version": st.one_of(st.just(metadata.FORMAT_VERSION), st.integers(-1, 3)),
+            "kind": st.just(kind),
+            "rows": st.one_of(st.lists(st.text(max_size=8), max_size=4), names),
+            "columns": st.one_of(st.just(list(metadata.KIND_COLUMNS[kind])), known_columns, names),
+        },
+        optional={"reference": json_value},
+    )
+)
+record_objects = near_valid | st.fixed_dictionaries(
+    {},
+    optional={
+        "version": st.one_of(st.integers(-2, 3), json_leaf),
+        "kind": st.one_of(st.sampled_from(metadata.KINDS), json_leaf),
+        "rows": st.one_of(names, json_value),
+        "columns": st.one_of(known_columns, names, json_value),
+        "reference": json_value,
+    },
+)
+
+
+def _check_parse(content):
+    try:
+        record = metadata.parse_plugin_content(content, tag="t")
+    except metadata.FormatError as e:
+        assert str(e).startswith("gradlens record 't': ")
+        return False
+    assert record.kind in metadata.KINDS and record.version <= metadata.FORMAT_VERSION
+    metadata.validate(record)
+    return True
+
+
+def test_parser_on_arbitrary_bytes_and_json_objects(record_property):
+    tried = {"bytes": 0, "json": 0, "accepted": 0}
+
+    @settings(max_examples=PARSER_EXAMPLES, **FUZZ_SETTINGS)
+    @given(st.binary(max_size=200))
+    def on_bytes(content):
+        tried["bytes"] += 1
+        tried["accepted"] += _check_parse(content)
+
+    @settings(max_examples=PARSER_EXAMPLES, **FUZZ_SETTINGS)
+    @given(record_objects)
+    def on_json(obj):
+        tried["json"] += 1
+        content = json.dumps(obj, allow_nan=True).encode()
+        if _check_parse(content):
+            tried["accepted"] += 1
+            assert json.loads(metadata.serialize_content(metadata.parse_plugin_content(content)))["kind"] == obj["kind"]
+
+    on_bytes()
+    on_json()
+    print("\nfuzz parse_plugin_content: %(bytes)d byte strings, %(json)d JSON objects, %(accepted)d accepted" % tried)
+    record_property("fuzz_parser_inputs", tried["bytes"] + tried["json"])
+    assert tried["bytes"] >= PARSER_EXAMPLES // 2 and tried["json"] >= PARSER_EXAMPLES // 2
+    assert tried["accepted"] > 0  # the JSON strategy reaches valid records too
+
+
+ROUTE_PARAMS = {
+    "series": ("run", "tag", "rows", "row", "columns", "step_min", "step_max", "max_steps"),
+    "dtypes": ("run", "tag"),
+    "scalars": ("run", "tag"),
+    "alerts": ("run",),
+    "overview": (),
+    "runs": (),
+    "compare": ("run_a", "run_b", "noise_run", "kind", "tag", "row", "column"),
+}
+_known_values = ["f32", "bf16", "noise", "loss", "grad_stats", "divergence", "scalar", "l2_norm", "dense/bias",
+                 logs.FUTURE_TAG, "-1", "0", "3", "99999999999999999999999999", "1e3", ".*", "(", "[", "\\", "%00"]
+
+
+def _value():
+    return st.one_of(st.sampled_from(_known_values), st.text(max_size=16), st.integers(-(2**64), 2**64).map(str))
+
+
+@st.composite
+def queries(draw):
+    route = draw(st.sampled_from(sorted(ROUTE_PARAMS)))
+    keys = draw(st.lists(st.sampled_from(ROUTE_PARAMS[route] + ("junk",)), max_size=6))
+    params = [(k, draw(_value())) for k in keys]
+    return route, params
+
+
+def test_routes_never_answer_500(client, record_property):  # noqa: F811
+    statuses = {}
+    # Real tag names make the fuzzer reach the reading code, not only the 404s.
+    runs = json.loads(client.get(PREFIX + "runs").get_data(as_text=True))["runs"]
+    _known_values.extend(t["tag"] for r in runs for t in r["tags"])
+
+    @settings(max_examples=ROUTE_EXAMPLES * len(ROUTE_PARAMS), **FUZZ_SETTINGS)
+    @given(queries())
+    def check(query):
+        route, params = query
+        response = client.get(PREFIX + route, query_string=params)
+        status = response.status_code
+        statuses[status] = statuses.get(status, 0) + 1
+        assert status in (200, 400, 404), (route, params, response.get_data(as_text=True)[:500])
+        if status == 200:
+            json.loads(response.get_data(as_text=True))
+        else:
+            assert response.headers["Content-Type"].startswith("text/plain")
+
+    check()
+    total = sum(statuses.values())
+    print("\nfuzz routes: %d queries, statuses %s" % (total, dict(sorted(statuses.items()))))
+    record_property("fuzz_route_queries", total)
+    assert total >= ROUTE_EXAMPLES * len(ROUTE_PARAMS) // 2
+    assert statuses.get(200, 0) > 0 and statuses.get(400, 0) > 0 and statuses.get(404, 0) > 0
+
+
+@pytest.mark.parametrize("path", ["static/%2e%2e/gradlens_plugin.py", "static/..%2fgradlens_plugin.py",
+                                  "static/%2Fetc%2Fpasswd", "static/..%5c..%5cgradlens_plugin.py",
+                                  "static/.%00./x", "static/index.js%00.css"])
+def test_static_traversal_variants_are_404(client, path):  # noqa: F811
+    assert client.get(PREFIX + path).status_code == 404
+
+
+def test_static_route_fuzzed_paths(client, record_property):  # noqa: F811
+    tried = []
+    segment = st.one_of(st.sampled_from(["..", ".", "", "%2e%2e", "%2f", "%5c", "\\", "index.js", "views", "/etc"]),
+                        st.text(alphabet="abc./%\\2efc5", max_size=8))
+
+    @settings(max_examples=300, **FUZZ_SETTINGS)
+    @given(st.lists(segment, min_size=1, max_size=5))
+    def check(parts):
+        path = "/".join(parts)
+        tried.append(path)
+        response = client.get(PREFIX + "static/" + path)
+        assert response.status_code in (200, 404), path
+        if response.status_code == 200:
+            # Only files of the tab's own directory are ever served.
+            assert not any(p in ("..", "%2e%2e") for p in parts)
+
+    check()
+    print("\nfuzz static paths: %d paths" % len(tried))
+    record_property("fuzz_static_paths", len(tried))
+    assert len(tried) >= 150
