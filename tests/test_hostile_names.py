@@ -1,0 +1,213 @@
+"""Hostile names: run, tag, variable and layer names with HTML/JS, quotes,
+path separators, 10,000 characters, unicode and control characters.
+
+They must be shown literally in the tab (Playwright + Chromium against a
+real tensorboard, helpers of test_frontend.py) and in the command line
+(control characters escaped), travel JSON-escaped through the routes, and
+never run as code.  The static route refuses path traversal through a real
+tensorboard process.
+"""
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
+
+import numpy as np
+import pytest
+
+from tb_server import TensorBoardProcess
+from test_frontend import PREFIX
+from test_frontend import Page
+from test_frontend import _require_browser
+from test_frontend import browser  # noqa: F401 - fixture
+from test_frontend import table_rows
+from test_frontend import wait_drawn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 3
+HTML = '<img src=x onerror=alert(1)><script>alert("js")</script>'
+QUOTES = "\"quoted\" 'single' `back` );alert(2)//"
+PATHS = "../../etc/passwd\\..\\windows/system32"
+LONG = "L" * 9990 + "/long/name"  # 10,000 characters
+UNICODE = "ünïcødé/日本語/\u202eevil\u202c/😀"
+CONTROL = "ctl\x01\x07\tTAB\nNEWLINE\x1b[31mred"
+VARIABLES = (HTML, QUOTES, PATHS, LONG, UNICODE, CONTROL)
+# Run names are directory names: no '/', at most 255 bytes per component.
+RUNS = {
+    "html": "<b onmouseover=alert(3)>run</b>",
+    "quotes": "run \"with\" 'quotes'",
+    "unicode": "rün-日本-😀",
+    "control": "run\x07\x1b[2J",
+    "nested": os.path.join("outer", "inner & <i>"),
+}
+TAG_NAME = '<svg onload=alert(4)>"tag"'
+NAN_VARIABLE = HTML  # its gradient is NaN at step 1: alerts name it
+
+
+class _Named:
+    def __init__(self, path, shape):
+        import tensorflow as tf
+
+        self.path, self.shape, self.dtype = path, shape, tf.float32
+
+
+def gradients_at(step):
+    g = [np.full(2, i + 1.0 + step, np.float32) for i in range(len(VARIABLES))]
+    if step == 1:
+        g[VARIABLES.index(NAN_VARIABLE)][0] = np.nan
+    return g
+
+
+def build_logdir(logdir):
+    import tensorflow as tf
+
+    from tb_gradlens import summary
+
+    variables = [_Named(v, (2,)) for v in VARIABLES]
+    dtype_map = {
+        "layers": [{"path": p, "class": "Dense", "policy": "float32", "compute_dtype": "float32",
+                    "variable_dtype": "float32", "output_dtype": "float32"} for p in VARIABLES],
+        "variables": [{"path": p, "dtype": "float32"} for p in VARIABLES],
+        "model_output_dtype": "float32",
+    }
+    for run in RUNS.values():
+        writer = tf.summary.create_file_writer(os.path.join(logdir, run))
+        with writer.as_default():
+            for step in range(STEPS):
+                summary.gradients([tf.constant(g) for g in gradients_at(step)], variables, step=step, name=TAG_NAME)
+                tf.summary.scalar("loss", 1.0 / (step + 1), step=step)
+            summary.dtypes(dtype_map, step=0, name=LONG)
+        writer.close()
+    return logdir
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    return build_logdir(str(tmp_path_factory.mktemp("hostile") / "logs"))
+
+
+@pytest.fixture(scope="module")
+def tensorboard(logdir):
+    with TensorBoardProcess(logdir, load_fast=False) as tb:
+        tb.wait_for(lambda d: len(d.get("runs", [])) == len(RUNS)
+                    and all(t["max_step"] == STEPS - 1 for r in d["runs"] for t in r["tags"] if t["kind"] != "dtypes"),
+                    PREFIX + "runs", timeout=120)
+        yield tb
+
+
+def stats_tag(tb, run):
+    runs = tb.get_json(PREFIX + "runs")["runs"]
+    return next(t["tag"] for r in runs if r["run"] == run for t in r["tags"] if t["kind"] == "grad_stats")
+
+
+def test_routes_carry_every_name_exactly_and_json_escaped(tensorboard):
+    tb = tensorboard
+    status, ctype, body = tb.get(PREFIX + "runs")
+    assert status == 200 and ctype.startswith("application/json")
+    text = body.decode("utf-8")
+    # JSON-escaped: no raw control character, quote or backslash breaks the document.
+    assert not any(ch in text for ch in "\x01\x07\x1b\n")
+    runs = {r["run"]: r for r in json.loads(text)["runs"]}
+    assert set(runs) == set(RUNS.values())
+    for run in RUNS.values():
+        tags = {t["kind"]: t for t in runs[run]["tags"]}
+        assert tags["grad_stats"]["rows"] == list(VARIABLES)
+        assert tags["grad_stats"]["tag"].startswith(TAG_NAME + "/grad_stats/")
+        assert tags["dtypes"]["tag"].startswith(LONG + "/dtypes/")
+    run = RUNS["control"]
+    tag = stats_tag(tb, run)
+    query = urllib.parse.urlencode([("run", run), ("tag", tag), ("row", LONG), ("row", CONTROL), ("columns", "max")])
+    series = tb.get_json(PREFIX + "series?" + query)
+    assert series["rows"] == [LONG, CONTROL] and series["run"] == run and series["tag"] == tag
+    assert series["values"] == [[[1.0 + i + s for s in range(STEPS)] for i in (3, 5)]]  # max = i + 1 + step
+    alerts = tb.get_json(PREFIX + "alerts?" + urllib.parse.urlencode({"run": RUNS["html"]}))["alerts"]
+    (nonfinite,) = [a for a in alerts if a["code"] == "nonfinite"]
+    assert nonfinite["variables"] == [NAN_VARIABLE] and NAN_VARIABLE in nonfinite["explanation"]
+    dtypes = tb.get_json(PREFIX + "dtypes?" + urllib.parse.urlencode({"run": RUNS["unicode"]}))
+    assert [layer["path"] for layer in dtypes["maps"][0]["map"]["layers"]] == list(VARIABLES)
+
+
+def _open(tb, page, **state):
+    page.page.goto(tb.url + "/data/plugin_entry.html?name=gradlens#" + urllib.parse.urlencode(state))
+    wait_drawn(page)
+    return page.page
+
+
+def _no_injection(p, page):
+    assert p.evaluate("document.querySelectorAll('img, script:not([type=module]), svg[onload], b, i').length") == 0
+    page.assert_clean()
+
+
+def test_tab_shows_hostile_names_literally(tensorboard, browser):  # noqa: F811
+    _require_browser()
+    tb = tensorboard
+    page = Page(browser)
+    try:
+        p = _open(tb, page, view="overview")
+        shown_runs = [r[0] for r in table_rows(p, ".gl-run-row")]
+        assert sorted(shown_runs) == sorted(RUNS.values())
+        for key in ("html", "control", "nested"):
+            run = RUNS[key]
+            p = _open(tb, page, view="gradients", run=run, tag=stats_tag(tb, run))
+            rows = [r[0] for r in table_rows(p, ".gl-var-row")]
+            assert rows == list(VARIABLES), key  # every character, 10,000 of them included
+            _no_injection(p, page)
+        p = _open(tb, page, view="dtypes", run=RUNS["unicode"])
+        assert [r[0] for r in table_rows(p, ".gl-layer-row")] == list(VARIABLES)
+        _no_injection(p, page)
+        # Overview of the run whose variable went NaN names it literally.
+        p = _open(tb, page, view="overview")
+        assert NAN_VARIABLE in p.text_content("body")
+        _no_injection(p, page)
+    finally:
+        page.close()
+
+
+def test_cli_shows_names_literally_with_control_characters_escaped(logdir):
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    text = subprocess.run([sys.executable, "-m", "tb_gradlens", "report", logdir],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert text.returncode in (0, 1), text.stderr
+    out = text.stdout
+    assert "\x1b" not in out and "\x07" not in out and "\x01" not in out
+    assert HTML in out and RUNS["html"] in out and RUNS["unicode"] in out
+    assert "run\\x07\\x1b[2J" in out  # the control run, escaped
+    report = subprocess.run([sys.executable, "-m", "tb_gradlens", "report", logdir, "--json"],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    data = json.loads(report.stdout)
+    assert {r["run"] for r in data["runs"]} == set(RUNS.values())
+    (nonfinite,) = [a for a in data["alerts"] if a["code"] == "nonfinite" and a["run"] == RUNS["control"]]
+    assert nonfinite["variables"] == [NAN_VARIABLE]
+
+
+TRAVERSALS = [
+    "static/../gradlens_plugin.py",
+    "static/%2e%2e/gradlens_plugin.py",
+    "static/%2E%2E%2Fgradlens_plugin.py",
+    "static/..%2f..%2fsetup.py",
+    "static//etc/passwd",
+    "static/%2Fetc%2Fpasswd",
+    "static/..%5cgradlens_plugin.py",
+    "static/views%5c..%5c..%5cgradlens_plugin.py",
+    "static/%252e%252e/gradlens_plugin.py",
+    "static/index.js%00",
+]
+
+
+def test_static_route_refuses_traversal_through_tensorboard(tensorboard):
+    host, port = urllib.parse.urlsplit(tensorboard.url).netloc.split(":")
+    served = []
+    for path in ["static/index.js"] + TRAVERSALS:
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("GET", PREFIX + path)  # sent as is: no client-side normalisation
+        response = conn.getresponse()
+        body = response.read()
+        conn.close()
+        served.append((path, response.status))
+        if path != "static/index.js":
+            assert response.status in (400, 404), (path, response.status)
+            assert b"import" not in body and b"root:" not in body
+    assert served[0] == ("static/index.js", 200)
