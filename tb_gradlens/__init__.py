@@ -9,7 +9,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("summary", "numerics", "metadata", "compare", "keras", "analysis", "reading")
+_LAZY_SUBMODULES = ("summary", "numerics", "metadata", "compare", "keras", "analysis", "reading",
+                    "distribute")
 
 
 def __getattr__(name):

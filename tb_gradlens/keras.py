@@ -23,11 +23,13 @@ warning per cause, and training goes on; strict mode raises.
 """
 
 import re
+import threading
 
 import keras
 import tensorflow as tf
 
 from tb_gradlens import compare
+from tb_gradlens import distribute
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import safety
@@ -114,10 +116,10 @@ class _ComparisonSlot:
         self.max_rows = max_rows
         n_vars = len(model.trainable_variables)
         n_cols = len(metadata.DIVERGENCE_COLUMNS)
-        self.divergence = tf.Variable(tf.zeros([n_vars, n_cols]), trainable=False)
-        self.loss = tf.Variable(tf.zeros([1, len(metadata.LOSS_COMPARISON_COLUMNS)]), trainable=False)
-        self.activation = tf.Variable(tf.zeros([max_rows, n_cols]), trainable=False)
-        self.step = tf.Variable(tf.constant(-1, tf.int64), trainable=False)
+        self.divergence = distribute.buffer(tf.zeros([n_vars, n_cols]))
+        self.loss = distribute.buffer(tf.zeros([1, len(metadata.LOSS_COMPARISON_COLUMNS)]))
+        self.activation = distribute.buffer(tf.zeros([max_rows, n_cols]))
+        self.step = distribute.buffer(tf.constant(-1, tf.int64))
         self.activation_rows = []
         self.extras = None
         self.written = -1
@@ -172,11 +174,20 @@ class GradLensCallback(keras.callbacks.Callback):
         selected weights to diff against).
       activations: also compare every layer's output.
       name: tag prefix of the gradient, update and dtype records.
+      replica_divergence: under a strategy with several replicas, also log
+        each replica's gradient vs the replica mean (``divergence``
+        records named ``replicas``; one small all-gather every step).
+
+    Under ``tf.distribute`` (MirroredStrategy, MultiWorkerMirroredStrategy)
+    the statistics describe the all-reduced gradient the optimizer applies,
+    computed by replica 0 and written by the chief only; comparisons run on
+    replica 0's share of the batch.  See ``tb_gradlens.distribute``.
     """
 
     def __init__(self, log_dir, gradient_every=GRADIENT_EVERY, compare_every=COMPARE_EVERY,
                  variables=None, start_step=0, stop_step=None, comparisons="auto",
-                 histogram=True, update_stats=True, activations=True, name="model"):
+                 histogram=True, update_stats=True, activations=True, name="model",
+                 replica_divergence=False):
         super().__init__()
         self.log_dir = log_dir
         self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
@@ -187,6 +198,7 @@ class GradLensCallback(keras.callbacks.Callback):
         self.log_updates = update_stats
         self.activations = activations
         self.name = name
+        self.replica_divergence = replica_divergence
         self._patched = False
         self._active = False
 
@@ -206,7 +218,7 @@ class GradLensCallback(keras.callbacks.Callback):
         model = self.model
         _restore_stale(model)
         optimizer = model.optimizer
-        self._writer = tf.summary.create_file_writer(self.log_dir)
+        self._writer = distribute.chief_writer(self.log_dir, model.distribute_strategy)
         variables = model.trainable_variables
         self._selected = _select(variables, self.variables_pattern)
         self._selected_ids = {id(variables[i]): k for k, i in enumerate(self._selected)}
@@ -214,11 +226,11 @@ class GradLensCallback(keras.callbacks.Callback):
         self._rows = summary_v2.variable_paths(selected_vars)
         self._sizes = [int(tf.size(v)) for v in selected_vars]
         n_sel = len(selected_vars)
-        self._grad_buffer = tf.Variable(tf.zeros([n_sel, len(metadata.GRAD_STATS_COLUMNS)]), trainable=False)
-        self._hist_buffer = tf.Variable(tf.zeros([n_sel, len(metadata.HISTOGRAM_COLUMNS)]), trainable=False)
-        self._update_buffer = tf.Variable(tf.zeros([n_sel, len(metadata.UPDATE_STATS_COLUMNS)]), trainable=False)
+        self._grad_buffer = distribute.buffer(tf.zeros([n_sel, len(metadata.GRAD_STATS_COLUMNS)]))
+        self._hist_buffer = distribute.buffer(tf.zeros([n_sel, len(metadata.HISTOGRAM_COLUMNS)]))
+        self._update_buffer = distribute.buffer(tf.zeros([n_sel, len(metadata.UPDATE_STATS_COLUMNS)]))
         self._before = (
-            [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in selected_vars]
+            [distribute.buffer(tf.zeros(v.shape, v.dtype)) for v in selected_vars]
             if self.log_updates else []
         )
         # XLA cannot compile the histogram's bincount: under jit_compile the
@@ -226,11 +238,11 @@ class GradLensCallback(keras.callbacks.Callback):
         # eagerly when written.
         self._xla = bool(getattr(model, "jit_compile", False)) and not model.run_eagerly
         self._grad_copies = (
-            [tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False) for v in selected_vars]
+            [distribute.buffer(tf.zeros(v.shape, v.dtype)) for v in selected_vars]
             if self._xla else []
         )
         self._none_gradients = set()
-        self._grad_step = tf.Variable(tf.constant(-1, tf.int64), trainable=False)
+        self._grad_step = distribute.buffer(tf.constant(-1, tf.int64))
         self._grad_written = -1
         self._grad_extras = None
         max_rows = 4 * max(1, len(compare.model_layers(model)))
@@ -249,6 +261,7 @@ class GradLensCallback(keras.callbacks.Callback):
         object.__setattr__(optimizer, "apply_gradients", self._apply_gradients)
         model._gradlens_restore = self._restore
         self._patched = True
+        self._setup_replicas(model, selected_vars)
         model.make_train_function(force=True)
         train_function = model.train_function
 
@@ -267,7 +280,8 @@ class GradLensCallback(keras.callbacks.Callback):
             return
         self._patched = False
         model = self.model
-        for obj, attr in ((model, "train_step"), (model.optimizer, "apply_gradients")):
+        for obj, attr in ((model, "train_step"), (model.optimizer, "apply_gradients"),
+                          (model.optimizer, "_all_reduce_sum_gradients")):
             if attr in obj.__dict__:
                 object.__delattr__(obj, attr)
         if "_gradlens_restore" in model.__dict__:
@@ -295,7 +309,7 @@ class GradLensCallback(keras.callbacks.Callback):
             for slot in self._slots:
                 with safety.guard("tb_gradlens.keras.GradLensCallback (comparison %s)" % slot.name):
                     tf.cond(
-                        self.compare_schedule(step),
+                        tf.logical_and(self.compare_schedule(step), distribute.is_first_replica()),
                         lambda slot=slot: slot.run(model, x, y, sample_weight, step),
                         lambda: tf.constant(False),
                     )
@@ -328,25 +342,29 @@ class GradLensCallback(keras.callbacks.Callback):
         due = self.gradient_schedule(step)
 
         self._none_gradients = {k for k, g in enumerate(chosen) if g is None}
+        replicated = distribute.replica_context() is not None
+        self._per_thread.reduced = chosen
+        if replicated:
+            # Replica 0 fills the buffers; the gradient statistics are taken
+            # in _describe_reduced, on the all-reduced gradients.
+            due = tf.logical_and(due, distribute.is_first_replica())
+            if self._original_all_reduce is None:
+                self._describe_reduced(chosen, distribute.sum_across_replicas(chosen), step)
 
         def before():
-            if self._xla:
-                for buf, g in zip(self._grad_copies, chosen):
-                    if g is not None:
-                        buf.assign(tf.cast(g, buf.dtype))
-            else:
-                stats, hist = numerics.gradient_statistics(chosen, self._sizes)
-                self._grad_buffer.assign(stats)
-                self._hist_buffer.assign(hist)
+            if not replicated:
+                self._compute_gradient_stats(chosen)
+                self._grad_step.assign(step)
             for buf, v in zip(self._before, selected_vars):
                 buf.assign(tf.convert_to_tensor(v.value))
-            self._grad_step.assign(step)
             return tf.constant(True)
 
         def after():
             current = [tf.convert_to_tensor(v.value) for v in selected_vars]
             self._update_buffer.assign(
-                numerics.update_statistics([b.read_value() for b in self._before], current, chosen)
+                numerics.update_statistics(
+                    [b.read_value() for b in self._before], current, self._per_thread.reduced
+                )
             )
             return tf.constant(True)
 
@@ -359,6 +377,85 @@ class GradLensCallback(keras.callbacks.Callback):
             with safety.guard("tb_gradlens.keras.GradLensCallback (update statistics)"):
                 tf.cond(due, after, lambda: tf.constant(False))
         return result
+
+    def _compute_gradient_stats(self, grads):
+        """Fill the statistics buffers (under XLA: copy the gradients)."""
+        if self._xla:
+            for buf, g in zip(self._grad_copies, grads):
+                if g is not None:
+                    buf.assign(tf.cast(g, buf.dtype))
+        else:
+            stats, hist = numerics.gradient_statistics(grads, self._sizes)
+            self._grad_buffer.assign(stats)
+            self._hist_buffer.assign(hist)
+
+    # -- under tf.distribute -------------------------------------------------
+
+    def _setup_replicas(self, model, selected_vars):
+        """With several replicas: hook the Keras optimizer's all-reduce (the
+        statistics then describe the summed gradient it applies, at no extra
+        communication) and prepare the replica-divergence buffer."""
+        self._per_thread = threading.local()
+        self._original_all_reduce = None
+        self._replica_extras = None
+        strategy = model.distribute_strategy
+        replicas = strategy.num_replicas_in_sync
+        if replicas <= 1 or not self._selected or self.gradient_schedule.every <= 0:
+            return
+        optimizer = model.optimizer
+        var_key = getattr(optimizer, "_var_key", id)
+        self._selected_keys = {var_key(v): k for k, v in enumerate(selected_vars)}
+        self._var_key = var_key
+        original = getattr(optimizer, "_all_reduce_sum_gradients", None)
+        if original is not None:
+            self._original_all_reduce = original
+            object.__setattr__(optimizer, "_all_reduce_sum_gradients", self._all_reduce_sum_gradients)
+        if self.replica_divergence:
+            n_cols = len(metadata.DIVERGENCE_COLUMNS)
+            self._replica_buffer = distribute.buffer(tf.zeros([replicas, len(selected_vars), n_cols]))
+            self._replica_extras = distribute.replica_extras(
+                strategy, compare.dominant_policy(model), self._xla
+            )
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        """The optimizer's all-reduce, describing what it returns."""
+        local_pairs = list(grads_and_vars)
+        reduced_pairs = self._original_all_reduce(local_pairs)
+        if distribute.replica_context() is not None:
+            step = tf.identity(tf.convert_to_tensor(self.model.optimizer.iterations.value))
+            self._describe_reduced(self._choose(local_pairs), self._choose(reduced_pairs), step)
+        return reduced_pairs
+
+    def _choose(self, pairs):
+        """The selected variables' gradients from optimizer (grad, var) pairs."""
+        chosen = [None] * len(self._selected)
+        for g, v in pairs:
+            k = self._selected_keys.get(self._var_key(v))
+            if k is not None:
+                chosen[k] = summary_v2.as_gradient(g)
+        return chosen
+
+    def _describe_reduced(self, local, reduced, step):
+        """Replica 0 computes the statistics of the all-reduced gradients;
+        with replica_divergence every replica measures its own gradient
+        against the mean and the results are all-gathered (outside the
+        condition: a collective is joined by every replica)."""
+        due = self.gradient_schedule(step)
+        self._per_thread.reduced = reduced
+        gathered = None
+        if self._replica_extras is not None:
+            gathered = distribute.replica_divergence(local, reduced, due)
+
+        def describe():
+            self._compute_gradient_stats(reduced)
+            if gathered is not None:
+                self._replica_buffer.assign(gathered)
+            self._grad_step.assign(step)
+            return tf.constant(True)
+
+        with safety.guard("tb_gradlens.keras.GradLensCallback (gradient statistics)"):
+            record = tf.logical_and(due, distribute.is_first_replica())
+            tf.cond(record, describe, lambda: tf.constant(False))
 
     # -- writing, outside the step ------------------------------------------
 
@@ -419,6 +516,10 @@ class GradLensCallback(keras.callbacks.Callback):
             summary_v2.write_record(self.name, hist_record, self._hist_buffer.read_value(), step)
         if self.log_updates:
             summary_v2.update_stats(self._update_buffer.read_value(), self._rows, step=step, name=self.name)
+        if getattr(self, "_replica_extras", None) is not None:
+            summary_v2.write_replica_divergence(
+                self._replica_buffer.read_value(), self._rows, step, "replicas", self._replica_extras
+            )
 
 
 _WRITE_CAUSE = "tb_gradlens.keras.GradLensCallback (writing)"
@@ -448,18 +549,27 @@ class GradLens:
 
     ``step`` may be a Python int (checked in Python: no work at all on
     other steps) or a tensor inside ``tf.function`` (then ``tf.cond``).
-    Writes go to ``writer`` (default: a file writer on ``log_dir``); do not
-    call the logging methods inside an XLA-compiled function.
+    Writes go to ``writer`` (default: a file writer on ``log_dir`` in the
+    chief process, a no-op writer in other workers); do not call the
+    logging methods inside an XLA-compiled function.
+
+    Inside ``strategy.run`` (several replicas) call ``log_gradients`` from
+    every replica with its own gradients: they are summed across replicas
+    (the gradient the optimizer applies) and replica 0 writes; with
+    ``replica_divergence`` each replica's gradient is also compared with the
+    replica mean.  The collectives run on logged steps only for a Python
+    ``step``, on every step for a tensor step.
     """
 
     def __init__(self, log_dir=None, writer=None, gradient_every=GRADIENT_EVERY,
                  compare_every=COMPARE_EVERY, variables=None, start_step=0, stop_step=None,
-                 histogram=True, name="model"):
+                 histogram=True, name="model", replica_divergence=False):
         if writer is None:
             if log_dir is None:
                 raise ValueError("tb_gradlens.GradLens: give log_dir or writer")
-            writer = tf.summary.create_file_writer(log_dir)
+            writer = distribute.chief_writer(log_dir)
         self.writer = writer
+        self.replica_divergence = replica_divergence
         self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
         self.compare_schedule = Schedule(compare_every, start_step, stop_step)
         self.variables_pattern = variables
@@ -498,16 +608,28 @@ class GradLens:
         """Gradient statistics (and histograms) of the selected variables."""
         grads, variables = list(grads), list(variables)
         chosen = _select(variables, self.variables_pattern)
+        grads, variables = [grads[i] for i in chosen], [variables[i] for i in chosen]
+        due = self.should_log(step)
+        gathered = None
+        if due is not False and distribute.replica_context() is not None:
+            # Collectives outside the condition, joined by every replica.
+            local, grads = grads, distribute.sum_across_replicas(grads)
+            if self.replica_divergence:
+                gathered = distribute.replica_divergence(local, grads, due)
 
         def write():
             with self.writer.as_default():
                 summary_v2.gradients(
-                    [grads[i] for i in chosen], [variables[i] for i in chosen],
-                    step=step, name=self.name, histogram=self.histogram,
+                    grads, variables, step=step, name=self.name, histogram=self.histogram,
+                    aggregate=False,
                 )
+                if gathered is not None:
+                    summary_v2.write_replica_divergence(
+                        gathered, summary_v2.variable_paths(variables), step, "replicas"
+                    )
             return True
 
-        return self._when(self.should_log(step), write)
+        return self._when(due, write)
 
     def log_updates(self, before, after, variables, step, gradients=None):
         """Update statistics (incl. lost-update fraction) of one optimizer step."""

@@ -8,4 +8,5 @@ from tb_gradlens.summary_v2 import divergence  # noqa: F401
 from tb_gradlens.summary_v2 import dtypes  # noqa: F401
 from tb_gradlens.summary_v2 import gradients  # noqa: F401
 from tb_gradlens.summary_v2 import loss_comparison  # noqa: F401
+from tb_gradlens.summary_v2 import replica_divergence  # noqa: F401
 from tb_gradlens.summary_v2 import update_stats  # noqa: F401

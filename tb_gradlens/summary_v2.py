@@ -25,6 +25,7 @@ import json
 
 import tensorflow as tf
 
+from tb_gradlens import distribute
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import safety
@@ -104,7 +105,7 @@ def write_record(name, record, tensor, step):
     return tag
 
 
-def gradients(grads, variables, step=None, name="gradients", histogram=True):
+def gradients(grads, variables, step=None, name="gradients", histogram=True, aggregate=True):
     """Write per-variable gradient statistics (and log2 histograms).
 
     One record per call: a float32 ``[variables x GRAD_STATS_COLUMNS]``
@@ -127,6 +128,11 @@ def gradients(grads, variables, step=None, name="gradients", histogram=True):
       step: int64-castable step; default ``tf.summary.experimental.get_step()``.
       name: prefix of the tags.
       histogram: also write the log2-magnitude histogram.
+      aggregate: inside ``strategy.run`` with several replicas, sum the
+        per-replica gradients across replicas first (an all-reduce, as the
+        optimizer does), so the record describes the applied gradient.
+        Every replica must then make the call (``tb_gradlens.distribute``).
+        False: ``grads`` are already all-reduced.
 
     Returns:
       A boolean scalar tensor, True if the records were written.
@@ -141,6 +147,10 @@ def gradients(grads, variables, step=None, name="gradients", histogram=True):
             "tb_gradlens.summary.gradients: %d gradients for %d variables"
             % (len(grads), len(variables))
         )
+    if aggregate:
+        # Before the recording check: recording is on for replica 0 only,
+        # and a collective must be joined by every replica.
+        grads = distribute.sum_across_replicas(grads)
     maybe, _ = _recording()
     if not maybe:
         return tf.constant(False)
@@ -314,3 +324,45 @@ def _write_float_record(name, record, values, step):
     with safety.guard("tb_gradlens.summary.%s" % record.kind):
         return _if_recording(write)
     return tf.constant(False)
+
+
+def replica_divergence(grads, variables, step=None, name="replicas", extras=None):
+    """Write how far each replica's gradient is from the mean over replicas.
+
+    Call inside ``strategy.run`` from every replica (it runs collectives),
+    with the replica's own gradients, before the optimizer all-reduces
+    them.  Writes one ``divergence`` record per replica i (rows: the
+    variables): candidate ``{"label": "replica i", "device": ...}`` is
+    replica i's gradient, reference ``{"label": "replica mean"}`` the mean
+    over replicas (the applied gradient / replicas); see
+    ``distribute.replica_divergence``.  Outside ``strategy.run`` or with
+    one replica it does nothing and returns False.
+
+    Args:
+      grads, variables: as in ``gradients`` (per-replica gradients).
+      step, name: as in ``gradients``.
+      extras: one extras dict per replica (default
+        ``distribute.replica_extras()``).
+    """
+    grads, variables = list(grads), list(variables)
+    if len(grads) != len(variables):
+        raise ValueError(
+            "tb_gradlens.summary.replica_divergence: %d gradients for %d variables"
+            % (len(grads), len(variables))
+        )
+    if distribute.replica_context() is None:
+        return tf.constant(False)
+    reduced = distribute.sum_across_replicas(grads)
+    gathered = distribute.replica_divergence(grads, reduced)
+    return write_replica_divergence(gathered, variable_paths(variables), step, name, extras)
+
+
+def write_replica_divergence(gathered, rows, step=None, name="replicas", extras=None):
+    """Write ``[R, V, 9]`` replica-vs-mean metrics as R ``divergence`` records."""
+    extras = extras or distribute.replica_extras()
+    gathered = tf.ensure_shape(gathered, [len(extras), len(rows), len(metadata.DIVERGENCE_COLUMNS)])
+    written = [
+        divergence(gathered[i], rows, replica_extras, step=step, name=name)
+        for i, replica_extras in enumerate(extras)
+    ]
+    return tf.reduce_all(tf.stack(written))
