@@ -179,18 +179,18 @@ def _fused_statistics(flats, implicit_zeros):
     segment = _segment_ids(counts, tf.shape(values)[0])
     hist = _segment_histogram(values, segment, n_present)
     zero_column = tf.one_hot(_ZERO_BIN, _N_BINS, dtype=tf.float64)
-    hist = tf.cast(
-        tf.cast(hist, tf.float64) + implicit_zeros[:, None] * zero_column[None, :], tf.float32
-    )
+    hist64 = tf.cast(hist, tf.float64) + implicit_zeros[:, None] * zero_column[None, :]
+    hist = tf.cast(hist64, tf.float32)
     value_stats = _segment_value_statistics(
-        values, segment, n_present, hist, implicit_zeros > 0
+        values, segment, n_present, hist64, implicit_zeros > 0
     )
-    counts_f = tf.cast(tf.cast(counts, tf.float64) + implicit_zeros, tf.float32)
-    safe_n = tf.maximum(counts_f, 1.0)
-    nan_if_empty = tf.where(counts_f > 0, 1.0, float("nan"))
-    zero_fraction = hist[:, _ZERO_BIN] / safe_n * nan_if_empty
-    subnormal_fraction = (
-        tf.reduce_sum(hist[:, :_SUBNORMAL_BINS], axis=1) / safe_n * nan_if_empty
+    counts64 = tf.cast(counts, tf.float64) + implicit_zeros
+    counts_f = tf.cast(counts64, tf.float32)
+    safe_n = tf.maximum(counts64, 1.0)
+    nan_if_empty = tf.where(counts64 > 0, tf.constant(1.0, tf.float64), float("nan"))
+    zero_fraction = tf.cast(hist64[:, _ZERO_BIN] / safe_n * nan_if_empty, tf.float32)
+    subnormal_fraction = tf.cast(
+        tf.reduce_sum(hist64[:, :_SUBNORMAL_BINS], axis=1) / safe_n * nan_if_empty, tf.float32
     )
     stats = tf.concat(
         [
@@ -238,8 +238,9 @@ def _segment_ids(counts, total):
 def _segment_histogram(values, segment, n_segments):
     """Counts of each log2 bin per segment: float32 ``[n_segments, N_BINS]``."""
     flat_index = segment * _N_BINS + log2_bin_index(values)
+    # Counted in int32: float32 counts stop at 2^24 (16.7M elements).
     counts = tf.math.unsorted_segment_sum(
-        tf.ones_like(flat_index, tf.float32), flat_index, n_segments * _N_BINS
+        tf.ones_like(flat_index, tf.int32), flat_index, n_segments * _N_BINS
     )
     return tf.reshape(counts, [n_segments, _N_BINS])
 

@@ -156,3 +156,16 @@ def test_log2_bin_index_covers_every_float32_exponent():
     just_below_next = np.ldexp(1.75, normal).astype(np.float32)
     index = numerics.log2_bin_index(tf.constant(-just_below_next)).numpy()
     np.testing.assert_array_equal(index, normal - metadata.MIN_EXPONENT)
+
+
+@pytest.mark.parametrize("use_xla", [True, False], ids=["xla", "kernels"])
+def test_counts_stay_exact_beyond_float32_integers(use_xla):
+    """A variable of 2^24 + 3 elements: float32 counting would stall at 2^24."""
+    n = 2**24 + 3
+    grad = np.zeros(n, np.float32)
+    grad[-1] = 1.0
+    stats, _ = numerics.gradient_statistics([tf.constant(grad)], use_xla=use_xla)
+    row = dict(zip(COLUMNS, stats.numpy()[0].tolist()))
+    assert row["zero_fraction"] == np.float32((n - 1) / n)
+    assert row["count"] == np.float32(n)
+    assert row["mean"] == np.float32(1.0 / n)
