@@ -239,6 +239,16 @@ def divergence_code(reference, candidate):
     return DIVERGENCE
 
 
+def is_replica_disagreement(record):
+    """True for a tf.distribute replica-vs-mean record (distribute.py).
+
+    Replicas see different examples, so their disagreement (rel_l2 near 1
+    is ordinary) is gradient noise, not precision loss: such records get
+    non-finite alerts only and stay out of the worst-divergence headline.
+    """
+    return record.extras.get("comparison") == "replica_vs_mean"
+
+
 def divergence_threshold(kind, reference, candidate, thresholds=DEFAULT_THRESHOLDS):
     """The rel L2 (or loss rel_error) above which a comparison is an alert."""
     cand = compute_dtype(candidate)
@@ -484,6 +494,8 @@ def alerts_for_divergence(series, thresholds=DEFAULT_THRESHOLDS):
         counts = series.column("nonfinite")
     found = exceedances(series.column(metric), threshold)
     hit = np.nonzero(found["count"] > 0)[0]
+    if is_replica_disagreement(record):
+        hit = hit[:0]  # replicas see different examples: no precision alert
     if len(hit):
         hit = hit[np.argsort(found["first"][hit], kind="stable")]
         a = int(steps[found["first"][hit].min()])
@@ -691,7 +703,7 @@ def worst_divergence(source, run):
     """
     best = None
     for entry in source.entries(run):
-        if entry.kind not in DIVERGENCE_KINDS:
+        if entry.kind not in DIVERGENCE_KINDS or is_replica_disagreement(entry.record):
             continue
         try:
             found = source.cached(

@@ -322,3 +322,20 @@ def test_float32_cancellation_against_float64_gives_mismatch_alert(tmp_path):
     (alert,) = alerts_of(str(tmp_path), "f32_f64_mismatch")
     assert (alert.run, alert.step_first, alert.variables) == ("cancel", first, ["variance"])
     assert "cancellation" in alert.fix
+
+
+def test_replica_disagreement_gives_no_precision_alert_but_keeps_nonfinite():
+    cols = len(metadata.DIVERGENCE_COLUMNS)
+    table = np.zeros((3, 2, cols), np.float32)
+    table[:, :, metadata.DIVERGENCE_COLUMNS.index("rel_l2")] = 0.9  # ordinary replica noise
+    table[2, 1, metadata.DIVERGENCE_COLUMNS.index("nonfinite")] = 4
+    extras = {
+        "reference": {"label": "replica mean", "policy": "float32", "device": "all 2 replicas"},
+        "candidate": {"label": "replica 1", "policy": "float32", "device": "/CPU:1", "replica": 1},
+    }
+    plain = analysis.alerts_for_divergence(make_series(metadata.DIVERGENCE, table, extras))
+    assert sorted(a.code for a in plain) == ["divergence", "nonfinite"]
+    replica = analysis.alerts_for_divergence(
+        make_series(metadata.DIVERGENCE, table, dict(extras, comparison="replica_vs_mean"))
+    )
+    assert [(a.code, a.step_first, a.variables) for a in replica] == [("nonfinite", 20, ["v1"])]
