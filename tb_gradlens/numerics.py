@@ -121,12 +121,25 @@ def gradient_statistics(gradients, sizes=None, use_xla=True):
             flat, zeros = _gradient_parts(gradients[i], sizes[i])
             flats.append(flat)
             implicit_zeros.append(zeros)
-        implicit_zeros = tf.stack(implicit_zeros)
-        sparse = any(isinstance(gradients[i], tf.IndexedSlices) for i in present)
-        if use_xla and not sparse:
-            stats, hist = _fused_statistics_xla(flats, implicit_zeros)
+        sparse = [isinstance(gradients[i], tf.IndexedSlices) for i in present]
+        if use_xla and not any(sparse):
+            stats, hist = _fused_statistics_xla(flats, tf.stack(implicit_zeros))
+        elif use_xla and not all(sparse):
+            # Dense gradients through XLA (shapes fixed); the unique rows of
+            # sparse ones change every step, so XLA would recompile: kernels.
+            dense = [k for k, is_sparse in enumerate(sparse) if not is_sparse]
+            rest = [k for k, is_sparse in enumerate(sparse) if is_sparse]
+            parts = [
+                _fused_statistics_xla([flats[k] for k in dense], tf.stack([implicit_zeros[k] for k in dense])),
+                _fused_statistics([flats[k] for k in rest], tf.stack([implicit_zeros[k] for k in rest])),
+            ]
+            order = [0] * len(present)
+            for j, k in enumerate(dense + rest):
+                order[k] = j
+            stats = tf.gather(tf.concat([parts[0][0], parts[1][0]], 0), order)
+            hist = tf.gather(tf.concat([parts[0][1], parts[1][1]], 0), order)
         else:
-            stats, hist = _fused_statistics(flats, implicit_zeros)
+            stats, hist = _fused_statistics(flats, tf.stack(implicit_zeros))
     if n_present == n_vars:
         return stats, hist
     # Scatter present rows among rows for None gradients.
