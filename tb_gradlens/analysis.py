@@ -753,7 +753,9 @@ def overview(source, thresholds=DEFAULT_THRESHOLDS):
         counts = {s: 0 for s in SEVERITIES}
         for a in alerts:
             counts[a.severity] += 1
+        # Gradients first (what the optimizer applies), then any compared record.
         nonfinite = [a for a in alerts if a.code == NONFINITE and a.view["name"] == metadata.GRAD_STATS]
+        nonfinite = nonfinite or [a for a in alerts if a.code == NONFINITE]
         first_nf = min(nonfinite, key=lambda a: a.step_first) if nonfinite else None
         out.append(
             {

@@ -373,6 +373,8 @@ def test_overview_headline_alerts_and_alert_click(tensorboard, page):
     bf16 = rows[BF16]
     assert bf16[1] == "rel_l2" and shown_close(bf16[2], want) and bf16[3] == HOSTILE and bf16[4] == str(STEPS - 1)
     assert "bf16 candidate" in bf16[5] and "float32 shadow" in bf16[5]
+    # The only NaN is in the compared gradients (DIV_NAN): it is the run's first NaN/Inf step.
+    assert overview[BF16]["first_nonfinite_step"] == DIV_NAN[0] and bf16[6] == str(DIV_NAN[0])
     assert bf16[7] == str(len(overview[BF16]["disconnected_variables"])) == "1"
     counts = overview[BF16]["alert_counts"]
     assert bf16[9] == "%d / %d / %d" % (counts["error"], counts["warning"], counts["info"])
