@@ -54,6 +54,7 @@ setuptools.setup(
             "scikit-learn>=1.3",
             "pytest>=7",
             "hypothesis>=6",
+            "pandas>=1.5",  # the README's export one-liners are tested
             "playwright>=1.40",
         ],
     },
