@@ -162,6 +162,16 @@ def write_demo_logdir(logdir, steps=300, log_every=1, precision=False):
     return losses
 
 
+def _entry_point_installed():
+    """True when TensorBoard will load gradlens through its entry point."""
+    from importlib import metadata as importlib_metadata
+
+    return any(
+        e.name == "gradlens"
+        for e in importlib_metadata.entry_points(group="tensorboard_plugins")
+    )
+
+
 def serve(logdir, port=6006, host="127.0.0.1"):
     """Start TensorBoard with the GradLens tab; returns (program, url)."""
     from tensorboard import default
@@ -170,8 +180,9 @@ def serve(logdir, port=6006, host="127.0.0.1"):
     from tb_gradlens import loader
 
     plugins = default.get_plugins()
-    if not any(isinstance(p, loader.GradLensLoader) for p in plugins):
-        plugins.append(loader.GradLensLoader())  # running from a source checkout
+    if not _entry_point_installed():
+        # Running from a source checkout: TensorBoard does not know the plugin.
+        plugins.append(loader.GradLensLoader())
     tb = program.TensorBoard(plugins=plugins)
     tb.configure(argv=[None, "--logdir", logdir, "--host", host, "--port", str(port)])
     url = tb.launch()
