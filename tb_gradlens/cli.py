@@ -14,7 +14,6 @@ be read.
 import argparse
 import csv
 import json
-import math
 import os
 import re
 import sys
@@ -76,39 +75,11 @@ def _select_runs(source, pattern):
     return runs
 
 
-def _json_default(value):
-    import numpy as np
-
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError("not JSON serializable: %r" % type(value))
-
-
 def _dumps(obj):
     """JSON with NaN/Infinity as the strings the HTTP routes use."""
-    return json.dumps(_finite_json(obj), indent=1, default=_json_default, ensure_ascii=False)
+    from tb_gradlens.json_encoding import encode_json
 
-
-def _finite_json(obj):
-    import numpy as np
-
-    if isinstance(obj, np.ndarray):
-        obj = obj.tolist()
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float):
-        if math.isnan(obj):
-            return "NaN"
-        if math.isinf(obj):
-            return "Infinity" if obj > 0 else "-Infinity"
-        return obj
-    if isinstance(obj, dict):
-        return {k: _finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_json(v) for v in obj]
-    return obj
+    return encode_json(obj)
 
 
 def _fmt(value, digits=4):
