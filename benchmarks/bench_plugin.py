@@ -158,14 +158,29 @@ def main(argv=None):
                         help="variables of run_00 also logged as scalars (side-by-side)")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--loaders", default="false,true", help="--load_fast values to run")
-    parser.add_argument("--logdir", help="reuse/keep this logdir (default: a temporary one)")
+    parser.add_argument("--logdir", help="keep this logdir, and reuse it when it holds the same sizes "
+                                         "(default: a temporary one)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--write-only", action="store_true", help="write the logdir and stop")
     args = parser.parse_args(argv)
     logdir = args.logdir or tempfile.mkdtemp(prefix="gradlens_plugin_bench_")
     t = time.perf_counter()
-    rows, stats_tag, div_tag = write_logdir(logdir, args.runs, args.steps, args.variables, args.scalar_variables)
-    print("wrote %d runs x %d steps x %d variables: %.0f MB in %.1f s" % (
-        args.runs, args.steps, args.variables, dir_bytes(logdir) / 1e6, time.perf_counter() - t), flush=True)
+    params = {"runs": args.runs, "steps": args.steps, "variables": args.variables,
+              "scalar_variables": args.scalar_variables, "format": metadata.FORMAT_VERSION}
+    marker = os.path.join(logdir, "bench_params.json")
+    if os.path.exists(marker) and json.load(open(marker)).get("params") == params:
+        saved = json.load(open(marker))
+        rows, stats_tag, div_tag = saved["rows"], saved["stats_tag"], saved["div_tag"]
+        print("reusing %s (%.0f MB)" % (logdir, dir_bytes(logdir) / 1e6), flush=True)
+    else:
+        rows, stats_tag, div_tag = write_logdir(logdir, args.runs, args.steps, args.variables,
+                                                args.scalar_variables)
+        with open(marker, "w") as f:
+            json.dump({"params": params, "rows": rows, "stats_tag": stats_tag, "div_tag": div_tag}, f)
+        print("wrote %d runs x %d steps x %d variables: %.0f MB in %.1f s" % (
+            args.runs, args.steps, args.variables, dir_bytes(logdir) / 1e6, time.perf_counter() - t), flush=True)
+    if args.write_only:
+        return 0
     report = {"runs": args.runs, "steps": args.steps, "variables": args.variables, "loaders": {}}
     try:
         for lf in args.loaders.split(","):

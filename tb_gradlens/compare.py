@@ -451,20 +451,26 @@ def _owner_compute_dtypes(model, variables):
 def keras_pass(model, variant, activations=True):
     """A callable ``(x, y, sample_weight) -> (loss, grads, activation tensors)``.
 
+    ``state_values`` (optional): values for ``model.non_trainable_variables``
+    to run with (e.g. seed-generator states read before a training step
+    advanced them), so the pass draws the same dropout masks as that step.
     The callable also has ``.activation_rows`` (set when it runs or is
     traced) and ``.compute_dtypes`` (per trainable variable).  With
     ``variant.jit_compile`` it is an XLA-compiled tf.function.
     """
     holder = {"rows": []}
 
-    def run(x, y, sample_weight):
+    def run(x, y, sample_weight, state_values=None):
         variables = model.trainable_variables
         with _device(variant.device), switched_policies(model, variant):
             values = [_stored_value(v, variant) for v in variables]
+            mapping = list(zip(variables, values))
+            if state_values is not None:
+                mapping += list(zip(model.non_trainable_variables, state_values))
             recorder = ActivationRecorder(model) if activations else contextlib.nullcontext()
             with tf.GradientTape() as tape:
                 tape.watch(values)
-                with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                with keras.StatelessScope(state_mapping=mapping):
                     with recorder:
                         y_pred = model(x, training=True)
                     with _loss_dtype(model, variant.compute_dtype, y, y_pred, sample_weight):
@@ -478,8 +484,8 @@ def keras_pass(model, variant, activations=True):
     fn = tf.function(run, jit_compile=True) if variant.jit_compile else run
 
     class _Pass:
-        def __call__(self, x, y=None, sample_weight=None):
-            return fn(x, y, sample_weight)
+        def __call__(self, x, y=None, sample_weight=None, state_values=None):
+            return fn(x, y, sample_weight, state_values)
 
         @property
         def activation_rows(self):
@@ -511,7 +517,8 @@ def dominant_policy(model):
 
 
 def compare_keras(model, x, y=None, sample_weight=None, reference="float32", candidate=None,
-                  activations=True, passes=None, surrounding_jit=False):
+                  activations=True, passes=None, surrounding_jit=False, candidate_outcome=None,
+                  state_values=None):
     """Compare one training step of a Keras model between two variants.
 
     Same batch, same weights; nothing in the model changes (policies are
@@ -527,25 +534,44 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         to reuse (tf.functions keep their trace).
       surrounding_jit: whether the caller runs under XLA (recorded for
         variants with ``jit_compile=None``).
+      candidate_outcome: ``(loss, gradients, [(layer name, output)])`` of
+        the training step itself, when the candidate is the model as
+        configured and the caller has them (the Keras callback): then no
+        candidate pass runs, and the comparison costs one reference pass.
+        The weights must be those the step differentiated (call before
+        the optimizer applies the gradients).
+      state_values: values of ``model.non_trainable_variables`` before
+        the step (see ``keras_pass``), so the reference pass draws the
+        step's dropout masks.
 
     Returns:
       A Comparison.
     """
     reference, candidate = as_variant(reference), as_variant(candidate)
+    variables = model.trainable_variables
     if passes is None:
-        passes = (keras_pass(model, reference, activations), keras_pass(model, candidate, activations))
+        passes = (
+            keras_pass(model, reference, activations),
+            None if candidate_outcome is not None else keras_pass(model, candidate, activations),
+        )
     ref_pass, cand_pass = passes
-    cand_loss, cand_grads, cand_acts = cand_pass(x, y, sample_weight)
-    ref_loss, ref_grads, ref_acts = ref_pass(x, y, sample_weight)
-    if candidate.policy is None:
+    if candidate_outcome is not None:
+        cand_loss, cand_grads, named = candidate_outcome
+        cand_rows, cand_acts = [n for n, _ in named], [t for _, t in named]
+    else:
+        cand_loss, cand_grads, cand_acts = cand_pass(x, y, sample_weight, state_values)
+        cand_rows = cand_pass.activation_rows
+    ref_loss, ref_grads, ref_acts = ref_pass(x, y, sample_weight, state_values)
+    if candidate.policy is not None:
+        grad_dtypes = [candidate.compute_dtype] * len(cand_grads)
+    elif cand_pass is not None:
         grad_dtypes = cand_pass.compute_dtypes
     else:
-        grad_dtypes = [candidate.compute_dtype] * len(cand_grads)
-    variables = model.trainable_variables
+        grad_dtypes = _owner_compute_dtypes(model, variables)
     act_rows, act_div = [], None
     if activations:
         ref_index = {n: i for i, n in enumerate(ref_pass.activation_rows)}
-        pairs = [(n, i) for i, n in enumerate(cand_pass.activation_rows) if n in ref_index]
+        pairs = [(n, i) for i, n in enumerate(cand_rows) if n in ref_index]
         act_rows = [n for n, _ in pairs]
         if pairs:
             act_div = numerics.divergence_metrics(

@@ -104,13 +104,16 @@ def _comparison_pairs(model, comparisons):
 class _ComparisonSlot:
     """Buffers and passes of one (reference, candidate) comparison."""
 
-    def __init__(self, model, reference, candidate, activations, max_rows, xla):
+    def __init__(self, model, reference, candidate, activations, max_rows, xla, live):
         self.reference, self.candidate = reference, candidate
         self.xla = xla
         self.name = compare.default_name(reference, candidate)
+        # live: the candidate is the training step itself (its loss,
+        # gradients and layer outputs), so only the reference pass runs.
+        self.live = live
         self.passes = (
             compare.keras_pass(model, reference, activations),
-            compare.keras_pass(model, candidate, activations),
+            None if live else compare.keras_pass(model, candidate, activations),
         )
         self.activations = activations
         self.max_rows = max_rows
@@ -124,10 +127,11 @@ class _ComparisonSlot:
         self.extras = None
         self.written = -1
 
-    def run(self, model, x, y, sample_weight, step):
+    def run(self, model, x, y, sample_weight, step, candidate_outcome=None, state_values=None):
         result = compare.compare_keras(
             model, x, y, sample_weight, self.reference, self.candidate,
             activations=self.activations, passes=self.passes, surrounding_jit=self.xla,
+            candidate_outcome=candidate_outcome, state_values=state_values,
         )
         self.extras = result.extras()
         self.variable_rows = result.variable_rows
@@ -214,9 +218,29 @@ class GradLensCallback(keras.callbacks.Callback):
             self.model.make_train_function(force=True)
             safety.report("tb_gradlens.keras.GradLensCallback (setup)", e)
 
+    def _trace_key(self, model):
+        """What the traced train function depends on, besides this callback."""
+        return (
+            id(model), id(model.optimizer), tuple(id(v) for v in model.trainable_variables),
+            model.jit_compile, model.run_eagerly, getattr(model, "steps_per_execution", 1),
+            id(model.distribute_strategy),
+        )
+
     def _setup(self):
         model = self.model
         _restore_stale(model)
+        self._plain_train_function = model.train_function
+        key = self._trace_key(model)
+        trace = getattr(self, "_trace", None)
+        if trace is not None and trace["key"] == key:
+            # fit() called again with this callback and model: keep the
+            # buffers and the traced train function (no retracing, as
+            # Keras keeps its own train function across fit calls).
+            self._next_step = int(model.optimizer.iterations.numpy())
+            self._patch(model)
+            model.train_function = trace["function"]
+            return
+        self._trace = None
         optimizer = model.optimizer
         self._writer = distribute.chief_writer(self.log_dir, model.distribute_strategy)
         variables = model.trainable_variables
@@ -246,8 +270,10 @@ class GradLensCallback(keras.callbacks.Callback):
         self._grad_written = -1
         self._grad_extras = None
         max_rows = 4 * max(1, len(compare.model_layers(model)))
+        live_possible = _live_candidate_possible(model)
         self._slots = [
-            _ComparisonSlot(model, ref, cand, self.activations, max_rows, self._xla)
+            _ComparisonSlot(model, ref, cand, self.activations, max_rows, self._xla,
+                            live_possible and _is_model_as_configured(cand, self._xla))
             for ref, cand in _comparison_pairs(model, self.comparisons)
         ]
         self._observed_dtypes = None
@@ -257,11 +283,8 @@ class GradLensCallback(keras.callbacks.Callback):
 
         self._original_train_step = model.train_step
         self._original_apply = optimizer.apply_gradients
-        object.__setattr__(model, "train_step", self._train_step)
-        object.__setattr__(optimizer, "apply_gradients", self._apply_gradients)
-        model._gradlens_restore = self._restore
-        self._patched = True
         self._setup_replicas(model, selected_vars)
+        self._patch(model)
         model.make_train_function(force=True)
         train_function = model.train_function
 
@@ -273,6 +296,16 @@ class GradLensCallback(keras.callbacks.Callback):
                 raise
 
         model.train_function = guarded_train_function
+        self._trace = {"key": key, "function": guarded_train_function}
+
+    def _patch(self, model):
+        """Shadow the step and the optimizer's hooks (instance attributes)."""
+        object.__setattr__(model, "train_step", self._train_step)
+        object.__setattr__(model.optimizer, "apply_gradients", self._apply_gradients)
+        if self._original_all_reduce is not None:
+            object.__setattr__(model.optimizer, "_all_reduce_sum_gradients", self._all_reduce_sum_gradients)
+        model._gradlens_restore = self._restore
+        self._patched = True
 
     def _restore(self):
         """Undo every patch (idempotent)."""
@@ -286,7 +319,7 @@ class GradLensCallback(keras.callbacks.Callback):
                 object.__delattr__(obj, attr)
         if "_gradlens_restore" in model.__dict__:
             object.__delattr__(model, "_gradlens_restore")
-        model.train_function = None
+        model.train_function = getattr(self, "_plain_train_function", None)
 
     def on_train_end(self, logs=None):
         if not self._active:
@@ -304,9 +337,13 @@ class GradLensCallback(keras.callbacks.Callback):
     def _train_step(self, data):
         model = self.model
         step = tf.identity(tf.convert_to_tensor(model.optimizer.iterations.value))
+        live = [slot for slot in self._slots if slot.live]
+        self._per_thread.live = None
         if self._slots:
             x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
             for slot in self._slots:
+                if slot.live:
+                    continue
                 with safety.guard("tb_gradlens.keras.GradLensCallback (comparison %s)" % slot.name):
                     tf.cond(
                         tf.logical_and(self.compare_schedule(step), distribute.is_first_replica()),
@@ -314,16 +351,62 @@ class GradLensCallback(keras.callbacks.Callback):
                         lambda: tf.constant(False),
                     )
         observe = not tf.executing_eagerly() or self._observed_dtypes is None
-        if not observe:
+        if not observe and not live:
             return self._original_train_step(data)
-        recorder = compare.ActivationRecorder(model, keep_tensors=False)
-        with recorder:
-            out = self._original_train_step(data)
-        self._observed_dtypes = dict(recorder.dtypes)
+        recorder = compare.ActivationRecorder(model, keep_tensors=bool(live))
+        if live:
+            # The comparisons run in _apply_gradients, before the update,
+            # on this step's own loss, gradients and layer outputs.
+            self._per_thread.live = {
+                "x": x, "y": y, "sample_weight": sample_weight, "step": step,
+                "state": [tf.identity(v.value) for v in model.non_trainable_variables],
+                "recorder": recorder, "loss": None,
+            }
+            object.__setattr__(model, "_compute_loss", self._capturing_compute_loss)
+        try:
+            with recorder:
+                out = self._original_train_step(data)
+        finally:
+            if "_compute_loss" in model.__dict__:
+                object.__delattr__(model, "_compute_loss")
+            self._per_thread.live = None
+        if observe:
+            self._observed_dtypes = dict(recorder.dtypes)
         return out
+
+    def _capturing_compute_loss(self, *args, **kwargs):
+        """The model's loss, captured for live comparisons.  The forward
+        pass is over when the loss is computed: stop recording outputs."""
+        live = self._per_thread.live
+        loss = type(self.model)._compute_loss(self.model, *args, **kwargs)
+        if live is not None and live["loss"] is None:
+            live["recorder"].__exit__(None, None, None)
+            live["loss"] = loss
+        return loss
+
+    def _run_live_comparisons(self, pairs):
+        """Compare this step (the candidate) with each live slot's reference
+        pass; runs inside the step, before the optimizer applies ``pairs``."""
+        live = self._per_thread.live
+        if live is None or live["loss"] is None:
+            return
+        by_id = {id(v): g for g, v in pairs}
+        grads = [by_id.get(id(v)) for v in self.model.trainable_variables]
+        outcome = (live["loss"], grads, list(live["recorder"].outputs))
+        for slot in self._slots:
+            if not slot.live:
+                continue
+            with safety.guard("tb_gradlens.keras.GradLensCallback (comparison %s)" % slot.name):
+                tf.cond(
+                    self.compare_schedule(live["step"]),
+                    lambda slot=slot: slot.run(self.model, live["x"], live["y"], live["sample_weight"],
+                                               live["step"], outcome, live["state"]),
+                    lambda: tf.constant(False),
+                )
 
     def _apply_gradients(self, grads_and_vars):
         pairs = list(grads_and_vars)
+        self._run_live_comparisons(pairs)
         if not self._selected or self.gradient_schedule.every <= 0:
             return self._original_apply(pairs)
         step = tf.identity(tf.convert_to_tensor(self.model.optimizer.iterations.value))
@@ -406,10 +489,7 @@ class GradLensCallback(keras.callbacks.Callback):
         var_key = getattr(optimizer, "_var_key", id)
         self._selected_keys = {var_key(v): k for k, v in enumerate(selected_vars)}
         self._var_key = var_key
-        original = getattr(optimizer, "_all_reduce_sum_gradients", None)
-        if original is not None:
-            self._original_all_reduce = original
-            object.__setattr__(optimizer, "_all_reduce_sum_gradients", self._all_reduce_sum_gradients)
+        self._original_all_reduce = getattr(optimizer, "_all_reduce_sum_gradients", None)
         if self.replica_divergence:
             n_cols = len(metadata.DIVERGENCE_COLUMNS)
             self._replica_buffer = distribute.buffer(tf.zeros([replicas, len(selected_vars), n_cols]))
@@ -523,6 +603,34 @@ class GradLensCallback(keras.callbacks.Callback):
 
 
 _WRITE_CAUSE = "tb_gradlens.keras.GradLensCallback (writing)"
+
+
+def _live_candidate_possible(model):
+    """Whether the training step itself can be a comparison's candidate:
+    Keras' own train_step (its loss goes through ``_compute_loss``, its
+    gradients through ``optimizer.apply_gradients``), the gradients applied
+    are the loss's (no loss scaling, no accumulation) and one replica
+    (replica threads would share the capture)."""
+    from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
+
+    optimizer = model.optimizer
+    return (
+        type(model).train_step is TensorFlowTrainer.train_step
+        and type(model)._compute_loss is TensorFlowTrainer._compute_loss
+        and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        and not getattr(optimizer, "gradient_accumulation_steps", None)
+        and model.distribute_strategy.num_replicas_in_sync == 1
+    )
+
+
+def _is_model_as_configured(variant, surrounding_jit):
+    """The candidate is the training step as it runs: the model's own
+    policies, placement and compilation."""
+    return (
+        variant.policy is None
+        and variant.device is None
+        and (variant.jit_compile is None or variant.jit_compile == bool(surrounding_jit))
+    )
 
 
 def _restore_stale(model):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from divergence_reference import records_of_kind
+from divergence_reference import np_divergence, records_of_kind
 from readback import read_records
 from tb_gradlens import compare
 from tb_gradlens import demo
@@ -128,3 +128,113 @@ def test_schedule():
     assert [k for k in range(15) if s(k)] == [2, 5, 8]
     assert [k for k in range(15) if bool(s(tf.constant(k, tf.int64)))] == [2, 5, 8]
     assert not Schedule(0)(0)
+
+
+def _twin_grads(model, x, y):
+    with tf.GradientTape() as tape:
+        y_pred = model(x, training=True)
+        loss = model.compute_loss(x=x, y=y, y_pred=y_pred)
+    return loss, tape.gradient(loss, model.trainable_variables)
+
+
+@pytest.mark.parametrize("mode", ["graph", "xla"])
+def test_fit_comparison_equals_recomputation(data, tmp_path, mode):
+    """The callback compares the training step itself (its loss, gradients
+    and layer outputs) with one float32 shadow pass: the records equal a
+    float64 NumPy recomputation from independent bf16 and f32 twins."""
+    x, y = data
+    model = _model(jit_compile=mode == "xla")
+    weights = model.get_weights()
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=0, compare_every=100)
+    model.fit(x[:BATCH], y[:BATCH], batch_size=BATCH, epochs=1, verbose=0, shuffle=False, callbacks=[callback])
+    assert [slot.live for slot in callback._slots] == [True]  # one shadow pass, not two
+
+    xb, yb = tf.constant(x[:BATCH]), tf.constant(y[:BATCH])
+    candidate = demo.build_mlp("mixed_bfloat16", seed=2)
+    reference = demo.build_mlp("float32", seed=2)
+    for twin in (candidate, reference):
+        twin.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        twin.set_weights(weights)
+    twin_grads = tf.function(_twin_grads, jit_compile=True) if mode == "xla" else _twin_grads
+    cand_loss, cand = twin_grads(candidate, xb, yb)  # under XLA, bf16 rounds differently
+    ref_loss, ref = twin_grads(reference, xb, yb)
+
+    records = read_records(str(tmp_path))
+    record, steps, got = _steps(records, "run", metadata.DIVERGENCE)
+    assert steps == [0]
+    assert record.rows == tuple(v.path for v in model.trainable_variables)
+    want = np.stack([np_divergence(c.numpy(), r.numpy(), "bfloat16") for c, r in zip(cand, ref)])
+    np.testing.assert_allclose(got[0].numpy, want.astype(np.float32), rtol=1e-5)
+    assert (want[:, 0] > 1e-3).all()
+    _, _, loss = _steps(records, "run", metadata.LOSS_COMPARISON)
+    np.testing.assert_allclose(loss[0].numpy[0, :2], [float(ref_loss), float(cand_loss)], rtol=1e-6)
+    act_record, _, act = _steps(records, "run", metadata.ACTIVATION_DIVERGENCE)
+    assert act_record.rows == ("mlp/dense_1", "mlp/dense_2", "mlp/logits", "predictions")
+
+    def layer_outputs(twin, h):
+        outs = []
+        for layer in twin.layers:
+            h = layer(h)
+            outs.append(h)
+        return outs
+
+    if mode == "xla":
+        layer_outputs = tf.function(layer_outputs, jit_compile=True)
+    outs = zip(layer_outputs(candidate, xb), layer_outputs(reference, xb))
+    for (h_c, h_r), row in zip(outs, act[0].numpy):
+        np.testing.assert_allclose(row, np_divergence(h_c.numpy(), h_r.numpy(), h_c.dtype.name), rtol=1e-5)
+
+
+def test_fit_comparison_reference_draws_the_steps_dropout_mask(data, tmp_path):
+    """float32 model vs float32 reference with Dropout: the reference pass
+    must see the dropout mask of the step it shadows (seed state read before
+    the step), so the divergence is zero; another mask gives rel_l2 ~ 1."""
+    import keras
+
+    x, y = data
+    keras.utils.set_random_seed(4)
+    model = keras.Sequential([
+        keras.Input((784,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dropout(0.5),
+        keras.layers.Dense(10, activation="softmax"),
+    ])
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=0, compare_every=1,
+                                comparisons=[("float32", None)], activations=False)
+    model.fit(x[: 3 * BATCH], y[: 3 * BATCH], batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
+              callbacks=[callback])
+    assert [slot.live for slot in callback._slots] == [True]
+    _, steps, got = _steps(read_records(str(tmp_path)), "run", metadata.DIVERGENCE)
+    assert steps == [0, 1, 2]
+    for datum in got:
+        rel_l2, cosine = datum.numpy[:, 0], datum.numpy[:, 1]
+        assert (rel_l2 < 1e-6).all(), rel_l2
+        np.testing.assert_allclose(cosine, 1.0, atol=1e-6)
+
+
+def test_fit_again_reuses_the_trace_and_keeps_logging(data, tmp_path):
+    """A second fit() with the same callback does not retrace the patched
+    step (Keras keeps its train function across fit calls too), logs the
+    second call's steps, and a later fit without the callback trains plain."""
+    x, y = data
+    model = _model()
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=2, histogram=False)
+    traced = []
+    step_fn = callback._train_step
+
+    def counting_step(data):
+        traced.append(1)
+        return step_fn(data)
+
+    callback._train_step = counting_step
+    counts = []
+    for _ in range(2):
+        model.fit(x[: 2 * BATCH], y[: 2 * BATCH], batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
+                  callbacks=[callback])
+        counts.append(len(traced))
+    assert counts[0] >= 1 and counts[1] == counts[0]  # (Keras itself traces twice on a first call)
+    records = read_records(str(tmp_path))
+    assert _steps(records, "run", metadata.GRAD_STATS)[1] == [0, 1, 2, 3]
+    assert _steps(records, "run", metadata.DIVERGENCE)[1] == [0, 2]
+    assert "train_step" not in model.__dict__
+    model.fit(x[:BATCH], y[:BATCH], batch_size=BATCH, epochs=1, verbose=0)
+    assert len(traced) == counts[0] and int(model.optimizer.iterations) == 5
