@@ -125,8 +125,11 @@ def bench_loader(logdir, load_fast, runs, steps, rows, stats_tag, div_tag, repea
         run = "run_00"
         routes = {
             "runs": g + "runs",
-            "series 1 column, max_steps=1000": g + "series?run=%s&tag=%s&columns=l2_norm&max_steps=1000" % (run, q(stats_tag)),
-            "series 1 column, all steps": g + "series?run=%s&tag=%s&columns=l2_norm" % (run, q(stats_tag)),
+            # The tab asks for max_steps=2000 (views/gradients.js, views/divergence.js).
+            "series 1 column, max_steps=2000 (as the tab asks)": g + "series?run=%s&tag=%s&columns=l2_norm&max_steps=2000" % (
+                run, q(stats_tag)),
+            "series 1 column, all steps (API, not the tab)": g + "series?run=%s&tag=%s&columns=l2_norm" % (
+                run, q(stats_tag)),
             "series 1 row, 3 columns, all steps": g + "series?run=%s&tag=%s&row=%s&columns=l2_norm,max_abs,zero_fraction" % (
                 run, q(stats_tag), q(rows[0])),
             "divergence series": g + "series?run=%s&tag=%s&columns=rel_l2" % (run, q(div_tag)),

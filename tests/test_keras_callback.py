@@ -238,3 +238,31 @@ def test_fit_again_reuses_the_trace_and_keeps_logging(data, tmp_path):
     assert "train_step" not in model.__dict__
     model.fit(x[:BATCH], y[:BATCH], batch_size=BATCH, epochs=1, verbose=0)
     assert len(traced) == counts[0] and int(model.optimizer.iterations) == 5
+
+
+def test_metadata_is_written_with_each_tags_first_event_only(data, tmp_path):
+    """TensorBoard keeps a tag's first metadata: later events carry only the
+    step and tensor, and every step still reads back with its record."""
+    import glob
+
+    from tensorboard.backend.event_processing import event_file_loader
+
+    x, y = data
+    model = _model()
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=1)
+    model.fit(x[: 3 * BATCH], y[: 3 * BATCH], batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
+              callbacks=[callback])
+    (path,) = glob.glob(str(tmp_path / "run" / "events.out.tfevents.*"))
+    with_metadata, events = {}, {}
+    for event in event_file_loader.EventFileLoader(path).Load():
+        for value in event.summary.value:
+            events.setdefault(value.tag, []).append(event.step)
+            if value.HasField("metadata"):
+                assert value.metadata.plugin_data.plugin_name == metadata.PLUGIN_NAME
+                with_metadata.setdefault(value.tag, []).append(event.step)
+    float_tags = [t for t in events if metadata.DTYPES not in t]
+    assert len(float_tags) == 6  # grad_stats, histogram, update_stats, divergence, loss, activations
+    for tag in float_tags:
+        assert events[tag] == [0, 1, 2] and with_metadata[tag] == [0], tag
+    records = read_records(str(tmp_path))
+    assert sorted(len(data) for tag, (record, data) in records["run"].items() if tag in float_tags) == [3] * 6
