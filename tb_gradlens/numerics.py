@@ -123,15 +123,17 @@ def gradient_statistics(gradients, sizes=None, use_xla=True):
             implicit_zeros.append(zeros)
         sparse = [isinstance(gradients[i], tf.IndexedSlices) for i in present]
         if use_xla and not any(sparse):
-            stats, hist = _fused_statistics_xla(flats, tf.stack(implicit_zeros))
+            stats, hist = _fused_statistics_xla(flats, tf.stack(implicit_zeros), _segment_counts(flats))
         elif use_xla and not all(sparse):
             # Dense gradients through XLA (shapes fixed); the unique rows of
             # sparse ones change every step, so XLA would recompile: kernels.
             dense = [k for k, is_sparse in enumerate(sparse) if not is_sparse]
             rest = [k for k, is_sparse in enumerate(sparse) if is_sparse]
             parts = [
-                _fused_statistics_xla([flats[k] for k in dense], tf.stack([implicit_zeros[k] for k in dense])),
-                _fused_statistics([flats[k] for k in rest], tf.stack([implicit_zeros[k] for k in rest])),
+                _fused_statistics_xla([flats[k] for k in dense], tf.stack([implicit_zeros[k] for k in dense]),
+                                      _segment_counts([flats[k] for k in dense])),
+                _fused_statistics([flats[k] for k in rest], tf.stack([implicit_zeros[k] for k in rest]),
+                                  _segment_counts([flats[k] for k in rest])),
             ]
             order = [0] * len(present)
             for j, k in enumerate(dense + rest):
@@ -139,7 +141,7 @@ def gradient_statistics(gradients, sizes=None, use_xla=True):
             stats = tf.gather(tf.concat([parts[0][0], parts[1][0]], 0), order)
             hist = tf.gather(tf.concat([parts[0][1], parts[1][1]], 0), order)
         else:
-            stats, hist = _fused_statistics(flats, tf.stack(implicit_zeros))
+            stats, hist = _fused_statistics(flats, tf.stack(implicit_zeros), _segment_counts(flats))
     if n_present == n_vars:
         return stats, hist
     # Scatter present rows among rows for None gradients.
@@ -180,14 +182,25 @@ def _gradient_parts(gradient, size):
     return flat, tf.maximum(total - listed, 0.0)
 
 
-def _fused_statistics(flats, implicit_zeros):
+def _segment_counts(flats):
+    """int32 ``[len(flats)]``: the element count of each tensor.
+
+    Computed by the caller and passed to the XLA-compiled passes as an
+    argument: computed inside, the counts are compile-time constants and
+    XLA constant-folds the segment ids (a cumsum over every element), which
+    took over a minute of compilation for a 5M-parameter model.
+    """
+    return tf.stack([tf.size(f, out_type=tf.int32) for f in flats])
+
+
+def _fused_statistics(flats, implicit_zeros, counts):
     """Statistics and histograms of a non-empty list of rank-1 float32 tensors.
 
     ``implicit_zeros`` (float64 ``[len(flats)]``) adds that many exact
-    zeros to each tensor without materializing them (sparse gradients).
+    zeros to each tensor without materializing them (sparse gradients);
+    ``counts`` is ``_segment_counts(flats)``.
     """
     n_present = len(flats)
-    counts = tf.stack([tf.size(f, out_type=tf.int32) for f in flats])
     values = flats[0] if n_present == 1 else tf.concat(flats, axis=0)
     segment = _segment_ids(counts, tf.shape(values)[0])
     hist = _segment_histogram(values, segment, n_present)
@@ -479,7 +492,7 @@ def _divergence(candidates, references, candidate_dtypes, floor_fraction):
     # model): one XLA-compiled pass, a few fused loops instead of ~60
     # float64 kernels.  Unknown shapes: the same ops as kernels.
     segment_divergence = _segment_divergence_xla if static else _segment_divergence
-    metrics = segment_divergence(c_flat, r_flat, p, min_normal, floor_fraction)
+    metrics = segment_divergence(c_flat, r_flat, _segment_counts(c_flat), p, min_normal, floor_fraction)
     if len(present) == n_pairs:
         return metrics
     position = {v: k for k, v in enumerate(present)}
@@ -488,12 +501,11 @@ def _divergence(candidates, references, candidate_dtypes, floor_fraction):
     )
 
 
-def _segment_divergence(c_flat, r_flat, p_per_segment, min_normal_per_segment, floor_fraction):
+def _segment_divergence(c_flat, r_flat, counts, p_per_segment, min_normal_per_segment, floor_fraction):
     """float64 ``[len(c_flat), 9]``: the metrics of ``divergence_metrics``
-    per pair of rank-1 tensors; (p, min_normal) of each candidate dtype
-    as int64 ``[len(c_flat)]``."""
+    per pair of rank-1 tensors; ``counts`` is ``_segment_counts(c_flat)``,
+    (p, min_normal) of each candidate dtype int64 ``[len(c_flat)]``."""
     n_seg = len(c_flat)
-    counts = tf.stack([tf.size(c, out_type=tf.int32) for c in c_flat])
 
     def concat(tensors):
         return tensors[0] if n_seg == 1 else tf.concat(tensors, axis=0)
