@@ -35,12 +35,13 @@ from tb_gradlens import numerics
 from tb_gradlens import safety
 from tb_gradlens import summary_v2
 
-# Defaults from measurement on the demo 784-64-64-10 MLP (batch 64, 2 shared
-# CPU cores, mixed_bfloat16, model.fit, ~4.4 ms per step): a logged gradient
-# step costs ~17 ms more (statistics, histogram, update statistics and their
-# eager writes), a comparison step ~15-40 ms more (two shadow passes), an
-# unlogged step nothing measurable.  Every 100 / 500 steps keeps the average
-# overhead near 5% even for this tiny model; see README "Precision lens".
+# Defaults from measurement on the 784-64-64-10 MLP (batch 64, 2 shared CPU
+# cores, mixed_bfloat16, model.fit, ~1.5 ms per step; BENCHMARKS.md): a
+# logged gradient step costs ~4 ms more (statistics, histogram, update
+# statistics, one write call), a comparison step ~6 ms more (one float32
+# reference pass and the divergence passes), an unlogged step nothing
+# measurable.  Every 100 / 500 steps keeps the average overhead at a few
+# percent even for this tiny model; see README "Precision lens".
 GRADIENT_EVERY = 100
 COMPARE_EVERY = 500
 

@@ -511,7 +511,28 @@ def _segment_divergence(c_flat, r_flat, counts, p_per_segment, min_normal_per_se
         return tensors[0] if n_seg == 1 else tf.concat(tensors, axis=0)
 
     c64 = concat([exact_float64(c) for c in c_flat])
-    segment = _segment_ids(counts, tf.shape(c64)[0])
+    if n_seg == 1:
+        # One pair: plain reductions (XLA's CPU scatters are serial).
+        def segment_sum(x):
+            return tf.reduce_sum(x, axis=0, keepdims=True)
+
+        def segment_max(x):
+            return tf.reduce_max(x, axis=0, keepdims=True)
+
+        def per_element(v):
+            return v  # [1]: broadcasts against the elements
+    else:
+        segment = _segment_ids(counts, tf.shape(c64)[0])
+
+        def segment_sum(x):
+            return tf.math.unsorted_segment_sum(x, segment, n_seg)
+
+        def segment_max(x):
+            return tf.math.unsorted_segment_max(x, segment, n_seg)
+
+        def per_element(v):
+            return tf.gather(v, segment)
+
     r64 = concat([exact_float64(r) for r in r_flat])
     c_zero = concat([is_zero(c) for c in c_flat])
     r_zero = concat([is_zero(r) for r in r_flat])
@@ -519,21 +540,19 @@ def _segment_divergence(c_flat, r_flat, counts, p_per_segment, min_normal_per_se
     c = tf.where(finite, c64, 0.0)
     r = tf.where(finite, r64, 0.0)
     d = c - r
-    p = tf.gather(p_per_segment, segment)
-    min_normal = tf.gather(min_normal_per_segment, segment)
+    p = per_element(p_per_segment)
+    min_normal = per_element(min_normal_per_segment)
     finite64 = tf.cast(finite, tf.float64)
-    n_and_r2 = tf.math.unsorted_segment_sum(tf.stack([finite64, r * r], axis=1), segment, n_seg)
+    n_and_r2 = segment_sum(tf.stack([finite64, r * r], axis=1))
     n, sum_r2 = tf.unstack(n_and_r2, axis=1)
     has_n = n > 0
     safe_n = tf.where(has_n, n, 1.0)
     floor = floor_fraction * tf.sqrt(sum_r2 / safe_n)
-    floor_e = tf.gather(floor, segment)
+    floor_e = per_element(floor)
     abs_d = tf.abs(d)
     floored_r = tf.maximum(tf.abs(r), floor_e)
     d_ulp = d / _spacing_from(floored_r, p, min_normal)
-    sums = tf.math.unsorted_segment_sum(
-        tf.stack([d * d, c * c, c * r, d_ulp * d_ulp], axis=1), segment, n_seg
-    )
+    sums = segment_sum(tf.stack([d * d, c * c, c * r, d_ulp * d_ulp], axis=1))
     sum_d2, sum_c2, sum_cr, sum_ulp2 = tf.unstack(sums, axis=1)
     rel = tf.math.divide_no_nan(abs_d, floored_r)
     rel = tf.where(
@@ -541,17 +560,15 @@ def _segment_divergence(c_flat, r_flat, counts, p_per_segment, min_normal_per_se
         tf.constant(float("inf"), tf.float64),
         rel,
     )
-    maxima = tf.math.unsorted_segment_max(tf.stack([abs_d, rel], axis=1), segment, n_seg)
+    maxima = segment_max(tf.stack([abs_d, rel], axis=1))
     significant = tf.logical_and(finite, tf.abs(r) > floor_e)
     flipped = tf.logical_and(significant, tf.not_equal(tf.sign(c), tf.sign(r)))
     flushed = tf.logical_and(finite, tf.logical_and(tf.logical_not(r_zero), c_zero))
-    counts64 = tf.math.unsorted_segment_sum(
+    counts64 = segment_sum(
         tf.cast(
             tf.stack([significant, flipped, flushed, tf.logical_not(finite)], axis=1),
             tf.float64,
-        ),
-        segment,
-        n_seg,
+        )
     )
     n_significant, n_flipped, n_flushed, n_nonfinite = tf.unstack(counts64, axis=1)
     norm_d, norm_r, norm_c = tf.sqrt(sum_d2), tf.sqrt(sum_r2), tf.sqrt(sum_c2)
