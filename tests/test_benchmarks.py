@@ -20,5 +20,6 @@ def test_benchmark_command_runs_at_tiny_size():
     assert "| mlp | 55050 | 6 |" in out and "| transformer |" in out
     assert "| mlp |" in out.split("## fit")[1]
     assert "rust (--load_fast=true): logdir loaded in" in out
-    assert "| series 1 column, all steps |" in out
+    assert "| series 1 column, max_steps=2000 (as the tab asks) |" in out
+    assert "| series 1 column, all steps (API, not the tab) |" in out
     assert "## frontend" in out
