@@ -34,7 +34,9 @@ setuptools.setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.9",
-    packages=["tb_gradlens", "tb_gradlens.frontend_static"],
+    # Every sub-package of tb_gradlens, plus the tab's static files.
+    packages=setuptools.find_packages(include=["tb_gradlens", "tb_gradlens.*"])
+    + ["tb_gradlens.frontend_static"],
     package_dir={"tb_gradlens.frontend_static": "frontend_static"},
     package_data={"tb_gradlens.frontend_static": ["*.js", "*.css", "*.html", "*/*.js"]},
     include_package_data=False,

@@ -19,6 +19,7 @@ import numpy as np
 from tensorboard import errors
 
 from tb_gradlens import metadata
+from tb_gradlens import records
 
 ERROR = "error"
 WARNING = "warning"
@@ -205,28 +206,20 @@ def exceedances(values, threshold):
 
 
 def compute_dtype(variant):
-    """The compute dtype of a reference/candidate description, or None.
-
-    Uses ``compute_dtype`` if present, else reads the Keras policy name
-    (``mixed_bfloat16`` -> bfloat16).
-    """
-    if not isinstance(variant, dict):
+    """The compute dtype of a reference/candidate description, or None
+    (``records.read_variant``: stated, or from an exact policy name)."""
+    try:
+        return records.read_variant(variant).compute_dtype
+    except metadata.FormatError:
         return None
-    for key in ("compute_dtype", "policy", "dtype"):
-        value = variant.get(key)
-        if not isinstance(value, str):
-            continue
-        for name in ("bfloat16", "float16", "float64", "float32"):
-            if name in value:
-                return name
-    return None
 
 
 def variant_label(variant):
     """A short name of a reference/candidate description."""
-    if not isinstance(variant, dict):
+    try:
+        return records.read_variant(variant).label
+    except metadata.FormatError:
         return "?"
-    return str(variant.get("label") or variant.get("policy") or "?")
 
 
 def divergence_code(reference, candidate):
@@ -248,7 +241,7 @@ def is_replica_disagreement(record):
     is ordinary) is gradient noise, not precision loss: such records get
     non-finite alerts only and stay out of the worst-divergence headline.
     """
-    return record.extras.get("comparison") == "replica_vs_mean"
+    return records.read_comparison(record).comparison == records.REPLICA_VS_MEAN
 
 
 def divergence_threshold(kind, reference, candidate, thresholds=DEFAULT_THRESHOLDS):
@@ -578,8 +571,8 @@ def alerts_for_update_stats(series, thresholds=DEFAULT_THRESHOLDS):
     if not len(hit):
         return []
     hit = hit[np.argsort(found["first"][hit], kind="stable")]
-    dtypes = record.extras.get("variable_dtypes") or []
-    bf16_rows = [i for i in hit if i < len(dtypes) and dtypes[i] == "bfloat16"]
+    dtypes = records.read_update(record)
+    bf16_rows = [i for i in hit if dtypes[i] == "bfloat16"]
     severity = WARNING if bf16_rows else INFO
     tail = (
         ": these weights are bfloat16, so the updates are really lost"

@@ -37,6 +37,7 @@ import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import numerics
+from tb_gradlens import records
 from tb_gradlens import safety
 from tb_gradlens import summary_v2
 
@@ -92,21 +93,21 @@ class Variant:
         """The weights' dtype in a ``compare_fn`` pass (None: as stored)."""
         return POLICIES[self.policy][1] if self.policy else None
 
-    def describe(self, model_policy=None, surrounding_jit=False):
-        """The record extras: {"label", "policy", "device", "jit_compile"}.
+    def describe(self, model_policy=None, surrounding_jit=False, model_dtypes=(None, None)):
+        """The record's description of this side (``records.variant``).
 
-        ``jit_compile`` None is reported as the surrounding code runs.
+        ``jit_compile`` None is reported as the surrounding code runs;
+        ``model_dtypes`` (compute, variable dtype) describe the model as
+        configured (``model_dtypes``), for ``policy=None``.
         """
         jit = self.jit_compile if self.jit_compile is not None else surrounding_jit
         label = self.label
         if not self._label_given and self.policy is None and model_policy:
             label = self._default_label(model_policy)  # e.g. "mixed_bfloat16", not "model"
-        return {
-            "label": label,
-            "policy": self.policy or model_policy or "model",
-            "device": self.device or "default",
-            "jit_compile": bool(jit),
-        }
+        compute, stored = (self.compute_dtype, self.storage_dtype) if self.policy else model_dtypes
+        return records.variant(
+            label, self.policy or model_policy or "model", compute, stored, self.device, jit
+        )
 
     def __eq__(self, other):
         return isinstance(other, Variant) and self.describe() == other.describe()
@@ -141,17 +142,24 @@ class Comparison:
       activation_rows: layer output names, in forward order (may be empty).
       activation_divergence: float32 ``[L, 9]`` or None.
       reference_gradients, candidate_gradients: the raw gradients.
+      gradient_dtypes, activation_dtypes: the candidate's compute dtype per
+        variable / per activation row (``records.comparison_extras``).
     """
 
     def __init__(self, **fields):
         self.__dict__.update(fields)
 
-    def extras(self):
-        return {
-            "reference": self.reference_extras,
-            "candidate": self.candidate_extras,
-            "floor": "%g * rms(reference)" % numerics.SIGNIFICANCE_FLOOR,
-        }
+    def extras(self, kind=metadata.DIVERGENCE):
+        """The extras of this comparison's record of ``kind``
+        (``records.comparison_extras``, with the candidate's dtype per row)."""
+        row_dtypes = {
+            metadata.DIVERGENCE: self.gradient_dtypes,
+            metadata.ACTIVATION_DIVERGENCE: self.activation_dtypes,
+        }.get(kind)
+        return records.comparison_extras(
+            self.reference_extras, self.candidate_extras, numerics.SIGNIFICANCE_FLOOR,
+            row_dtypes=row_dtypes,
+        )
 
     def write(self, step=None, name=None):
         """Write the three records at ``step`` to the default writer.
@@ -165,16 +173,17 @@ class Comparison:
 
     def _write(self, step, name):
         name = name or default_name(self.reference, self.candidate)
-        extras = self.extras()
         summary_v2.divergence(
-            self.gradient_divergence, self.variable_rows, extras, step=step, name=name
+            self.gradient_divergence, self.variable_rows, self.extras(), step=step, name=name
         )
-        summary_v2.loss_comparison(self.loss, extras, step=step, name=name)
+        summary_v2.loss_comparison(
+            self.loss, self.extras(metadata.LOSS_COMPARISON), step=step, name=name
+        )
         if self.activation_divergence is not None and self.activation_rows:
             summary_v2.divergence(
                 self.activation_divergence,
                 self.activation_rows,
-                extras,
+                self.extras(metadata.ACTIVATION_DIVERGENCE),
                 step=step,
                 name=name,
                 kind=metadata.ACTIVATION_DIVERGENCE,
@@ -231,6 +240,8 @@ def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat1
             [candidate.compute_dtype] * len(act_names),
         )
     return Comparison(
+        gradient_dtypes=[candidate.compute_dtype] * len(variables),
+        activation_dtypes=[candidate.compute_dtype] * len(act_names),
         reference=reference,
         candidate=candidate,
         reference_extras=reference.describe(),
@@ -516,6 +527,21 @@ def dominant_policy(model):
     return max(set(names), key=names.count)
 
 
+def model_dtypes(model):
+    """(compute, variable) dtype of the model as configured: the one dtype
+    its weighted layers compute in (``records.MIXED`` when they differ) and
+    the dtype of its floating-point trainable weights (MIXED likewise)."""
+    weighted = [layer for layer in model_layers(model) if getattr(layer, "_trainable_variables", None)]
+    computes = {layer.compute_dtype for layer in weighted} or {model.compute_dtype}
+    stored = {tf.as_dtype(v.dtype).name for v in model.trainable_variables
+              if tf.as_dtype(v.dtype).is_floating} or {None}
+
+    def one(names):
+        return names.pop() if len(names) == 1 else records.MIXED
+
+    return one(computes), one(stored)
+
+
 def compare_keras(model, x, y=None, sample_weight=None, reference="float32", candidate=None,
                   activations=True, passes=None, surrounding_jit=False, candidate_outcome=None,
                   state_values=None):
@@ -568,23 +594,27 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         grad_dtypes = cand_pass.compute_dtypes
     else:
         grad_dtypes = _owner_compute_dtypes(model, variables)
-    act_rows, act_div = [], None
+    act_rows, act_div, act_dtypes = [], None, []
     if activations:
         ref_index = {n: i for i, n in enumerate(ref_pass.activation_rows)}
         pairs = [(n, i) for i, n in enumerate(cand_rows) if n in ref_index]
         act_rows = [n for n, _ in pairs]
+        act_dtypes = [tf.as_dtype(cand_acts[i].dtype).name for _, i in pairs]
         if pairs:
             act_div = numerics.divergence_metrics(
                 [cand_acts[i] for _, i in pairs],
                 [ref_acts[ref_index[n]] for n, _ in pairs],
-                [cand_acts[i].dtype for _, i in pairs],
+                act_dtypes,
             )
     model_policy = dominant_policy(model)
+    dtypes = model_dtypes(model)
     return Comparison(
+        gradient_dtypes=[tf.as_dtype(d).name for d in grad_dtypes],
+        activation_dtypes=act_dtypes,
         reference=reference,
         candidate=candidate,
-        reference_extras=reference.describe(model_policy, surrounding_jit),
-        candidate_extras=candidate.describe(model_policy, surrounding_jit),
+        reference_extras=reference.describe(model_policy, surrounding_jit, dtypes),
+        candidate_extras=candidate.describe(model_policy, surrounding_jit, dtypes),
         variable_rows=summary_v2.variable_paths(variables),
         gradient_divergence=numerics.divergence_metrics(cand_grads, ref_grads, grad_dtypes),
         loss=numerics.loss_comparison(ref_loss, cand_loss),
@@ -627,11 +657,9 @@ def dtype_map(model, output_dtypes=None):
         {"path": path, "dtype": tf.as_dtype(v.dtype).name}
         for path, v in zip(summary_v2.variable_paths(model.weights), model.weights)
     ]
-    return {
-        "layers": layers,
-        "variables": variables,
-        "model_output_dtype": output_dtypes.get(id(model)) or _last_output_dtype(layers),
-    }
+    return records.dtype_map(
+        layers, variables, output_dtypes.get(id(model)) or _last_output_dtype(layers)
+    )
 
 
 def _last_output_dtype(layers):

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import numerics
+from tb_gradlens import records
 
 
 def cluster_task(strategy=None):
@@ -187,24 +188,18 @@ def replica_extras(strategy=None, policy="model", jit_compile=False):
     """The ``divergence`` extras of each replica's record (reference: the mean)."""
     strategy = strategy or tf.distribute.get_strategy()
     devices = replica_devices(strategy)
-    reference = {
-        "label": "replica mean",
-        "policy": policy,
-        "device": "all %d replicas" % len(devices),
-        "jit_compile": bool(jit_compile),
-    }
+    compute = records.POLICY_COMPUTE_DTYPES.get(policy)
+    reference = records.variant(
+        "replica mean", policy, compute, device="all %d replicas" % len(devices),
+        jit_compile=jit_compile,
+    )
     return [
-        {
-            "reference": dict(reference),
-            "candidate": {
-                "label": "replica %d" % i,
-                "policy": policy,
-                "device": device,
-                "jit_compile": bool(jit_compile),
-                "replica": i,
-            },
-            "comparison": "replica_vs_mean",
-            "floor": "%g * rms(reference)" % numerics.SIGNIFICANCE_FLOOR,
-        }
+        records.comparison_extras(
+            reference,
+            records.variant("replica %d" % i, policy, compute, device=device,
+                            jit_compile=jit_compile, replica=i),
+            numerics.SIGNIFICANCE_FLOOR,
+            comparison=records.REPLICA_VS_MEAN,
+        )
         for i, device in enumerate(devices)
     ]

@@ -32,6 +32,7 @@ from tb_gradlens import compare
 from tb_gradlens import distribute
 from tb_gradlens import metadata
 from tb_gradlens import numerics
+from tb_gradlens import records
 from tb_gradlens import safety
 from tb_gradlens import summary_v2
 
@@ -136,11 +137,14 @@ class _ComparisonSlot:
             activations=self.activations, passes=self.passes, surrounding_jit=self.xla,
             candidate_outcome=candidate_outcome, state_values=state_values,
         )
-        self.extras = result.extras()
+        rows = result.activation_rows[: self.max_rows]
+        result.activation_rows = rows
+        result.activation_dtypes = result.activation_dtypes[: len(rows)]
+        self.extras = {kind: result.extras(kind) for kind in (
+            metadata.DIVERGENCE, metadata.LOSS_COMPARISON, metadata.ACTIVATION_DIVERGENCE)}
         self.variable_rows = result.variable_rows
         self.divergence.assign(result.gradient_divergence)
         self.loss.assign(result.loss)
-        rows = result.activation_rows[: self.max_rows]
         self.activation_rows = rows
         if rows:
             act = result.activation_divergence[: len(rows)]
@@ -153,22 +157,25 @@ class _ComparisonSlot:
         """Write the buffered records at ``step`` (one graph call)."""
         if self.record_writer is None or self.record_writer_extras is not self.extras:
             n_act = len(self.activation_rows)
-            records = [
+            pending = [
                 (self.name, metadata.RecordMetadata(metadata.DIVERGENCE, list(self.variable_rows),
-                                                    metadata.DIVERGENCE_COLUMNS, self.extras),
+                                                    metadata.DIVERGENCE_COLUMNS,
+                                                    self.extras[metadata.DIVERGENCE]),
                  self.divergence.read_value),
                 (self.name, metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"],
-                                                    metadata.LOSS_COMPARISON_COLUMNS, self.extras),
+                                                    metadata.LOSS_COMPARISON_COLUMNS,
+                                                    self.extras[metadata.LOSS_COMPARISON]),
                  self.loss.read_value),
             ]
             if n_act:
-                records.append((
+                pending.append((
                     self.name,
                     metadata.RecordMetadata(metadata.ACTIVATION_DIVERGENCE, list(self.activation_rows),
-                                            metadata.DIVERGENCE_COLUMNS, self.extras),
+                                            metadata.DIVERGENCE_COLUMNS,
+                                            self.extras[metadata.ACTIVATION_DIVERGENCE]),
                     lambda: self.activation[:n_act],
                 ))
-            self.record_writer = summary_v2.RecordWriter(writer, records)
+            self.record_writer = summary_v2.RecordWriter(writer, pending)
             self.record_writer_extras = self.extras
         self.record_writer(step)
 
@@ -437,10 +444,10 @@ class GradLensCallback(keras.callbacks.Callback):
         chosen = [summary_v2.as_gradient(g) for g in chosen]
         selected_vars = [v for _, v in pairs if id(v) in self._selected_ids]
         selected_vars.sort(key=lambda v: self._selected_ids[id(v)])
-        self._grad_extras = {
-            "variable_dtypes": [summary_v2.dtype_name(v) for v in selected_vars],
-            "gradient_dtypes": [summary_v2.dtype_name(g) for g in chosen],
-        }
+        self._grad_extras = records.gradient_extras(
+            [summary_v2.dtype_name(v) for v in selected_vars],
+            [summary_v2.dtype_name(g) for g in chosen],
+        )
         due = self.gradient_schedule(step)
 
         self._none_gradients = {k for k, g in enumerate(chosen) if g is None}
@@ -609,25 +616,25 @@ class GradLensCallback(keras.callbacks.Callback):
 
     def _gradient_records(self):
         """(name, RecordMetadata, value_fn) of every record of a gradient step."""
-        records = [(self.name, metadata.RecordMetadata(
+        pending = [(self.name, metadata.RecordMetadata(
             metadata.GRAD_STATS, self._rows, metadata.GRAD_STATS_COLUMNS, self._grad_extras
         ), self._grad_buffer.read_value)]
         if self.histogram:
-            records.append((self.name, metadata.RecordMetadata(
+            pending.append((self.name, metadata.RecordMetadata(
                 metadata.GRAD_HISTOGRAM, self._rows, metadata.HISTOGRAM_COLUMNS,
-                {"min_exponent": metadata.MIN_EXPONENT,
-                 "dtype_exponent_limits": metadata.DTYPE_EXPONENT_LIMITS},
+                records.histogram_extras(),
             ), self._hist_buffer.read_value))
         if self.log_updates:
-            records.append((self.name, metadata.RecordMetadata(
-                metadata.UPDATE_STATS, self._rows, metadata.UPDATE_STATS_COLUMNS
+            pending.append((self.name, metadata.RecordMetadata(
+                metadata.UPDATE_STATS, self._rows, metadata.UPDATE_STATS_COLUMNS,
+                records.update_extras(self._grad_extras["variable_dtypes"]),
             ), self._update_buffer.read_value))
         if getattr(self, "_replica_extras", None) is not None:
             for i, extras in enumerate(self._replica_extras):
-                records.append(("replicas", metadata.RecordMetadata(
+                pending.append(("replicas", metadata.RecordMetadata(
                     metadata.DIVERGENCE, self._rows, metadata.DIVERGENCE_COLUMNS, extras
                 ), lambda i=i: self._replica_buffer[i]))
-        return records
+        return pending
 
 
 _WRITE_CAUSE = "tb_gradlens.keras.GradLensCallback (writing)"
@@ -781,6 +788,7 @@ class GradLens:
                 summary_v2.update_stats(
                     stats, summary_v2.variable_paths([variables[i] for i in chosen]),
                     step=step, name=self.name,
+                    extras=records.update_extras([summary_v2.dtype_name(variables[i]) for i in chosen]),
                 )
             return True
 

@@ -28,6 +28,8 @@ import json
 
 from tensorboard.compat.proto import summary_pb2
 
+from tb_gradlens import float_formats
+
 PLUGIN_NAME = "gradlens"
 
 # The newest content version this code writes and reads.
@@ -80,8 +82,8 @@ GRAD_STATS_COLUMNS = (
 # counts finite nonzero |g| in [2^e, 2^(e+1)) with e = MIN_EXPONENT + i,
 # i.e. e = floor(log2 |g|) over the whole float32/bfloat16 range, subnormals
 # included; then exact zeros, +Inf, -Inf and NaN.
-MIN_EXPONENT = -149  # smallest float32 subnormal is 2^-149
-MAX_EXPONENT = 127  # largest finite float32 is < 2^128
+MIN_EXPONENT = float_formats.FORMATS["float32"].min_subnormal  # -149
+MAX_EXPONENT = float_formats.FORMATS["float32"].max  # 127: largest finite float32 < 2^128
 N_EXP_BINS = MAX_EXPONENT - MIN_EXPONENT + 1  # 277
 HISTOGRAM_SPECIAL_COLUMNS = ("zero", "posinf", "neginf", "nan")
 HISTOGRAM_COLUMNS = tuple(
@@ -90,11 +92,7 @@ HISTOGRAM_COLUMNS = tuple(
 
 # Exponent limits a histogram view draws as lines: floor(log2) of the
 # smallest subnormal, the smallest normal and the largest finite value.
-DTYPE_EXPONENT_LIMITS = {
-    "float32": {"min_subnormal": -149, "min_normal": -126, "max": 127},
-    "bfloat16": {"min_subnormal": -133, "min_normal": -126, "max": 127},
-    "float16": {"min_subnormal": -24, "min_normal": -14, "max": 15},
-}
+DTYPE_EXPONENT_LIMITS = float_formats.exponent_limits()
 
 # Divergence of a candidate c from a reference r (kinds ``divergence`` and
 # ``activation_divergence``).  Formulas: tb_gradlens/numerics.py.

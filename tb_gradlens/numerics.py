@@ -13,6 +13,7 @@ hardware sees, so a subnormal contributes 0 to them on CPU.
 
 import tensorflow as tf
 
+from tb_gradlens import float_formats
 from tb_gradlens import metadata
 
 # Histogram bin index of the special classes (after the exponent bins).
@@ -328,10 +329,7 @@ def _segment_value_statistics(values, segment, n_segments, hist, has_implicit_ze
 # 2^(max(e, min_normal) - p): below 2^min_normal (subnormals, zero) it is
 # the subnormal spacing 2^(min_normal - p).
 DTYPE_PRECISION = {
-    "bfloat16": (7, -126),
-    "float16": (10, -14),
-    "float32": (23, -126),
-    "float64": (52, -1022),
+    name: (f.mantissa_bits, f.min_normal) for name, f in float_formats.FORMATS.items()
 }
 
 # An element is "significant" for sign_flip (and the denominators of max_rel

@@ -27,6 +27,7 @@ from tensorboard import plugin_util
 from tensorboard.data import provider as tb_provider
 
 from tb_gradlens import metadata
+from tb_gradlens import records
 
 logger = logging.getLogger(__name__)
 
@@ -209,6 +210,7 @@ def list_records(data_provider, ctx, experiment_id):
         for tag, ts in sorted(tags.items()):
             try:
                 record = metadata.parse_plugin_content(ts.plugin_content, tag)
+                records.validate(record, tag)
                 error = None
             except metadata.FormatError as e:
                 record, error = None, str(e)
@@ -417,10 +419,7 @@ def _decode_dtype_map(point):
         raw = np.asarray(point.numpy).item()
         if isinstance(raw, bytes):
             raw = raw.decode("utf-8")
-        value = json.loads(raw)
-        if not isinstance(value, dict):
-            raise ValueError("not a JSON object")
-        out["map"] = value
+        out["map"] = records.read_dtype_map(json.loads(raw))
     except (ValueError, TypeError, UnicodeDecodeError) as e:
         out["error"] = "unreadable dtype map at step %d: %s" % (point.step, e)
     return out

@@ -28,6 +28,7 @@ import tensorflow as tf
 from tb_gradlens import distribute
 from tb_gradlens import metadata
 from tb_gradlens import numerics
+from tb_gradlens import records
 from tb_gradlens import safety
 
 
@@ -217,12 +218,9 @@ def _gradients(grads, variables, step, name, histogram):
     grads = [as_gradient(grads[i]) for i in kept]
     variables = [variables[i] for i in kept]
     rows = [all_rows[i] for i in kept]
-    extras = {
-        "variable_dtypes": [dtype_name(v) for v in variables],
-        "gradient_dtypes": [dtype_name(g) for g in grads],
-    }
-    if skipped:
-        extras["skipped"] = skipped
+    extras = records.gradient_extras(
+        [dtype_name(v) for v in variables], [dtype_name(g) for g in grads], skipped
+    )
     stats_record = metadata.RecordMetadata(
         metadata.GRAD_STATS, rows, metadata.GRAD_STATS_COLUMNS, extras
     )
@@ -230,10 +228,7 @@ def _gradients(grads, variables, step, name, histogram):
         metadata.GRAD_HISTOGRAM,
         rows,
         metadata.HISTOGRAM_COLUMNS,
-        {
-            "min_exponent": metadata.MIN_EXPONENT,
-            "dtype_exponent_limits": metadata.DTYPE_EXPONENT_LIMITS,
-        },
+        records.histogram_extras(),
     )
     sizes = [_static_size(v) for v in variables]
 
@@ -343,7 +338,8 @@ def loss_comparison(values, extras, step=None, name="compare"):
 
 
 def update_stats(stats, rows, step=None, name="updates", extras=None):
-    """Write ``update_stats`` (``numerics.update_statistics``, [V, 3])."""
+    """Write ``update_stats`` (``numerics.update_statistics``, [V, 3]);
+    ``extras`` from ``records.update_extras`` (the weights' dtypes)."""
     record = metadata.RecordMetadata(
         metadata.UPDATE_STATS, list(rows), metadata.UPDATE_STATS_COLUMNS, extras
     )

@@ -87,8 +87,12 @@ def test_mlp_bf16_vs_f32_logged_divergence_equals_recomputation(batch, tmp_path)
     (record, data), = records_of_kind(records, "run", metadata.DIVERGENCE).values()
     assert [d.step for d in data] == [5]
     assert record.rows == tuple(v.path for v in model.trainable_variables)
-    assert record.extras["candidate"] == {"label": "mixed_bfloat16", "policy": "mixed_bfloat16", "device": "default", "jit_compile": False}
+    assert record.extras["candidate"] == {
+        "label": "mixed_bfloat16", "policy": "mixed_bfloat16", "compute_dtype": "bfloat16",
+        "variable_dtype": "float32", "device": "default", "jit_compile": False}
     assert record.extras["reference"]["policy"] == "float32"
+    assert record.extras["reference"]["compute_dtype"] == "float32"
+    assert record.extras["row_dtypes"] == ["bfloat16"] * len(record.rows)
     want = np.stack([np_divergence(c.numpy(), r.numpy(), "bfloat16") for c, r in zip(cand, ref)])
     np.testing.assert_allclose(data[0].numpy, want.astype(np.float32), rtol=1e-5)
     assert (want[:, 0] > 1e-3).all()  # a real bf16 divergence, not noise

@@ -1,0 +1,341 @@
+"""The record contract: what each kind's extras hold, written and read here only.
+
+TensorFlow-free.  ``metadata.py`` defines the frame of a record (version,
+kind, rows, columns); this module defines the kind-specific keys beside
+them (``RecordMetadata.extras``) and the dtype-map payload:
+
+* writers (``summary_v2``, ``compare``, ``keras``, ``distribute``) build
+  extras only with the ``*_extras`` / ``variant`` / ``dtype_map``
+  functions here;
+* readers (``analysis``, ``cli``, the plugin) take them out only with the
+  ``read_*`` functions here, which validate types (a malformed value is a
+  ``metadata.FormatError`` naming the tag, so one bad record becomes an
+  error entry for its tag and never breaks the rest of a logdir) and fill
+  in what records of older tb_gradlens versions did not state (the compute
+  dtype of a comparison side is then inferred from its exact policy name,
+  never from a substring).
+
+Kinds and their extras:
+
+==========================  ==============================================
+grad_stats                  variable_dtypes, gradient_dtypes [rows];
+                            skipped [{row, dtype, reason}]
+grad_histogram              min_exponent, dtype_exponent_limits
+update_stats                variable_dtypes [rows]
+divergence,                 reference, candidate (``variant``);
+activation_divergence,      comparison ("precision" | "replica_vs_mean");
+loss_comparison             floor_fraction; row_dtypes [rows] (optional:
+                            the candidate's compute dtype per row)
+dtypes                      (none; the tensor is a ``dtype_map`` JSON)
+==========================  ==============================================
+"""
+
+import collections
+import numbers
+
+from tb_gradlens import float_formats
+from tb_gradlens import metadata
+
+FormatError = metadata.FormatError
+
+# ---------------------------------------------------------------------------
+# Comparison sides (variants).
+# ---------------------------------------------------------------------------
+
+# Keras policy names and the compute dtype they stand for.  Records of
+# tb_gradlens before the record contract stated only the policy; an exact
+# name here gives the compute dtype, anything else is unknown (None).
+POLICY_COMPUTE_DTYPES = {
+    "float64": "float64",
+    "float32": "float32",
+    "mixed_bfloat16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "mixed_float16": "float16",
+    "float16": "float16",
+}
+
+# Compute dtype of a "model as configured" side whose layers compute in
+# several dtypes; its per-row dtypes are in ``row_dtypes``.
+MIXED = "mixed"
+
+VariantInfo = collections.namedtuple(
+    "VariantInfo", ("label", "policy", "compute_dtype", "variable_dtype", "device", "jit_compile")
+)
+
+
+def variant(label, policy, compute_dtype, variable_dtype=None, device=None, jit_compile=False,
+            **more):
+    """The description of one side of a comparison (a JSON-ready dict).
+
+    Args:
+      label: display name, e.g. "mixed_bfloat16" or "float32".
+      policy: the Keras policy name (or "model" / a free name).
+      compute_dtype: the dtype the side computes in (a float_formats name),
+        ``MIXED`` when its layers differ (then give ``row_dtypes`` in
+        ``comparison_extras``), or None when unknown.
+      variable_dtype: the dtype of the weights it computes with (None:
+        unknown).
+      device: device string, None for TensorFlow's placement ("default").
+      jit_compile: whether it ran under XLA.
+      **more: further keys (e.g. ``replica``).
+    """
+    if compute_dtype is not None and compute_dtype != MIXED:
+        float_formats.get(compute_dtype)  # ValueError for an unknown dtype
+    out = {
+        "label": str(label),
+        "policy": str(policy),
+        "compute_dtype": compute_dtype,
+        "variable_dtype": variable_dtype,
+        "device": device or "default",
+        "jit_compile": bool(jit_compile),
+    }
+    out.update(more)
+    return out
+
+
+def read_variant(obj, tag=None, side="variant"):
+    """A VariantInfo from a record's variant dict (any version)."""
+    if obj is None:
+        return VariantInfo("?", "?", None, None, "default", False)
+    if not isinstance(obj, dict):
+        raise FormatError("%s must be an object, not %s" % (side, type(obj).__name__), tag)
+    policy = _optional_str(obj, "policy", tag, side)
+    compute = _optional_str(obj, "compute_dtype", tag, side)
+    if compute is None and "compute_dtype" not in obj:
+        compute = POLICY_COMPUTE_DTYPES.get(policy)
+    label = _optional_str(obj, "label", tag, side) or policy or "?"
+    jit = obj.get("jit_compile", False)
+    if not isinstance(jit, bool):
+        raise FormatError("%s.jit_compile must be true or false" % side, tag)
+    return VariantInfo(
+        label, policy or "?", compute, _optional_str(obj, "variable_dtype", tag, side),
+        _optional_str(obj, "device", tag, side) or "default", jit,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Comparison records (divergence, activation_divergence, loss_comparison).
+# ---------------------------------------------------------------------------
+
+PRECISION = "precision"
+REPLICA_VS_MEAN = "replica_vs_mean"
+COMPARISONS = (PRECISION, REPLICA_VS_MEAN)
+
+# The significance floor of the divergence metrics (numerics), as a
+# fraction of rms(reference), when a record does not state it.
+DEFAULT_FLOOR_FRACTION = 0.1
+
+ComparisonInfo = collections.namedtuple(
+    "ComparisonInfo", ("reference", "candidate", "comparison", "floor_fraction", "row_dtypes")
+)
+
+
+def comparison_extras(reference, candidate, floor_fraction=DEFAULT_FLOOR_FRACTION,
+                      comparison=PRECISION, row_dtypes=None):
+    """Extras of a divergence-like record.
+
+    Args:
+      reference, candidate: ``variant`` dicts.
+      floor_fraction: the significance floor of the metrics (x rms(r)).
+      comparison: PRECISION (two numeric settings of one step) or
+        REPLICA_VS_MEAN (a replica's gradient vs the mean over replicas:
+        different examples, not a precision question).
+      row_dtypes: optional list, per row, of the dtype the candidate
+        computed that row in (the ULP spacing of ``ulp_rms``).
+    """
+    if comparison not in COMPARISONS:
+        raise ValueError("tb_gradlens: comparison must be one of %s" % (COMPARISONS,))
+    out = {
+        "reference": dict(reference),
+        "candidate": dict(candidate),
+        "comparison": comparison,
+        "floor_fraction": float(floor_fraction),
+    }
+    if row_dtypes is not None:
+        out["row_dtypes"] = [None if d is None else str(d) for d in row_dtypes]
+    return out
+
+
+def read_comparison(record, tag=None):
+    """The ComparisonInfo of a divergence-like RecordMetadata (any version)."""
+    extras = record.extras
+    reference = read_variant(extras.get("reference"), tag, "reference")
+    candidate = read_variant(extras.get("candidate"), tag, "candidate")
+    comparison = extras.get("comparison", PRECISION)
+    if comparison not in COMPARISONS:
+        raise FormatError("unknown comparison %r" % (comparison,), tag)
+    floor = extras.get("floor_fraction", DEFAULT_FLOOR_FRACTION)
+    if not _is_number(floor):
+        raise FormatError("floor_fraction must be a number", tag)
+    row_dtypes = extras.get("row_dtypes")
+    if row_dtypes is not None:
+        row_dtypes = tuple(_str_list(row_dtypes, record, "row_dtypes", tag, allow_none=True))
+    return ComparisonInfo(reference, candidate, comparison, float(floor), row_dtypes)
+
+
+def row_compute_dtypes(info, n_rows):
+    """Per row, the candidate's compute dtype (None where unknown)."""
+    if info.row_dtypes is not None:
+        return list(info.row_dtypes)
+    compute = info.candidate.compute_dtype
+    return [None if compute == MIXED else compute] * n_rows
+
+
+# ---------------------------------------------------------------------------
+# Gradient, histogram and update records.
+# ---------------------------------------------------------------------------
+
+GradientInfo = collections.namedtuple(
+    "GradientInfo", ("variable_dtypes", "gradient_dtypes", "skipped")
+)
+
+
+def gradient_extras(variable_dtypes, gradient_dtypes, skipped=()):
+    """Extras of a ``grad_stats`` record.
+
+    Args:
+      variable_dtypes, gradient_dtypes: dtype names per row ("none" for a
+        None gradient).
+      skipped: ``[{"row", "dtype", "reason"}]`` of variables given no row.
+    """
+    out = {
+        "variable_dtypes": [str(d) for d in variable_dtypes],
+        "gradient_dtypes": [str(d) for d in gradient_dtypes],
+    }
+    if skipped:
+        out["skipped"] = [
+            {"row": str(s["row"]), "dtype": str(s["dtype"]), "reason": str(s["reason"])}
+            for s in skipped
+        ]
+    return out
+
+
+def read_gradient(record, tag=None):
+    """The GradientInfo of a ``grad_stats`` record (missing lists: empty)."""
+    extras = record.extras
+    skipped = extras.get("skipped", [])
+    if not isinstance(skipped, list) or not all(
+        isinstance(s, dict) and all(isinstance(s.get(k), str) for k in ("row", "dtype", "reason"))
+        for s in skipped
+    ):
+        raise FormatError("skipped must be a list of {row, dtype, reason} strings", tag)
+    return GradientInfo(
+        tuple(_str_list(extras.get("variable_dtypes", []), record, "variable_dtypes", tag)),
+        tuple(_str_list(extras.get("gradient_dtypes", []), record, "gradient_dtypes", tag)),
+        tuple(dict(s) for s in skipped),
+    )
+
+
+def histogram_extras():
+    """Extras of a ``grad_histogram`` record: its first exponent and the
+    dtype limits the tab draws."""
+    return {
+        "min_exponent": metadata.MIN_EXPONENT,
+        "dtype_exponent_limits": float_formats.exponent_limits(),
+    }
+
+
+def update_extras(variable_dtypes):
+    """Extras of an ``update_stats`` record: the weights' dtype per row
+    (a lost update is real for bfloat16 weights, hypothetical for float32)."""
+    return {"variable_dtypes": [str(d) for d in variable_dtypes]}
+
+
+def read_update(record, tag=None):
+    """Per row, the weights' dtype of an ``update_stats`` record (None: unknown)."""
+    dtypes = _str_list(record.extras.get("variable_dtypes", []), record, "variable_dtypes", tag)
+    return tuple(dtypes) + (None,) * (len(record.rows) - len(dtypes))
+
+
+# ---------------------------------------------------------------------------
+# The dtype map (payload of a ``dtypes`` record).
+# ---------------------------------------------------------------------------
+
+LAYER_KEYS = ("path", "class", "policy", "compute_dtype", "variable_dtype", "output_dtype")
+UNKNOWN = "unknown"
+
+
+def dtype_map(layers, variables, model_output_dtype):
+    """The JSON-ready dtype map: ``{"layers": [{LAYER_KEYS}], "variables":
+    [{"path", "dtype"}], "model_output_dtype"}``."""
+    return {
+        "layers": [{k: _str_or_unknown(layer.get(k)) for k in LAYER_KEYS} for layer in layers],
+        "variables": [{"path": str(v["path"]), "dtype": str(v["dtype"])} for v in variables],
+        "model_output_dtype": _str_or_unknown(model_output_dtype),
+    }
+
+
+def read_dtype_map(obj):
+    """A validated dtype map; ValueError (with what is wrong) otherwise.
+
+    Missing layer keys read as "unknown"; wrong types are an error.
+    """
+    if not isinstance(obj, dict):
+        raise ValueError("a dtype map must be a JSON object")
+    layers = obj.get("layers", [])
+    variables = obj.get("variables", [])
+    if not isinstance(layers, list) or not all(isinstance(x, dict) for x in layers):
+        raise ValueError("dtype map 'layers' must be a list of objects")
+    if not isinstance(variables, list) or not all(isinstance(x, dict) for x in variables):
+        raise ValueError("dtype map 'variables' must be a list of objects")
+    out_layers = []
+    for layer in layers:
+        for k in LAYER_KEYS:
+            if k in layer and not isinstance(layer[k], str):
+                raise ValueError("dtype map layer %r must be a string" % k)
+        out_layers.append({k: layer.get(k, UNKNOWN) for k in LAYER_KEYS})
+    for v in variables:
+        if not isinstance(v.get("path"), str) or not isinstance(v.get("dtype"), str):
+            raise ValueError("dtype map variables need string 'path' and 'dtype'")
+    output = obj.get("model_output_dtype", UNKNOWN)
+    if not isinstance(output, str):
+        raise ValueError("dtype map 'model_output_dtype' must be a string")
+    return {"layers": out_layers, "variables": [dict(v) for v in variables],
+            "model_output_dtype": output}
+
+
+# ---------------------------------------------------------------------------
+# Validation of a whole record (readers call it once, at listing).
+# ---------------------------------------------------------------------------
+
+_READERS = {
+    metadata.GRAD_STATS: read_gradient,
+    metadata.UPDATE_STATS: read_update,
+    metadata.DIVERGENCE: read_comparison,
+    metadata.ACTIVATION_DIVERGENCE: read_comparison,
+    metadata.LOSS_COMPARISON: read_comparison,
+}
+
+
+def validate(record, tag=None):
+    """Raise FormatError unless the extras of ``record`` are readable."""
+    reader = _READERS.get(record.kind)
+    if reader is not None:
+        reader(record, tag)
+
+
+# ---------------------------------------------------------------------------
+
+
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _optional_str(obj, key, tag, side):
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        raise FormatError("%s.%s must be a string" % (side, key), tag)
+    return value
+
+
+def _str_list(value, record, key, tag, allow_none=False):
+    ok = isinstance(value, list) and all(
+        isinstance(x, str) or (allow_none and x is None) for x in value
+    )
+    if not ok or len(value) > len(record.rows):
+        raise FormatError("%s must be a list of at most %d strings" % (key, len(record.rows)), tag)
+    return value
+
+
+def _str_or_unknown(value):
+    return UNKNOWN if value is None else str(value)

@@ -1,0 +1,347 @@
+"""Real models people train, at tiny sizes: the shared zoo of tests and benchmarks.
+
+Every builder takes a Keras dtype policy name and builds the model the way
+users do under mixed precision: the global policy is set while the model is
+built (``keras.mixed_precision.set_global_policy``) and restored after; the
+output activation is float32, as the mixed-precision guides advise.  Built
+from random weights (``weights=None``), seeded; data is random or scikit-learn's
+bundled digits.
+
+``ZOO[name]`` is a ``Workload(build, data, loss, note)``: ``build(policy)``
+returns an uncompiled model, ``data(batch, rng)`` one ``(x, y)`` batch, and
+``loss`` the Keras loss to compile with.  ``tiny=False`` sizes are for
+benchmarks.
+
+Imported by tests (``tests/`` is on sys.path) and by ``benchmarks/`` (which
+put ``tests/`` on their path).
+"""
+
+import collections
+import contextlib
+
+import numpy as np
+
+Workload = collections.namedtuple("Workload", ("build", "data", "loss", "note"))
+
+SPARSE_CE = "sparse_categorical_crossentropy"
+
+
+@contextlib.contextmanager
+def global_policy(policy):
+    """Build under ``policy`` as users do (set_global_policy), then restore."""
+    import keras
+
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
+def _softmax_float32(x, name="predictions"):
+    import keras
+
+    return keras.layers.Activation("softmax", dtype="float32", name=name)(x)
+
+
+# ---------------------------------------------------------------------------
+# Builders.
+# ---------------------------------------------------------------------------
+
+
+def mlp(policy, seed=0):
+    """The 784-64-64-10 MLP of the bfloat16 Keras guides (the README demo)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        return keras.Sequential(
+            [
+                keras.Input((784,)),
+                keras.layers.Dense(64, activation="relu", name="dense_1"),
+                keras.layers.Dense(64, activation="relu", name="dense_2"),
+                keras.layers.Dense(10, name="logits"),
+                keras.layers.Activation("softmax", dtype="float32", name="predictions"),
+            ],
+            name="mlp",
+        )
+
+
+def _application(factory, policy, size, seed, **kwargs):
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        base = factory(
+            weights=None, input_shape=(size, size, 3), classes=10, classifier_activation=None,
+            **kwargs,
+        )
+        return keras.Model(base.input, _softmax_float32(base.output, "softmax_float32"), name=base.name)
+
+
+def mobilenet_v2(policy, size=32, alpha=0.35, seed=0):
+    """keras.applications.MobileNetV2 (BatchNorm, ReLU6, depthwise convs)."""
+    import keras
+
+    return _application(keras.applications.MobileNetV2, policy, size, seed, alpha=alpha)
+
+
+def resnet50(policy, size=32, seed=0):
+    """keras.applications.ResNet50 (25M parameters; BatchNorm, conv biases)."""
+    import keras
+
+    return _application(keras.applications.ResNet50, policy, size, seed)
+
+
+def efficientnet_b0(policy, size=32, seed=0):
+    """keras.applications.EfficientNetB0 (BatchNorm, Dropout, swish, SE blocks)."""
+    import keras
+
+    return _application(keras.applications.EfficientNetB0, policy, size, seed)
+
+
+def transformer_classifier(policy, vocab=200, seq=16, d_model=32, heads=2, ff=64, blocks=1,
+                           dropout=0.1, seed=0):
+    """The keras-io text classifier: token + position embedding, Transformer
+    blocks (MultiHeadAttention, Dropout, LayerNormalization, feed-forward),
+    pooling, Dropout, Dense, float32 softmax."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((seq,), dtype="int32", name="tokens")
+        tokens = keras.layers.Embedding(vocab, d_model, name="token_emb")(inputs)
+        positions = keras.layers.Embedding(seq, d_model, name="pos_emb")(
+            keras.ops.arange(seq)[None, :]
+        )
+        x = tokens + positions
+        for b in range(blocks):
+            attn = keras.layers.MultiHeadAttention(heads, d_model // heads, name="mha_%d" % b)(x, x)
+            attn = keras.layers.Dropout(dropout, name="attn_dropout_%d" % b)(attn)
+            x = keras.layers.LayerNormalization(epsilon=1e-6, name="ln1_%d" % b)(x + attn)
+            f = keras.layers.Dense(ff, activation="relu", name="ff1_%d" % b)(x)
+            f = keras.layers.Dense(d_model, name="ff2_%d" % b)(f)
+            f = keras.layers.Dropout(dropout, name="ff_dropout_%d" % b)(f)
+            x = keras.layers.LayerNormalization(epsilon=1e-6, name="ln2_%d" % b)(x + f)
+        x = keras.layers.GlobalAveragePooling1D(name="pool")(x)
+        x = keras.layers.Dropout(dropout, name="head_dropout")(x)
+        x = keras.layers.Dense(20, activation="relu", name="head")(x)
+        x = keras.layers.Dense(2, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="transformer")
+
+
+def recurrent(policy, cell="lstm", bidirectional=False, seq=8, features=4, units=8, seed=0):
+    """An LSTM/GRU (optionally Bidirectional) sequence classifier."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    layer_class = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[cell]
+    with global_policy(policy):
+        inputs = keras.Input((seq, features))
+        rnn = layer_class(units, name=cell)
+        if bidirectional:
+            rnn = keras.layers.Bidirectional(rnn, name="bidirectional")
+        x = rnn(inputs)
+        x = keras.layers.Dense(3, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="%s%s" % ("bi" if bidirectional else "", cell))
+
+
+def bn_dropout_cnn(policy, size=16, seed=0):
+    """A small CNN with Conv2D + BatchNormalization + ReLU + Dropout blocks."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((size, size, 3))
+        x = inputs
+        for i, filters in enumerate((8, 16)):
+            x = keras.layers.Conv2D(filters, 3, padding="same", name="conv_%d" % i)(x)
+            x = keras.layers.BatchNormalization(name="bn_%d" % i)(x)
+            x = keras.layers.ReLU(name="relu_%d" % i)(x)
+            x = keras.layers.MaxPooling2D(name="pool_%d" % i)(x)
+        x = keras.layers.Flatten(name="flatten")(x)
+        x = keras.layers.Dropout(0.3, name="dropout")(x)
+        x = keras.layers.Dense(10, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="bn_dropout_cnn")
+
+
+def _subclassed_class():
+    import keras
+
+    class Subclassed(keras.Model):
+        """A subclassed model, built lazily at its first batch."""
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.hidden = keras.layers.Dense(32, activation="relu", name="hidden")
+            self.dropout = keras.layers.Dropout(0.2, name="dropout")
+            self.out = keras.layers.Dense(10, name="logits")
+            self.softmax = keras.layers.Activation("softmax", dtype="float32", name="predictions")
+
+        def call(self, x, training=False):
+            return self.softmax(self.out(self.dropout(self.hidden(x), training=training)))
+
+    return Subclassed
+
+
+def subclassed(policy, seed=0):
+    """A subclassed keras.Model, not built before fit."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        return _subclassed_class()(name="subclassed")
+
+
+def sequential_unbuilt(policy, seed=0):
+    """A Sequential model without an Input: built lazily at the first batch."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        return keras.Sequential(
+            [
+                keras.layers.Dense(32, activation="relu", name="hidden"),
+                keras.layers.Dense(10, name="logits"),
+                keras.layers.Activation("softmax", dtype="float32", name="predictions"),
+            ],
+            name="sequential_unbuilt",
+        )
+
+
+def _custom_step_class():
+    import keras
+    import tensorflow as tf
+
+    class CustomStep(keras.Model):
+        """The custom train_step of Keras 3's guide: ``optimizer.apply``."""
+
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                y_pred = self(x, training=True)
+                loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
+            grads = tape.gradient(loss, self.trainable_variables)
+            self.optimizer.apply(grads, self.trainable_variables)
+            for metric in self.metrics:
+                if metric.name == "loss":
+                    metric.update_state(loss)
+                else:
+                    metric.update_state(y, y_pred)
+            return {m.name: m.result() for m in self.metrics}
+
+    return CustomStep
+
+
+def custom_train_step(policy, seed=0):
+    """A functional model whose class overrides ``train_step`` (Keras 3 guide)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((784,))
+        x = keras.layers.Dense(32, activation="relu", name="hidden")(inputs)
+        x = keras.layers.Dense(10, name="logits")(x)
+        return _custom_step_class()(inputs, _softmax_float32(x), name="custom_step")
+
+
+def multi_io(policy, seed=0):
+    """Two inputs through a shared Dense layer, two outputs (two losses)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        a, b = keras.Input((12,), name="a"), keras.Input((12,), name="b")
+        shared = keras.layers.Dense(16, activation="relu", name="shared")
+        x = keras.layers.Concatenate(name="concat")([shared(a), shared(b)])
+        cls = keras.layers.Dense(3, name="cls_logits")(x)
+        reg = keras.layers.Dense(1, name="reg")(x)
+        return keras.Model(
+            [a, b],
+            {"cls": _softmax_float32(cls, "cls"),
+             "reg": keras.layers.Activation("linear", dtype="float32", name="reg_out")(reg)},
+            name="multi_io",
+        )
+
+
+# ---------------------------------------------------------------------------
+# Data.
+# ---------------------------------------------------------------------------
+
+
+def images(size, classes=10):
+    def data(batch, rng):
+        return (rng.random((batch, size, size, 3), dtype=np.float32),
+                rng.integers(0, classes, batch).astype(np.int32))
+
+    return data
+
+
+def vectors(features, classes=10):
+    def data(batch, rng):
+        return (rng.random((batch, features), dtype=np.float32),
+                rng.integers(0, classes, batch).astype(np.int32))
+
+    return data
+
+
+def tokens(vocab=200, seq=16, classes=2):
+    def data(batch, rng):
+        return (rng.integers(0, vocab, (batch, seq)).astype(np.int32),
+                rng.integers(0, classes, batch).astype(np.int32))
+
+    return data
+
+
+def sequences(seq=8, features=4, classes=3):
+    def data(batch, rng):
+        return (rng.normal(size=(batch, seq, features)).astype(np.float32),
+                rng.integers(0, classes, batch).astype(np.int32))
+
+    return data
+
+
+def multi_io_data(batch, rng):
+    x = {"a": rng.random((batch, 12), dtype=np.float32), "b": rng.random((batch, 12), dtype=np.float32)}
+    y = {"cls": rng.integers(0, 3, batch).astype(np.int32),
+         "reg": rng.normal(size=(batch, 1)).astype(np.float32)}
+    return x, y
+
+
+def digits(batch, rng):
+    """Real handwritten digits (scikit-learn's bundled set, upsampled to 784)."""
+    from tb_gradlens import demo
+
+    x, y = demo.load_digits_784()
+    index = rng.integers(0, len(x), batch)
+    return x[index], y[index]
+
+
+ZOO = {
+    "mlp": Workload(mlp, digits, SPARSE_CE, "the README demo's MLP on real digits"),
+    "mobilenet_v2": Workload(mobilenet_v2, images(32), SPARSE_CE, "keras.applications, 32x32"),
+    "resnet50": Workload(resnet50, images(32), SPARSE_CE, "keras.applications, 32x32, 25M parameters"),
+    "efficientnet_b0": Workload(efficientnet_b0, images(32), SPARSE_CE, "keras.applications, 32x32"),
+    "transformer": Workload(transformer_classifier, tokens(), SPARSE_CE, "keras-io text classifier"),
+    "lstm": Workload(lambda p, **k: recurrent(p, "lstm", **k), sequences(), SPARSE_CE, "LSTM"),
+    "gru": Workload(lambda p, **k: recurrent(p, "gru", **k), sequences(), SPARSE_CE, "GRU"),
+    "bilstm": Workload(lambda p, **k: recurrent(p, "lstm", True, **k), sequences(), SPARSE_CE,
+                       "Bidirectional LSTM"),
+    "bn_dropout_cnn": Workload(bn_dropout_cnn, images(16), SPARSE_CE, "Conv+BatchNorm+Dropout"),
+    "subclassed": Workload(subclassed, vectors(784), SPARSE_CE, "subclassed, unbuilt before fit"),
+    "sequential_unbuilt": Workload(sequential_unbuilt, vectors(784), SPARSE_CE,
+                                   "Sequential without Input, unbuilt before fit"),
+    "custom_train_step": Workload(custom_train_step, vectors(784), SPARSE_CE,
+                                  "train_step overridden with optimizer.apply"),
+    "multi_io": Workload(multi_io, multi_io_data, {"cls": SPARSE_CE, "reg": "mse"},
+                         "two inputs, shared layer, two outputs"),
+}
+
+
+def build_compiled(name, policy, optimizer="adam", seed=0, **compile_kwargs):
+    """``ZOO[name]`` built under ``policy`` and compiled with its loss."""
+    workload = ZOO[name]
+    model = workload.build(policy, seed=seed)
+    model.compile(optimizer=optimizer, loss=workload.loss, **compile_kwargs)
+    return model

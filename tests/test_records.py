@@ -1,0 +1,125 @@
+"""The record contract (tb_gradlens.records): what writers state, what readers get.
+
+Readers never guess: a comparison side states its compute dtype; records of
+older versions get it from an exact policy name only; malformed extras are a
+FormatError naming the tag, and through the reading stack an error entry for
+that tag while the other tags of the run are served.
+"""
+
+import ml_dtypes
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tb_gradlens import float_formats
+from tb_gradlens import metadata
+from tb_gradlens import reading
+from tb_gradlens import records
+from tb_gradlens import summary_v2
+
+from readback import multiplexer_provider
+
+
+def _comparison_record(extras, rows=("a", "b")):
+    return metadata.RecordMetadata(metadata.DIVERGENCE, rows, metadata.DIVERGENCE_COLUMNS, extras)
+
+
+def test_float_formats_match_numpy():
+    for name, np_type in (("float64", np.float64), ("float32", np.float32), ("float16", np.float16)):
+        f = float_formats.get(name)
+        info = np.finfo(np_type)
+        assert f.mantissa_bits == info.nmant
+        assert 2.0**f.min_normal == float(info.tiny)
+        assert 2.0**f.min_subnormal == float(info.smallest_subnormal)
+        assert f.max == info.maxexp - 1
+        assert float_formats.unit_roundoff(name) == float(info.eps) / 2
+    bf16, info = float_formats.get("bfloat16"), ml_dtypes.finfo(ml_dtypes.bfloat16)
+    assert bf16.mantissa_bits == info.nmant
+    assert 2.0**bf16.min_normal == float(info.tiny)
+    assert 2.0**bf16.min_subnormal == float(info.smallest_subnormal)
+    assert bf16.max == info.maxexp - 1
+    with pytest.raises(ValueError, match="no float format"):
+        float_formats.get("float8")
+
+
+def test_variant_states_compute_dtype_and_reads_back():
+    cand = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32", None, True)
+    ref = records.variant("float32", "float32", "float32", "float32")
+    extras = records.comparison_extras(ref, cand, 0.1, row_dtypes=["bfloat16", "float32"])
+    info = records.read_comparison(_comparison_record(extras))
+    assert info.candidate == records.VariantInfo(
+        "mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32", "default", True)
+    assert info.reference.compute_dtype == "float32"
+    assert info.comparison == records.PRECISION
+    assert info.floor_fraction == 0.1
+    assert records.row_compute_dtypes(info, 2) == ["bfloat16", "float32"]
+    with pytest.raises(ValueError):
+        records.variant("x", "x", "float8")
+
+
+def test_old_records_infer_compute_dtype_from_exact_policy_names_only():
+    old = {
+        "reference": {"label": "float32", "policy": "float32", "device": "default", "jit_compile": False},
+        "candidate": {"label": "m", "policy": "mixed_bfloat16", "device": "default", "jit_compile": False},
+        "floor": "0.1 * rms(reference)",
+    }
+    info = records.read_comparison(_comparison_record(old))
+    assert (info.reference.compute_dtype, info.candidate.compute_dtype) == ("float32", "bfloat16")
+    assert info.floor_fraction == records.DEFAULT_FLOOR_FRACTION
+    assert records.row_compute_dtypes(info, 2) == ["bfloat16", "bfloat16"]
+    # A policy name that merely contains a dtype is not guessed.
+    old["candidate"]["policy"] = "my_float16_experiment"
+    assert records.read_comparison(_comparison_record(old)).candidate.compute_dtype is None
+    # An explicit null compute dtype stays unknown, whatever the policy says.
+    old["candidate"].update(policy="mixed_bfloat16", compute_dtype=None)
+    assert records.read_comparison(_comparison_record(old)).candidate.compute_dtype is None
+
+
+@pytest.mark.parametrize(
+    "kind,extras,message",
+    [
+        (metadata.DIVERGENCE, {"reference": "float32"}, "reference must be an object"),
+        (metadata.DIVERGENCE, {"candidate": {"label": 3}}, "candidate.label must be a string"),
+        (metadata.DIVERGENCE, {"comparison": "nonsense"}, "unknown comparison"),
+        (metadata.DIVERGENCE, {"floor_fraction": "0.1"}, "floor_fraction"),
+        (metadata.DIVERGENCE, {"row_dtypes": ["a", "b", "c"]}, "row_dtypes"),
+        (metadata.UPDATE_STATS, {"variable_dtypes": "bfloat16"}, "variable_dtypes"),
+        (metadata.GRAD_STATS, {"gradient_dtypes": [1, 2]}, "gradient_dtypes"),
+        (metadata.GRAD_STATS, {"skipped": [{"row": "x"}]}, "skipped"),
+    ],
+)
+def test_malformed_extras_are_format_errors_naming_the_tag(kind, extras, message):
+    record = metadata.RecordMetadata(kind, ["a", "b"], metadata.KIND_COLUMNS[kind], extras)
+    with pytest.raises(metadata.FormatError, match=message) as info:
+        records.validate(record, tag="run/x/1")
+    assert "run/x/1" in str(info.value)
+
+
+def test_dtype_map_validation():
+    good = records.dtype_map(
+        [{"path": "d", "class": "Dense", "policy": "mixed_bfloat16", "compute_dtype": "bfloat16",
+          "variable_dtype": "float32", "output_dtype": None}],
+        [{"path": "d/kernel", "dtype": "float32"}], "float32")
+    assert records.read_dtype_map(good) == good
+    assert good["layers"][0]["output_dtype"] == records.UNKNOWN
+    for bad in ([], {"layers": {"a": 1}}, {"layers": [{"path": 3}]},
+                {"variables": [{"path": "x"}]}, {"model_output_dtype": 16}):
+        with pytest.raises(ValueError):
+            records.read_dtype_map(bad)
+
+
+def test_a_record_with_bad_extras_is_an_error_entry_and_the_rest_is_served(tmp_path):
+    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
+    good = metadata.RecordMetadata(
+        metadata.UPDATE_STATS, ["w"], metadata.UPDATE_STATS_COLUMNS, records.update_extras(["bfloat16"]))
+    bad = metadata.RecordMetadata(
+        metadata.UPDATE_STATS, ["w"], metadata.UPDATE_STATS_COLUMNS, {"variable_dtypes": {"w": 1}})
+    with writer.as_default():
+        good_tag = summary_v2.write_record("good", good, tf.zeros([1, 3]), 0)
+        bad_tag = summary_v2.write_record("bad", bad, tf.zeros([1, 3]), 0)
+    writer.close()
+    source = reading.Source(multiplexer_provider(str(tmp_path)))
+    entries = {e.tag: e for e in source.entries("run")}
+    assert entries[good_tag].record is not None and entries[good_tag].error is None
+    assert entries[bad_tag].record is None and "variable_dtypes" in entries[bad_tag].error
+    assert records.read_update(entries[good_tag].record) == ("bfloat16",)
