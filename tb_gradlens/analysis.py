@@ -809,7 +809,7 @@ def quantity_series(source, run, quantity):
             raise errors.InvalidArgumentError("a scalar comparison needs tag (e.g. tag=loss)")
         steps, _, values = source.scalars(run, quantity.tag)
         return steps, values, quantity.tag
-    if quantity.kind not in metadata.KINDS or quantity.kind == metadata.DTYPES:
+    if quantity.kind not in metadata.KINDS or quantity.kind in metadata.JSON_KINDS:
         raise errors.InvalidArgumentError(
             "kind must be 'scalar' or a float record kind, not %r" % (quantity.kind,)
         )

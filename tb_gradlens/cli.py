@@ -304,7 +304,7 @@ def export_rows(source, runs, kinds=None):
                 if entry.record is None:
                     problems.append((run, entry.tag, entry.error))
                     continue
-                if entry.kind == metadata.DTYPES or (kinds and entry.kind not in kinds):
+                if entry.kind in metadata.JSON_KINDS or (kinds and entry.kind not in kinds):
                     continue
                 try:
                     series = source.series(run, entry.tag)

@@ -16,7 +16,8 @@ A gradlens record is one TensorBoard tensor summary:
        ...kind-specific keys (see KINDS)}
 
 * the tensor is float32 ``[len(rows), len(columns)]``, one per step per tag
-  (the ``dtypes`` kind alone holds a scalar UTF-8 JSON string).
+  (the ``JSON_KINDS``, ``dtypes`` and ``lens_status``, hold a scalar UTF-8
+  JSON string).
 
 TensorBoard keeps the metadata of a tag's first event, so rows and columns of
 a tag never change: the writer derives the tag from a digest of them
@@ -46,6 +47,7 @@ ACTIVATION_DIVERGENCE = "activation_divergence"
 LOSS_COMPARISON = "loss_comparison"
 UPDATE_STATS = "update_stats"
 DTYPES = "dtypes"
+LENS_STATUS = "lens_status"
 
 KINDS = (
     GRAD_STATS,
@@ -55,7 +57,12 @@ KINDS = (
     LOSS_COMPARISON,
     UPDATE_STATS,
     DTYPES,
+    LENS_STATUS,
 )
+
+# Kinds whose tensor is one scalar UTF-8 JSON string (rows name what it
+# describes, no columns): the dtype map and the lens status.
+JSON_KINDS = (DTYPES, LENS_STATUS)
 
 # Per-variable gradient statistics (kind ``grad_stats``).  Value statistics
 # (l2_norm .. rms) are taken over the finite elements; the counts say how
@@ -127,6 +134,7 @@ KIND_COLUMNS = {
     LOSS_COMPARISON: LOSS_COMPARISON_COLUMNS,
     UPDATE_STATS: UPDATE_STATS_COLUMNS,
     DTYPES: (),
+    LENS_STATUS: (),
 }
 
 
@@ -226,7 +234,7 @@ def validate(record, tag=None):
         if not all(isinstance(n, str) for n in names):
             raise FormatError("%s must be a list of strings" % what, tag)
     expected = KIND_COLUMNS[record.kind]
-    if record.kind != DTYPES and record.columns != tuple(expected):
+    if record.kind not in JSON_KINDS and record.columns != tuple(expected):
         raise FormatError(
             "kind %r must have columns %s, not %s"
             % (record.kind, list(expected), list(record.columns)),
@@ -287,7 +295,7 @@ def parse_summary_metadata(metadata, tag=None):
 def check_tensor_shape(record, shape, tag=None):
     """Raise FormatError unless a tensor of ``shape`` fits ``record``."""
     shape = tuple(int(d) for d in shape)
-    expected = () if record.kind == DTYPES else (len(record.rows), len(record.columns))
+    expected = () if record.kind in JSON_KINDS else (len(record.rows), len(record.columns))
     if shape != expected:
         raise FormatError(
             "tensor shape %s does not match its metadata %s" % (list(shape), list(expected)),

@@ -287,9 +287,9 @@ class Source:
         """
         entry = self.entry(run, tag)
         _require_readable(entry)
-        if entry.kind == metadata.DTYPES:
+        if entry.kind in metadata.JSON_KINDS:
             raise errors.InvalidArgumentError(
-                "tag %r holds dtype maps, not a series: read it with the dtypes route" % tag
+                "tag %r holds %s JSON, not a series" % (tag, entry.kind)
             )
         return self.cached("series", entry, lambda: self._read_series(entry), "data")
 
@@ -347,16 +347,24 @@ class Source:
 
     def dtype_maps(self, run, tag):
         """[{"step","wall_time","map"[, "error"]}] of a ``dtypes`` tag, oldest first."""
+        return self._json_points(run, tag, metadata.DTYPES, "map", records.read_dtype_map)
+
+    def lens_statuses(self, run, tag):
+        """[{"step","wall_time","status"[, "error"]}] of a ``lens_status`` tag,
+        oldest first; ``status`` is a ``records.LensStatus``."""
+        return self._json_points(run, tag, metadata.LENS_STATUS, "status", records.read_lens_status)
+
+    def _json_points(self, run, tag, kind, key, parse):
         entry = self.entry(run, tag)
         _require_readable(entry)
-        if entry.kind != metadata.DTYPES:
-            raise errors.InvalidArgumentError("tag %r is not a dtypes record" % tag)
+        if entry.kind != kind:
+            raise errors.InvalidArgumentError("tag %r is not a %s record" % (tag, kind))
 
         def read():
             points = self._read_tensor_points(entry, DOWNSAMPLE_ALL)
-            return _DtypeMaps(_decode_dtype_map(p) for p in points)
+            return _JsonPoints(_decode_json_point(p, key, parse) for p in points)
 
-        return list(self.cached("dtypes", entry, read))
+        return list(self.cached(kind, entry, read))
 
     def scalar_listing(self):
         """{run: {tag: ScalarTimeSeries}} of TensorBoard's scalar summaries."""
@@ -402,7 +410,7 @@ class _Arrays(tuple):
         return sum(a.nbytes for a in self)
 
 
-class _DtypeMaps(list):
+class _JsonPoints(list):
     @property
     def nbytes(self):
         return 1024 * (1 + len(self))
@@ -413,15 +421,17 @@ def _require_readable(entry):
         raise errors.InvalidArgumentError(entry.error or "unreadable gradlens record")
 
 
-def _decode_dtype_map(point):
-    out = {"step": int(point.step), "wall_time": float(point.wall_time), "map": None}
+def _decode_json_point(point, key, parse):
+    """{"step", "wall_time", key: parse(JSON) or None [, "error"]} of one point."""
+    out = {"step": int(point.step), "wall_time": float(point.wall_time), key: None}
     try:
         raw = np.asarray(point.numpy).item()
         if isinstance(raw, bytes):
             raw = raw.decode("utf-8")
-        out["map"] = records.read_dtype_map(json.loads(raw))
+        out[key] = parse(json.loads(raw))
     except (ValueError, TypeError, UnicodeDecodeError) as e:
-        out["error"] = "unreadable dtype map at step %d: %s" % (point.step, e)
+        what = "dtype map" if key == "map" else "lens status"
+        out["error"] = "unreadable %s at step %d: %s" % (what, point.step, e)
     return out
 
 

@@ -7,6 +7,7 @@ Like ``tensorboard.summary``, this re-exports the TF 2 writers of
 from tb_gradlens.summary_v2 import divergence  # noqa: F401
 from tb_gradlens.summary_v2 import dtypes  # noqa: F401
 from tb_gradlens.summary_v2 import gradients  # noqa: F401
+from tb_gradlens.summary_v2 import lens_status  # noqa: F401
 from tb_gradlens.summary_v2 import loss_comparison  # noqa: F401
 from tb_gradlens.summary_v2 import replica_divergence  # noqa: F401
 from tb_gradlens.summary_v2 import update_stats  # noqa: F401

@@ -265,6 +265,27 @@ def dtypes(dtype_map, step=None, name="model"):
     return tf.constant(False)
 
 
+def lens_status(status, step=None, name="model"):
+    """Write the lens status (``records.lens_status``) as a ``lens_status``
+    record: what the writer was asked to log and what it cannot log, and why.
+    Writers record it at their start and when it changes."""
+    maybe, _ = _recording()
+    if not maybe:
+        return tf.constant(False)
+    step = resolve_step(step)
+    what = [e["kind"] + ":" + e["name"] for e in status.get("expected", [])]
+    record = metadata.RecordMetadata(metadata.LENS_STATUS, what, ())
+    payload = json.dumps(status, sort_keys=True, ensure_ascii=False)
+
+    def write():
+        write_record(name, record, tf.constant(payload), step)
+        return tf.constant(True)
+
+    with safety.guard("tb_gradlens.summary.lens_status"):
+        return _if_recording(write)
+    return tf.constant(False)
+
+
 def _static_size(variable):
     shape = getattr(variable, "shape", None)
     try:

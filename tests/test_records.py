@@ -123,3 +123,31 @@ def test_a_record_with_bad_extras_is_an_error_entry_and_the_rest_is_served(tmp_p
     assert entries[good_tag].record is not None and entries[good_tag].error is None
     assert entries[bad_tag].record is None and "variable_dtypes" in entries[bad_tag].error
     assert records.read_update(entries[good_tag].record) == ("bfloat16",)
+
+
+def test_lens_status_round_trip_and_expected_steps(tmp_path):
+    status = records.lens_status(
+        "GradLensCallback",
+        [records.expectation(metadata.GRAD_STATS, "model", 3, start=2, stop=11),
+         records.expectation(metadata.DIVERGENCE, "mixed_bfloat16_vs_float32", 0)],
+        [records.unsupported("comparison mixed_bfloat16_vs_float32", [metadata.DIVERGENCE],
+                             "the model's layers cannot switch policy", step=0)],
+    )
+    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
+    with writer.as_default():
+        assert bool(summary_v2.lens_status(status, step=0))
+    writer.close()
+    source = reading.Source(multiplexer_provider(str(tmp_path)))
+    (entry,) = source.entries_of_kind("run", metadata.LENS_STATUS)
+    (point,) = source.lens_statuses("run", entry.tag)
+    got = point["status"]
+    assert got.writer == "GradLensCallback"
+    assert got.expected[0] == records.Expectation(metadata.GRAD_STATS, "model", 3, 2, 11)
+    assert got.unsupported[0].reason == "the model's layers cannot switch policy"
+    assert list(records.expected_steps(got.expected[0], 0, 100)) == [2, 5, 8]
+    assert list(records.expected_steps(got.expected[0], 4, 7)) == [5]
+    assert list(records.expected_steps(got.expected[1], 0, 100)) == []
+    for bad in ({"writer": 1}, {"writer": "x", "expected": [{"kind": "grad_stats"}]},
+                {"writer": "x", "unsupported": [{"what": "a"}]}):
+        with pytest.raises(ValueError):
+            records.read_lens_status(bad)

@@ -92,7 +92,7 @@ def test_every_bad_record_is_an_error_entry_and_the_rest_is_served(bad_logdir):
     maps = get_json(client, "dtypes", run="bad")["maps"]
     assert [m["step"] for m in maps] == list(range(bad_logs.STEPS))
     assert "unreadable dtype map at step 1" in maps[1]["error"] and maps[1]["map"] is None
-    assert maps[0]["map"] == {"layers": [], "model_output_dtype": "float32"}
+    assert maps[0]["map"] == {"layers": [], "variables": [], "model_output_dtype": "float32"}
     headlines = {h["run"]: h for h in get_json(client, "overview")["runs"]}
     assert headlines["bad"]["alert_counts"] == {"error": 0, "warning": 0, "info": 0}
 
