@@ -303,7 +303,8 @@ def read_dtype_map(obj):
 
 Expectation = collections.namedtuple("Expectation", ("kind", "name", "every", "start", "stop"))
 Unsupported = collections.namedtuple("Unsupported", ("what", "kinds", "reason", "step"))
-LensStatus = collections.namedtuple("LensStatus", ("writer", "expected", "unsupported"))
+LensStatus = collections.namedtuple("LensStatus", ("writer", "expected", "unsupported", "step_offset"),
+                                    defaults=(0,))
 
 
 def expectation(kind, name, every, start=0, stop=None):
@@ -323,12 +324,18 @@ def unsupported(what, kinds, reason, step=None):
             "step": None if step is None else int(step)}
 
 
-def lens_status(writer, expected, unsupported_features=()):
+def lens_status(writer, expected, unsupported_features=(), step_offset=0):
     """The JSON-ready lens status a writer records at its start and when it
     changes: ``{"writer", "expected": [expectation], "unsupported":
-    [unsupported]}``."""
-    return {"writer": str(writer), "expected": [dict(e) for e in expected],
-            "unsupported": [dict(u) for u in unsupported_features]}
+    [unsupported]}``, and ``"step_offset"`` when not 0: the writer's records
+    are at optimizer step + step_offset (a training whose optimizer
+    restarted at 0, e.g. after ``compile``, continues the run's steps; the
+    expectations' start and stop are record steps)."""
+    out = {"writer": str(writer), "expected": [dict(e) for e in expected],
+           "unsupported": [dict(u) for u in unsupported_features]}
+    if step_offset:
+        out["step_offset"] = int(step_offset)
+    return out
 
 
 def read_lens_status(obj):
@@ -353,7 +360,10 @@ def read_lens_status(obj):
                 and (u.get("step") is None or _is_int(u.get("step")))):
             raise ValueError("lens status 'unsupported' entries need what, kinds, reason, step")
         out_missing.append(Unsupported(u["what"], tuple(u.get("kinds", [])), u["reason"], u.get("step")))
-    return LensStatus(obj["writer"], tuple(out_expected), tuple(out_missing))
+    offset = obj.get("step_offset", 0)
+    if not _is_int(offset):
+        raise ValueError("lens status 'step_offset' must be an integer")
+    return LensStatus(obj["writer"], tuple(out_expected), tuple(out_missing), offset)
 
 
 def expected_steps(expectation_, first_step, last_step):

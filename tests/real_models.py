@@ -101,6 +101,24 @@ def efficientnet_b0(policy, size=32, seed=0):
     return _application(keras.applications.EfficientNetB0, policy, size, seed)
 
 
+def _token_and_position_embedding_class():
+    import keras
+
+    class TokenAndPositionEmbedding(keras.layers.Layer):
+        """The keras-io text classifier's embedding: tokens plus positions."""
+
+        def __init__(self, maxlen, vocab_size, embed_dim, **kwargs):
+            super().__init__(**kwargs)
+            self.token_emb = keras.layers.Embedding(vocab_size, embed_dim, name="token_emb")
+            self.pos_emb = keras.layers.Embedding(maxlen, embed_dim, name="pos_emb")
+
+        def call(self, x):
+            positions = self.pos_emb(keras.ops.arange(0, keras.ops.shape(x)[-1], 1))
+            return self.token_emb(x) + positions
+
+    return TokenAndPositionEmbedding
+
+
 def transformer_classifier(policy, vocab=200, seq=16, d_model=32, heads=2, ff=64, blocks=1,
                            dropout=0.1, seed=0):
     """The keras-io text classifier: token + position embedding, Transformer
@@ -111,11 +129,7 @@ def transformer_classifier(policy, vocab=200, seq=16, d_model=32, heads=2, ff=64
     keras.utils.set_random_seed(seed)
     with global_policy(policy):
         inputs = keras.Input((seq,), dtype="int32", name="tokens")
-        tokens = keras.layers.Embedding(vocab, d_model, name="token_emb")(inputs)
-        positions = keras.layers.Embedding(seq, d_model, name="pos_emb")(
-            keras.ops.arange(seq)[None, :]
-        )
-        x = tokens + positions
+        x = _token_and_position_embedding_class()(seq, vocab, d_model, name="embedding")(inputs)
         for b in range(blocks):
             attn = keras.layers.MultiHeadAttention(heads, d_model // heads, name="mha_%d" % b)(x, x)
             attn = keras.layers.Dropout(dropout, name="attn_dropout_%d" % b)(attn)
@@ -131,20 +145,44 @@ def transformer_classifier(policy, vocab=200, seq=16, d_model=32, heads=2, ff=64
         return keras.Model(inputs, _softmax_float32(x), name="transformer")
 
 
-def recurrent(policy, cell="lstm", bidirectional=False, seq=8, features=4, units=8, seed=0):
-    """An LSTM/GRU (optionally Bidirectional) sequence classifier."""
+def recurrent(policy, cell="lstm", bidirectional=False, seq=8, features=4, units=8, dropout=0.2,
+              recurrent_dropout=0.2, seed=0):
+    """An LSTM/GRU (optionally Bidirectional) sequence classifier, with input
+    and recurrent dropout."""
     import keras
 
     keras.utils.set_random_seed(seed)
     layer_class = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[cell]
     with global_policy(policy):
         inputs = keras.Input((seq, features))
-        rnn = layer_class(units, name=cell)
+        rnn = layer_class(units, dropout=dropout, recurrent_dropout=recurrent_dropout, name=cell)
         if bidirectional:
             rnn = keras.layers.Bidirectional(rnn, name="bidirectional")
         x = rnn(inputs)
         x = keras.layers.Dense(3, name="logits")(x)
         return keras.Model(inputs, _softmax_float32(x), name="%s%s" % ("bi" if bidirectional else "", cell))
+
+
+def random_layers(policy, seq=8, features=8, seed=0):
+    """Every random layer Keras has, in one sequence model: Dropout with a
+    noise_shape, SpatialDropout1D, GaussianNoise, GaussianDropout,
+    MultiHeadAttention's attention dropout, LSTM input and recurrent dropout,
+    AlphaDropout."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((seq, features))
+        x = keras.layers.Dense(16, name="embed")(inputs)
+        x = keras.layers.Dropout(0.3, noise_shape=(None, 1, 16), name="dropout_shared")(x)
+        x = keras.layers.SpatialDropout1D(0.2, name="spatial_dropout")(x)
+        x = keras.layers.GaussianNoise(0.1, name="gaussian_noise")(x)
+        x = keras.layers.GaussianDropout(0.2, name="gaussian_dropout")(x)
+        x = keras.layers.MultiHeadAttention(2, 8, dropout=0.2, name="mha")(x, x)
+        x = keras.layers.LSTM(8, dropout=0.2, recurrent_dropout=0.2, name="lstm")(x)
+        x = keras.layers.AlphaDropout(0.1, name="alpha_dropout")(x)
+        x = keras.layers.Dense(3, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="random_layers")
 
 
 def bn_dropout_cnn(policy, size=16, seed=0):
@@ -328,6 +366,7 @@ ZOO = {
     "gru": Workload(lambda p, **k: recurrent(p, "gru", **k), sequences(), SPARSE_CE, "GRU"),
     "bilstm": Workload(lambda p, **k: recurrent(p, "lstm", True, **k), sequences(), SPARSE_CE,
                        "Bidirectional LSTM"),
+    "random_layers": Workload(random_layers, sequences(8, 8), SPARSE_CE, "every Keras random layer"),
     "bn_dropout_cnn": Workload(bn_dropout_cnn, images(16), SPARSE_CE, "Conv+BatchNorm+Dropout"),
     "subclassed": Workload(subclassed, vectors(784), SPARSE_CE, "subclassed, unbuilt before fit"),
     "sequential_unbuilt": Workload(sequential_unbuilt, vectors(784), SPARSE_CE,

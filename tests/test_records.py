@@ -151,3 +151,16 @@ def test_lens_status_round_trip_and_expected_steps(tmp_path):
                 {"writer": "x", "unsupported": [{"what": "a"}]}):
         with pytest.raises(ValueError):
             records.read_lens_status(bad)
+
+
+def test_lens_status_states_its_step_offset():
+    """A training whose optimizer restarted (recompile) continues the run's
+    steps: the status says by how much its records are shifted."""
+    plain = records.lens_status("GradLensCallback", [records.expectation(metadata.GRAD_STATS, "model", 1)])
+    assert "step_offset" not in plain and records.read_lens_status(plain).step_offset == 0
+    shifted = records.lens_status(
+        "GradLensCallback", [records.expectation(metadata.GRAD_STATS, "model", 1, start=6)], step_offset=6)
+    got = records.read_lens_status(shifted)
+    assert got.step_offset == 6 and got.expected[0].start == 6
+    with pytest.raises(ValueError):
+        records.read_lens_status(dict(shifted, step_offset="6"))
