@@ -51,6 +51,39 @@ class ShadowPolicy(keras.DTypePolicy):
         self._variable_dtype = variable_dtype
 
 
+def _functional_inputs(layer):
+    """The KerasTensors a functional model converts the values it is called
+    with to (``Functional._inputs``; a Sequential's through its inner
+    ``Sequential._functional``)."""
+    functional = getattr(layer, "_functional", None) if isinstance(layer, keras.Sequential) else layer
+    return [t for t in getattr(functional, "_inputs", None) or [] if isinstance(t, keras.KerasTensor)]
+
+
+@contextlib.contextmanager
+def sixteen_bit_inputs_as(model, dtype):
+    """Within the block the models in ``model`` convert their inputs to
+    ``dtype`` where they convert to bfloat16 or float16: a Sequential built
+    without an Input under a mixed policy rounds its input to its first
+    layer's compute dtype (``InputLayer._dtype``, read by
+    ``Sequential.input_dtype``; ``KerasTensor._dtype`` of its inner
+    functional's input), which a float32 pass must not do."""
+    from keras.src.layers.core.input_layer import InputLayer
+
+    saved = []
+    for layer in flatten_layers(model):
+        holders = _functional_inputs(layer) + ([layer] if isinstance(layer, InputLayer) else [])
+        for holder in holders:  # KerasTensors and InputLayers (``Sequential.input_dtype``)
+            if holder._dtype in ("bfloat16", "float16") and holder._dtype != dtype:
+                saved.append((holder, holder._dtype))
+    try:
+        for holder, _ in saved:
+            holder._dtype = dtype
+        yield
+    finally:
+        for holder, old in saved:
+            holder._dtype = old
+
+
 # ---------------------------------------------------------------------------
 # Training steps and losses.
 # ---------------------------------------------------------------------------

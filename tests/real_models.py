@@ -303,6 +303,24 @@ def multi_io(policy, seed=0):
         )
 
 
+def nested_shared(policy, seed=0):
+    """A Sequential block nested in a functional model and applied to two
+    inputs (shared weights), next to a nested functional sub-model."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        block = keras.Sequential([keras.layers.Dense(16, activation="relu", name="block_dense"),
+                                  keras.layers.Dropout(0.2, name="block_dropout")], name="shared_block")
+        inner_in = keras.Input((32,), name="inner_in")
+        inner = keras.Model(inner_in, keras.layers.Dense(8, activation="tanh", name="inner_dense")(inner_in),
+                            name="inner")
+        a, b = keras.Input((12,), name="a"), keras.Input((12,), name="b")
+        x = keras.layers.Concatenate(name="concat")([block(a), block(b)])
+        x = keras.layers.Dense(3, name="logits")(inner(x))
+        return keras.Model([a, b], _softmax_float32(x), name="nested_shared")
+
+
 # ---------------------------------------------------------------------------
 # Data.
 # ---------------------------------------------------------------------------
@@ -347,6 +365,11 @@ def multi_io_data(batch, rng):
     return x, y
 
 
+def pair_data(batch, rng):
+    x = {"a": rng.random((batch, 12), dtype=np.float32), "b": rng.random((batch, 12), dtype=np.float32)}
+    return x, rng.integers(0, 3, batch).astype(np.int32)
+
+
 def digits(batch, rng):
     """Real handwritten digits (scikit-learn's bundled set, upsampled to 784)."""
     from tb_gradlens import demo
@@ -375,6 +398,8 @@ ZOO = {
                                   "train_step overridden with optimizer.apply"),
     "multi_io": Workload(multi_io, multi_io_data, {"cls": SPARSE_CE, "reg": "mse"},
                          "two inputs, shared layer, two outputs"),
+    "nested_shared": Workload(nested_shared, pair_data, SPARSE_CE,
+                              "a shared Sequential block and a nested functional model"),
 }
 
 

@@ -82,22 +82,32 @@ class SharedDraws:
         return draw
 
 
+def _is_seed_state(variable):
+    return "seed_generator_state" in variable.path
+
+
 def weights_of(model):
-    """{variable path: numpy value} of every variable, seed states included."""
-    return {v.path: np.array(v.numpy()) for v in model.variables}
+    """Every variable's value: weights by path, seed-generator states in
+    order (their paths carry a process-wide counter, not the layer's name)."""
+    weights = {v.path: np.array(v.numpy()) for v in model.variables if not _is_seed_state(v)}
+    weights["seed states"] = [np.array(v.numpy()) for v in model.variables if _is_seed_state(v)]
+    return weights
 
 
 def build_twin(build, policy, weights, loss, optimizer=None, x=None):
-    """A fresh model from ``build(policy)`` carrying ``weights`` (by path)."""
+    """A fresh model from ``build(policy)`` carrying ``weights`` (``weights_of``)."""
     model = build(policy)
     model.compile(optimizer=optimizer or "sgd", loss=loss)
     if not model.built and x is not None:
         model(x)
-    by_path = {v.path: v for v in model.variables}
+    by_path = {v.path: v for v in model.variables if not _is_seed_state(v)}
     for path, value in weights.items():
         if path in by_path:
-            by_path[path].assign(value.astype(by_path[path].dtype.name if hasattr(by_path[path].dtype, "name")
-                                              else by_path[path].dtype))
+            by_path[path].assign(value.astype(by_path[path].dtype))
+    seeds = [v for v in model.variables if _is_seed_state(v)]
+    assert len(seeds) == len(weights["seed states"]), "the twin has other random layers"
+    for variable, value in zip(seeds, weights["seed states"]):
+        variable.assign(value)
     return model
 
 

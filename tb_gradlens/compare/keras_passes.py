@@ -37,7 +37,9 @@ def _shadow_policy(layer, variant):
 
 @contextlib.contextmanager
 def switched_policies(model, variant):
-    """Within the block every layer computes as ``variant`` says.
+    """Within the block every layer computes as ``variant`` says (and a
+    nested model built under a mixed policy no longer rounds its input to
+    16 bits: ``keras_private.sixteen_bit_inputs_as``).
 
     The original policy objects are put back in ``finally``, also when the
     block raises.  A no-op for ``policy=None``.
@@ -55,7 +57,8 @@ def switched_policies(model, variant):
     try:
         for layer, _ in saved:
             layer.dtype_policy = _shadow_policy(layer, variant)
-        yield
+        with keras_private.sixteen_bit_inputs_as(model, variant.compute_dtype):
+            yield
     finally:
         for layer, policy in saved:
             layer.dtype_policy = policy

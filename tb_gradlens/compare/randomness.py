@@ -126,7 +126,10 @@ class SharedDraws:
     def draw_dtype(self, requested):
         """The dtype the training step draws in where the pass asks for
         ``requested``: the calling layer's configured compute dtype when the
-        pass asks for the layer's (switched) compute dtype."""
+        pass asks for the layer's (switched) compute dtype (a layer drawing
+        in ``self.compute_dtype``, or dropping its inputs, which Keras casts
+        to it).  A layer asking for that dtype by name is taken the same
+        way."""
         name = _float_dtype_name(requested)
         layer = instruments.current_layer()
         if name is None or layer is None or id(layer) not in self.configured:
@@ -153,10 +156,12 @@ class SharedDraws:
             return self._dropout(original, **arguments)
         if name == "shuffle":
             return self._shuffle(original, **arguments)
-        requested = arguments.get("dtype") or keras.config.floatx()
+        asked = arguments.get("dtype")
+        requested = asked or keras.config.floatx()
         if self.replay is not None:
             return tf.cast(self._take(), requested)
-        drawn = original(**dict(arguments, dtype=self.draw_dtype(requested)))
+        # dtype None is floatx in the step too (AlphaDropout's uniform draw).
+        drawn = original(**dict(arguments, dtype=requested if asked is None else self.draw_dtype(asked)))
         self.recorded.append(drawn)
         return tf.cast(drawn, requested)
 

@@ -114,6 +114,9 @@ class LiveStep:
     # -- the optimizer ------------------------------------------------------------
 
     def apply(self, grads, trainable_variables=None):
+        """The optimizer's ``apply``: on a logged step, the step's loss, the
+        live comparisons and the gradient statistics (one conditional), the
+        update, then the update statistics (another)."""
         tap = self.tap
         grads = list(grads)
         variables = (list(trainable_variables) if trainable_variables is not None
@@ -123,33 +126,33 @@ class LiveStep:
             capture.recorder.stop()
         step = optimizer_step(self.model)
         applied = keras_private.applied_gradients(self.optimizer, grads, variables)
-        self._record_loss(step, capture)
-        self._compare_live(step, capture, applied, variables)
         chosen = tap.choose(applied, variables)
         tap.note_gradient_dtypes(chosen)
-        described = False
-        if tap.logs_gradients:
-            if self.replicas is not None:
-                described = self.replicas.before_update(step, chosen)
-            else:
-                described = when(tap.status, "gradient statistics", GRADIENT_KINDS, tap.gradient_due(step),
-                                 lambda: tap.describe_gradients(step, chosen), name=tap.status.name)
+        loss = None if capture is None else capture.loss
+        if self.replicas is not None:  # collectives: every replica, every step, outside conditionals
+            if loss is not None:
+                loss = self.replicas.total_loss(loss)
+            if tap.logs_gradients:
+                self.replicas.before_update(step, chosen)
+        when(tap.status, "logged step", (), tap.any_due(step),
+             lambda: self._logged_step(step, capture, loss, applied, variables, chosen))
         result = self._original["apply"](grads, trainable_variables)
-        if described and tap.log_updates:
+        if tap.logs_gradients and tap.log_updates:
             if self.replicas is not None:
                 chosen = self.replicas.reduced()
             when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.gradient_due(step),
                  lambda: tap.describe_update(step, chosen), name=tap.status.name)
         return result
 
-    def _record_loss(self, step, capture):
+    def _logged_step(self, step, capture, loss, applied, variables, chosen):
         tap = self.tap
-        if capture is None or capture.loss is None:
-            return
-        loss = capture.loss
-        if self.replicas is not None:
-            loss = self.replicas.total_loss(loss)
-        when(tap.status, "loss", (), tap.any_due(step), lambda: tap.record_loss(step, loss))
+        if loss is not None:
+            tap.record_loss(step, loss)
+        self._compare_live(step, capture, applied, variables)
+        if tap.logs_gradients and self.replicas is None:
+            when(tap.status, "gradient statistics", GRADIENT_KINDS, tap.gradient_due(step),
+                 lambda: tap.describe_gradients(step, chosen), name=tap.status.name)
+        return tf.constant(True)
 
     def _compare_live(self, step, capture, applied, variables):
         tap = self.tap

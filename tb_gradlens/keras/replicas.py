@@ -45,21 +45,12 @@ class Replicas:
         keras_private.unshadow(optimizer, keras_private.ALL_REDUCE)
 
     def before_update(self, step, chosen):
-        """In ``optimizer.apply``: copy the weights before the update; the
-        statistics come from the all-reduce.  True when a hook is in place."""
-        tap = self.tap
+        """In ``optimizer.apply``, on every replica: the statistics come from
+        the optimizer's all-reduce (or, without one, from ours); the weights
+        are copied by the caller's logged-step branch."""
         self.local.reduced = chosen
         if self.original_all_reduce is None:
-            # No optimizer all-reduce to observe: sum the gradients ourselves.
-            self.describe(chosen, distribute.sum_across_replicas(chosen), step)
-
-        def copy_before():
-            for buf, v in zip(tap.before, tap.selected_vars):
-                buf.assign(tf.convert_to_tensor(v.value))
-            return tf.constant(True)
-
-        tf.cond(tap.gradient_due(step), copy_before, lambda: tf.constant(False))
-        return True
+            self.describe(chosen, distribute.sum_across_replicas(chosen), optimizer_step(self.tap.model))
 
     def reduced(self):
         """The all-reduced gradients of this replica's step (for update statistics)."""

@@ -55,7 +55,7 @@ class RecordSink:
         self.tap = tap
         self.replicas = replicas
         self.offset = 0
-        self._writers = {}  # what -> (extras it was built for, RecordWriter)
+        self._writers = {}  # key -> (rows and extras it was built for, RecordWriter)
         self._written_map = None
         self._loss_writer = tf.function(self._write_loss, autograph=False)
 
@@ -73,7 +73,7 @@ class RecordSink:
             self._write_ring(tap.losses, None, None)
             for slot in tap.slots:
                 if slot.extras is not None:
-                    self._write_ring(slot.ring, slot, slot.records)
+                    self._write_ring(slot.ring, "comparison " + slot.name, slot.records)
 
     def write_status(self, step):
         with self.writer.as_default():
@@ -88,13 +88,13 @@ class RecordSink:
                 summary_v2.dtypes(current, step=step, name=self.tap.status.name)
                 self._written_map = current
 
-    def _write_ring(self, ring, what, make_records):
+    def _write_ring(self, ring, key, make_records):
         pending = ring.pending()
         if not pending:
             return
         writer = None
         if make_records is not None:
-            writer = self._record_writer(what, make_records)
+            writer = self._record_writer(key, make_records)
         for step, slot in pending:
             ring.select(slot)
             record_step = step + self.offset
@@ -105,13 +105,15 @@ class RecordSink:
             ring.written = step
             note_written(self.log_dir, record_step)
 
-    def _record_writer(self, what, make_records):
+    def _record_writer(self, key, make_records):
+        """The RecordWriter of ``key``'s records, rebuilt when their rows or
+        extras change (a retrace of the step)."""
         records_ = make_records()
-        extras = [r.extras for _, r, _ in records_]
-        built = self._writers.get(id(what))
-        if built is None or built[0] != extras:
-            built = (extras, summary_v2.RecordWriter(self.writer, records_))
-            self._writers[id(what)] = built
+        described = [(r.rows, r.extras) for _, r, _ in records_]
+        built = self._writers.get(key)
+        if built is None or built[0] != described:
+            built = (described, summary_v2.RecordWriter(self.writer, records_))
+            self._writers[key] = built
         return built[1]
 
     def _write_loss(self, step):
