@@ -16,8 +16,9 @@ Per row of a divergence-like record (``judge``):
   sides round alike (another device, XLA);
 * early baseline (activations): a row whose divergence rises
   ``rise_factor``-fold above its median over its first ``baseline_steps``
-  logged comparisons, for ``rise_steps`` logged comparisons in a row, is
-  judged by that rise even while under its budget;
+  logged comparisons (at least u/4, so a row that starts at exactly 0 is
+  judged against rounding), for ``rise_steps`` logged comparisons in a row,
+  is judged by that rise even while under its budget;
 * reference noise (gradients): a row whose reference is within
   ``noise_factor`` x the rounding noise of its own computation (rel L2 at
   least ``(u_candidate / u_reference) / noise_factor``) has a true value of
@@ -230,7 +231,7 @@ def _with_rise(values, steps, rule, thresholds, above):
     median, end = detectors.baseline(values[:, None], thresholds.baseline_steps)
     if not np.isfinite(median[0]):
         return rule.limit, rule.basis, above
-    base = max(float(median[0]), rule.u)
+    base = max(float(median[0]), rule.u / 4)
     rise = max(thresholds.rise_factor * base, rule.floor)
     if rise >= rule.limit:
         return rule.limit, rule.basis, above
