@@ -27,7 +27,8 @@ Run (from the repository root)::
     python benchmarks/alert_zoo.py --only 'mlp|fault' # a regex on configuration names
     python benchmarks/alert_zoo.py --tiny             # the test-suite subset, few steps
 
-``--logdir DIR --keep`` keeps the logs (``tb-gradlens report DIR/<config>``).
+``--logdir DIR --keep`` keeps the logs (``tb-gradlens report DIR/<config>``);
+``--logdir DIR --judge-only`` judges kept logs again without training.
 """
 
 import argparse
@@ -374,8 +375,10 @@ def analyse(logdir):
     return analysis.run_alerts(source)
 
 
-def verdict(config, alerts):
-    """(ok, why) of a configuration's alerts."""
+def verdict(config, alerts, problems=()):
+    """(ok, why) of a configuration's alerts (and unreadable tags: never ok)."""
+    if problems:
+        return False, "%d tag(s) could not be analysed: %s" % (len(problems), problems[0]["error"])
     loud = [a for a in alerts if a.severity in ("warning", "error")]
     if config.expect is None:
         if loud:
@@ -412,24 +415,28 @@ def table(results):
     header = ["configuration", "steps"] + [c.replace("_", " ") for c in CODES] + ["expected", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for config, alerts, problems, seconds in results:
-        ok, why = verdict(config, alerts)
+        ok, why = verdict(config, alerts, problems)
         expected = "-" if config.expect is None else "%s on /%s/" % (config.expect.code, config.expect.row)
-        if problems:
-            why += "; %d unreadable tag(s)" % len(problems)
         row = [config.name, str(config.steps)] + [cell(alerts, c) for c in CODES]
         row += [expected, ("ok: " if ok else "FAIL: ") + why]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
-def run(configs, logdir, steps=None, every=None, log=print):
+def run(configs, logdir, steps=None, every=None, log=print, train=True):
+    """Train (unless ``train`` is False: judge the runs already in ``logdir``)
+    and judge each configuration: [(config, alerts, problems, seconds)]."""
     results = []
     for config in configs:
         path = os.path.join(logdir, config.name)
-        shutil.rmtree(path, ignore_errors=True)
         n, k = steps or config.steps, every or config.every
         start = time.perf_counter()
-        config.train(path, n, k)
+        if train:
+            shutil.rmtree(path, ignore_errors=True)
+            config.train(path, n, k)
+        elif not os.path.isdir(path):
+            log("%-32s not in %s" % (config.name, logdir))
+            continue
         seconds = time.perf_counter() - start
         try:
             alerts, problems = analyse(path)
@@ -437,7 +444,7 @@ def run(configs, logdir, steps=None, every=None, log=print):
             alerts, problems = [], [{"run": config.name, "tag": "-", "error": repr(e)}]
         config = config._replace(steps=n, every=k)
         results.append((config, alerts, problems, seconds))
-        ok, why = verdict(config, alerts)
+        ok, why = verdict(config, alerts, problems)
         log("%-32s %6.1fs  %s  %s" % (config.name, seconds, "ok  " if ok else "FAIL", why), flush=True)
     return results
 
@@ -449,19 +456,23 @@ def main(argv=None):
     parser.add_argument("--logdir", help="where the runs go (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep the logs")
     parser.add_argument("--tiny", action="store_true", help="the test-suite subset: the demo MLP, fewer steps")
+    parser.add_argument("--judge-only", action="store_true",
+                        help="do not train: judge the runs kept in --logdir (after a change to the rules)")
     args = parser.parse_args(argv)
     configs = all_configs(args.tiny)
     if args.only:
         configs = [c for c in configs if re.search(args.only, c.name)]
+    if args.judge_only and not args.logdir:
+        parser.error("--judge-only needs --logdir")
     logdir = args.logdir or tempfile.mkdtemp(prefix="alert_zoo_")
     try:
-        results = run(configs, logdir, args.steps)
+        results = run(configs, logdir, args.steps, train=not args.judge_only)
     finally:
-        if not args.keep:
+        if not (args.keep or args.judge_only):
             shutil.rmtree(logdir, ignore_errors=True)
     print()
     print(table(results))
-    failed = [c.name for c, alerts, _, _ in results if not verdict(c, alerts)[0]]
+    failed = [c.name for c, alerts, problems, _ in results if not verdict(c, alerts, problems)[0]]
     print("\n%d configurations, %d as expected%s" % (
         len(results), len(results) - len(failed), "; failed: " + ", ".join(failed) if failed else ""))
     return 1 if failed else 0

@@ -30,7 +30,7 @@ def test_alert_zoo_configuration(name, tmp_path):
     if config.expect is None:
         assert loud == [], "false alerts on a healthy model"
         return
-    ok, why = alert_zoo.verdict(config, alerts)
+    ok, why = alert_zoo.verdict(config, alerts, problems)
     assert ok, "%s: %s (alerts: %s)" % (name, why, loud)
     # The code is raised on the variable or layer that has the fault, and the
     # alert points the tab at it from its first step.

@@ -12,6 +12,7 @@ from tensorboard.backend.event_processing import plugin_event_multiplexer
 from tb_gradlens import analysis
 from tb_gradlens import metadata
 from tb_gradlens import reading
+from tb_gradlens import records
 from tb_gradlens import summary
 from tb_gradlens import summary_v2
 
@@ -369,3 +370,107 @@ def test_replica_disagreement_gives_no_precision_alert_but_keeps_nonfinite():
         make_series(metadata.DIVERGENCE, table, dict(extras, comparison="replica_vs_mean"))
     )
     assert [(a.code, a.step_first, a.variables) for a in replica] == [("nonfinite", 20, ["v1"])]
+
+
+# ---------------------------------------------------------------------------
+# Run comparison: NaN wins, the loss by default.
+# ---------------------------------------------------------------------------
+
+
+def test_compare_runs_nan_in_run_b_exceeds_any_noise_floor_from_its_step():
+    """Issue 14: the verdict said "within the noise floor" while run B was NaN."""
+    class Fake(FakeScalars):
+        pass
+
+    steps = np.arange(6)
+    a = 2.0 / (1 + steps)
+    source = Fake({
+        "a": (steps, a),
+        "b": (steps, np.where(steps >= 4, np.nan, a * 1.001)),
+        "n": (steps, a * 1.01),
+    })
+    out = analysis.compare_runs(source, "a", "b", noise_run="n")
+    summary = out["summary"]
+    assert summary["exceeds_noise"] is True and summary["first_exceeding_step"] == 4
+    assert summary["verdict"] == "exceeds the noise floor from step 4: run B is NaN"
+    assert np.isnan(summary["max_abs_rel_difference"]) and summary["nonfinite"]["b"] == 4
+    plain = analysis.compare_runs(source, "a", "b")["summary"]
+    assert plain["verdict"] == "run B is NaN from step 4" and plain["exceeds_noise"] is None
+    within = analysis.compare_runs(Fake({"a": (steps, a), "b": (steps, a * 1.001), "n": (steps, a * 1.01)}),
+                                   "a", "b", noise_run="n")["summary"]
+    assert within["exceeds_noise"] is False and within["verdict"].startswith("within the noise floor")
+
+
+def _write_loss_comparisons(logdir, run, losses, scalar=False):
+    ref = records.variant("float32", "float32", "float32", "float32")
+    cand = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
+    record = metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS,
+                                     records.comparison_extras(ref, cand))
+    writer = tf.summary.create_file_writer(os.path.join(logdir, run))
+    with writer.as_default():
+        for step, loss in enumerate(losses):
+            row = np.array([[loss * 0.99, loss, loss * 0.01, 0.0101]], np.float32)
+            summary_v2.write_record("model_vs_float32", record, tf.constant(row), step * 10)
+            if scalar:
+                tf.summary.scalar("loss", loss, step=step * 10)
+    writer.close()
+
+
+def test_compare_runs_without_a_loss_scalar_compares_the_logged_training_loss(tmp_path):
+    """Contract 6: the default is the training loss; a run without a ``loss`` scalar
+    (the callback before it logged one) falls back to its comparisons' loss, and says so."""
+    logdir = str(tmp_path)
+    _write_loss_comparisons(logdir, "f32", [2.0, 1.0, 0.5])
+    _write_loss_comparisons(logdir, "bf16", [2.0, 1.1, 0.6])
+    out = analysis.compare_runs(source_of(logdir), "f32", "bf16")
+    assert out["quantity"]["kind"] == "loss_comparison" and out["quantity"]["column"] == "candidate"
+    assert "has no 'loss' scalar" in out["note"] and "loss_comparison model_vs_float32" in out["note"]
+    assert out["steps"].tolist() == [0, 10, 20]
+    np.testing.assert_allclose(out["b"], np.float32([2.0, 1.1, 0.6]), rtol=1e-7)
+    # With the scalar, the scalar is used, silently.
+    _write_loss_comparisons(logdir, "f32s", [2.0, 1.0], scalar=True)
+    _write_loss_comparisons(logdir, "bf16s", [2.0, 1.1], scalar=True)
+    out = analysis.compare_runs(source_of(logdir), "f32s", "bf16s")
+    assert out["quantity"]["tag"] == "loss" and out["note"] is None
+
+
+def test_compare_runs_with_no_loss_at_all_names_what_the_run_has(tmp_path):
+    from tensorboard import errors
+
+    writer = tf.summary.create_file_writer(str(tmp_path / "a"))
+    with writer.as_default():
+        summary.gradients([tf.ones([2])], [tf.Variable([1.0, 2.0], name="w")], step=0)
+        tf.summary.scalar("accuracy", 0.5, step=0)
+    writer.close()
+    with pytest.raises(errors.NotFoundError, match="has no 'loss' scalar .its scalars: accuracy.*--kind"):
+        analysis.compare_runs(source_of(str(tmp_path)), "a", "a")
+
+
+# ---------------------------------------------------------------------------
+# lens_status: what was asked for, what is missing, what is unsupported.
+# ---------------------------------------------------------------------------
+
+
+def test_coverage_lists_unsupported_features_and_records_a_run_lacks(tmp_path):
+    writer = tf.summary.create_file_writer(str(tmp_path / "lstm"))
+    status = records.lens_status(
+        "GradLensCallback",
+        [records.expectation("grad_stats", "model", every=2), records.expectation("divergence", "model_vs_float32", 4)],
+        [records.unsupported("comparison float32", ["divergence", "activation_divergence"],
+                             "InaccessibleTensorError: a tensor from inside the LSTM's while loop", 0)],
+    )
+    variable = tf.Variable([1.0, 2.0], name="w")
+    with writer.as_default():
+        summary.lens_status(status, step=0)
+        for step in (0, 2, 6):  # step 4 lost
+            summary.gradients([tf.ones([2])], [variable], step=step, name="model")
+        tf.summary.scalar("loss", 1.0, step=7)
+    writer.close()
+    found = analysis.coverage(source_of(str(tmp_path)), "lstm")
+    assert found["statuses"] == 1 and found["errors"] == []
+    (unsupported,) = found["unsupported"]
+    assert unsupported["what"] == "comparison float32" and "while loop" in unsupported["reason"]
+    missing = {m["kind"]: m for m in found["missing"]}
+    assert (missing["grad_stats"]["expected"], missing["grad_stats"]["found"]) == (4, 3)
+    assert missing["grad_stats"]["first_missing_step"] == 4
+    assert (missing["divergence"]["expected"], missing["divergence"]["found"]) == (2, 0)

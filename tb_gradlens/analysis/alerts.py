@@ -201,6 +201,7 @@ def _divergence_alert(series, judgement, flags, code, names):
     worst_row = index[np.argmax(np.where(np.isnan(found["worst"][index]), np.inf, found["worst"][index]))]
     explanation = texts.DIVERGENCE.format(
         cand=names[0], ref=names[1], quantity=texts.QUANTITY[kind].format(vars=texts.names(rows, index)),
+        differ="differs" if kind == metadata.LOSS_COMPARISON else "differ",
         metric=judgement.column.replace("_", " "), worst=float(found["worst"][worst_row]),
         ws=int(steps[found["worst_index"][worst_row]]), limit=judgement.limits[r0],
         basis=judgement.basis[r0], a=a,
@@ -218,27 +219,32 @@ def _divergence_alert(series, judgement, flags, code, names):
 
 
 def _flush_alert(series, judgement, thresholds, names):
-    """Flush to zero above the floor and above the row's divergence limit."""
+    """Flush to zero above the floor and above the row's own relative error at
+    that step, for ``rise_steps`` logged comparisons in a row: a rounding error
+    of relative size e moves about a fraction e of the elements across zero at
+    most, and in a small tensor one element is already 1% by chance; more,
+    held, is underflow or swamping."""
     flush = series.column("flush_to_zero").astype(np.float64)
-    limits = np.array([thresholds.flush_to_zero if v is None else max(thresholds.flush_to_zero, v)
-                       for v in judgement.limits])
-    judged = np.array([v is not None for v in judgement.limits])
     with np.errstate(invalid="ignore"):
-        flags = (flush > limits[None, :]) & ~judgement.noise & judged[None, :]
-    found = detectors.hits(flush, flags)
+        limits = np.maximum(thresholds.flush_to_zero, np.nan_to_num(judgement.values, nan=0.0, posinf=np.inf))
+        judged = np.array([v is not None for v in judgement.limits])
+        flags = (flush > limits) & ~judgement.noise & judged[None, :]
+    found = detectors.hits(flush, detectors.sustained(flags, thresholds.rise_steps))
     index = _by_first(found)
     if not len(index):
         return []
     rows, steps = series.record.rows, series.steps
     a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
     r0 = index[0]
+    first_limits = [float(limits[found["first"][r], r]) if found["first"][r] >= 0 else None
+                    for r in range(len(rows))]
     return [Alert(
         codes.WARNING, codes.FLUSH_TO_ZERO, series.run, series.tag, a, b, [rows[i] for i in index],
         texts.FLUSH.format(cand=names[0], ref=names[1], vars=texts.names(rows, index), a=a,
-                           share=float(np.nanmax(found["worst"][index])), limit=float(limits[r0])),
+                           share=float(np.nanmax(found["worst"][index])), limit=first_limits[r0]),
         texts.FLUSH_FIX, codes.view(series, "flush_to_zero", rows[r0], a),
-        _row_details(rows, steps, found, index, worst=found["worst"].tolist(), limit=limits.tolist()),
-        limit=float(limits[r0]),
+        _row_details(rows, steps, found, index, worst=found["worst"].tolist(), limit=first_limits),
+        limit=first_limits[r0],
     )]
 
 

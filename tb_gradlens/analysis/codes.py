@@ -73,9 +73,9 @@ class Thresholds:
       float32_rel_l2: a float32 candidate (from float64, or another device).
 
     Measured rules:
-      gradient_rounding, value_rounding: C in the rounding budget
-        C * u * sqrt(depth) of gradients and the loss, and of activations;
-        u the unit roundoff of the candidate's effective dtype.
+      gradient_rounding, value_rounding: C in the rounding budgets
+        C * u * sqrt(depth) of gradients and the loss and C * u * depth of
+        activations; u the unit roundoff of the candidate's effective dtype.
       rise_factor, baseline_steps, rise_steps: an activation is also judged
         against rise_factor x its median over its first baseline_steps
         logged comparisons, held for rise_steps logged comparisons.
@@ -86,7 +86,8 @@ class Thresholds:
     Other rules:
       zero_gradient_steps: K consecutive logged steps of an all-zero gradient.
       flush_to_zero: fraction of nonzero reference elements that are zero
-        in the candidate (also above the row's divergence limit).
+        in the candidate (also above the row's own rel_l2, held for
+        rise_steps logged comparisons).
       underflow: fraction of a gradient's elements within
         underflow_binades binades of its dtype's smallest normal number.
       lost_update: fraction of the elements of bfloat16 weights that did
@@ -96,8 +97,8 @@ class Thresholds:
     low_precision_gradient_rel_l2: float = 0.1
     low_precision_value_rel_l2: float = 0.01
     float32_rel_l2: float = 1e-3
-    gradient_rounding: float = 64.0
-    value_rounding: float = 16.0
+    gradient_rounding: float = 96.0
+    value_rounding: float = 5.0
     rise_factor: float = 10.0
     baseline_steps: int = 5
     rise_steps: int = 2

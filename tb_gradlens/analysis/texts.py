@@ -53,7 +53,7 @@ QUANTITY = {
     metadata.LOSS_COMPARISON: "the training loss",
 }
 DIVERGENCE = (
-    "Computed in {cand}, {quantity} differ from the {ref} computation by more than "
+    "Computed in {cand}, {quantity} {differ} from the {ref} computation by more than "
     "rounding explains: {metric} up to {worst:.3g} (step {ws}) against a limit of {limit:.3g} "
     "({basis}), first at step {a}."
 )
@@ -80,8 +80,9 @@ DIVERGENCE_FIX = {
 }
 FLUSH = (
     "Computed in {cand}, {share:.1%} of the nonzero elements of {vars} in the {ref} "
-    "computation become exactly zero (first above its limit {limit:.3g} at step {a}): "
-    "more than rounding can zero, so they underflow or are swamped by larger terms."
+    "computation become exactly zero (first above {limit:.3g}, the floor or the row's own "
+    "relative error, at step {a}): more than rounding can zero, so they underflow or are "
+    "swamped by larger terms."
 )
 FLUSH_FIX = (
     "Scale the values up (loss scaling, a different normalization) or keep these layers in "

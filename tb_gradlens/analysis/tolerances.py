@@ -8,12 +8,16 @@ Per row of a divergence-like record (``judge``):
 * effective dtype: the least precise compute dtype the row's value went
   through in the candidate (an activation: its own layer and every layer
   before it in forward order; a gradient or the loss: every layer);
-* rounding budget: ``C * u * sqrt(depth)`` with u the unit roundoff of the
-  effective dtype (``float_formats``), depth the layer's forward position
-  (gradients and the loss: the model's depth), C ``Thresholds.value_rounding``
-  for activations and ``gradient_rounding`` for gradients and the loss (sums
-  over the batch: larger, measured on the alert zoo), x sqrt(2) when both
-  sides round alike (another device, XLA);
+* rounding budget, with u the unit roundoff of the effective dtype
+  (``float_formats``): ``value_rounding * u * depth`` for an activation at
+  forward position ``depth`` (each layer adds its rounding to what it
+  inherits and amplifies that by its conditioning), and
+  ``gradient_rounding * u * sqrt(depth)`` for gradients and the loss at the
+  model's depth (sums over the batch whose error is dominated by the
+  reduction, growing slowly with depth); x sqrt(2) when both sides round
+  alike (another device, XLA).  The shapes and the constants were measured
+  on the alert zoo (BENCHMARKS.md): the constants are about 3x the largest
+  ratio seen on healthy models;
 * early baseline (activations): a row whose divergence rises
   ``rise_factor``-fold above its median over its first ``baseline_steps``
   logged comparisons (at least u/4, so a row that starts at exactly 0 is
@@ -61,7 +65,7 @@ _RULES = {
     ),
     metadata.ACTIVATION_DIVERGENCE: (
         "rel_l2 above the larger of the fixed floor and the smaller of the rounding budget "
-        "C*u*sqrt(depth) of the layer's effective dtype and rise_factor x the layer's median over "
+        "C*u*depth of the layer's effective dtype and rise_factor x the layer's median over "
         "its first logged comparisons (the rise held for rise_steps logged comparisons)."
     ),
     metadata.LOSS_COMPARISON: (
@@ -164,11 +168,14 @@ def row_rule(kind, cand, ref, depth, thresholds):
     same = bits_r is not None and bits_c >= bits_r
     code = codes.DIVERGENCE if same else codes.PRECISION_CODES.get(cand, codes.DIVERGENCE)
     u = float_formats.unit_roundoff(cand if bits_r is None or bits_c <= bits_r else ref)
-    factor = thresholds.value_rounding if kind == metadata.ACTIVATION_DIVERGENCE else thresholds.gradient_rounding
-    budget = factor * u * math.sqrt(depth) * (math.sqrt(2.0) if same else 1.0)
+    if kind == metadata.ACTIVATION_DIVERGENCE:
+        factor, growth, shape = thresholds.value_rounding, float(depth), "%d" % depth
+    else:
+        factor, growth, shape = thresholds.gradient_rounding, math.sqrt(depth), "sqrt(%d)" % depth
+    budget = factor * u * growth * (math.sqrt(2.0) if same else 1.0)
     if budget >= floor:
-        basis = "%s rounding at depth %d: %g x u x sqrt(%d)%s = %.3g" % (
-            cand, depth, factor, depth, " x sqrt(2), both sides round" if same else "", budget)
+        basis = "%s rounding at depth %d: %g x u x %s%s = %.3g" % (
+            cand, depth, factor, shape, " x sqrt(2), both sides round" if same else "", budget)
         return RowRule(code, budget, basis, u, same, floor)
     return RowRule(code, floor, "fixed floor %s = %.3g" % (floor_name, floor), u, same, floor)
 
