@@ -226,6 +226,8 @@ def _flush_alert(series, judgement, thresholds, names):
     held, is underflow or swamping."""
     flush = series.column("flush_to_zero").astype(np.float64)
     with np.errstate(invalid="ignore"):
+        if not (flush > thresholds.flush_to_zero).any():
+            return []
         limits = np.maximum(thresholds.flush_to_zero, np.nan_to_num(judgement.values, nan=0.0, posinf=np.inf))
         judged = np.array([v is not None for v in judgement.limits])
         flags = (flush > limits) & ~judgement.noise & judged[None, :]

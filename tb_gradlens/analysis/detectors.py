@@ -75,8 +75,13 @@ def hits(values, flags):
     value; NaN and +Inf are the worst of all; NaN if none flagged) and
     ``worst_index``.
     """
-    values = np.asarray(values, np.float64)
     flags = np.asarray(flags, bool)
+    n_rows = flags.shape[1:]
+    if not flags.any():
+        none = np.full(n_rows, -1, np.int64)
+        return {"count": np.zeros(n_rows, np.int64), "first": none, "last": none,
+                "worst": np.full(n_rows, np.nan), "worst_index": np.zeros(n_rows, np.int64)}
+    values = np.asarray(values, np.float64)
     ranked = np.where(np.isnan(values), np.inf, values)
     ranked = np.where(flags, ranked, -np.inf)
     if len(values):
@@ -121,9 +126,15 @@ def baseline(values, steps):
     n_rows = values.shape[1] if values.ndim == 2 else 0
     medians = np.full(n_rows, np.nan)
     ends = np.full(n_rows, values.shape[0], np.int64)
-    for r in range(n_rows):
+    if steps <= 0 or values.shape[0] < steps:
+        return medians, ends
+    head = values[:steps]
+    clean = np.isfinite(head).all(axis=0)
+    medians[clean] = np.median(head[:, clean], axis=0)
+    ends[clean] = steps
+    for r in np.nonzero(~clean)[0]:
         finite = np.nonzero(np.isfinite(values[:, r]))[0][:steps]
-        if steps > 0 and len(finite) == steps:
+        if len(finite) == steps:
             medians[r] = np.median(values[finite, r])
             ends[r] = finite[-1] + 1
     return medians, ends

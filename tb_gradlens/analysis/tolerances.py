@@ -180,76 +180,89 @@ def row_rule(kind, cand, ref, depth, thresholds):
     return RowRule(code, floor, "fixed floor %s = %.3g" % (floor_name, floor), u, same, floor)
 
 
-def _noise(kind, values, series, r, cand, ref, same, thresholds):
-    """[S] flags of gradient row ``r`` where its reference is rounding noise,
-    and the rel_l2 from which it is (None, None for rows this rule does not
-    cover).
+def _noise(kind, values, series, rules, cand, ref, thresholds):
+    """[S, R] flags where a gradient row's reference is rounding noise, and
+    per row the rel_l2 from which it is (NaN for rows this rule does not cover).
 
     Both sides rounding alike, two noises of one size are uncorrelated and
     as large: rel_l2 >= 0.5, |cosine| < 0.5 and norm_ratio in [0.5, 2]."""
-    if kind != metadata.DIVERGENCE or cand is None or precision_bits(ref) is None:
-        return None, None
-    if same:
-        cosine = np.abs(series.column("cosine")[:, r].astype(np.float64))
-        ratio = series.column("norm_ratio")[:, r].astype(np.float64)
-        with np.errstate(invalid="ignore"):
-            return (values >= 0.5) & (cosine < 0.5) & (ratio >= 0.5) & (ratio <= 2.0), 0.5
-    level = float_formats.unit_roundoff(cand) / float_formats.unit_roundoff(ref) / thresholds.noise_factor
+    n_rows = values.shape[1]
+    levels = np.full(n_rows, np.nan)
+    alike = np.zeros(n_rows, bool)
+    if kind == metadata.DIVERGENCE:
+        for r, rule in enumerate(rules):
+            if cand[r] is None or precision_bits(ref[r]) is None:
+                continue
+            if rule.same:
+                levels[r], alike[r] = 0.5, True
+            else:
+                levels[r] = (float_formats.unit_roundoff(cand[r]) / float_formats.unit_roundoff(ref[r])
+                             / thresholds.noise_factor)
     with np.errstate(invalid="ignore"):
-        return values >= level, level
+        noise = values >= levels[None, :]
+        if alike.any():
+            cosine = np.abs(series.column("cosine").astype(np.float64))
+            ratio = series.column("norm_ratio").astype(np.float64)
+            uncorrelated = (cosine < 0.5) & (ratio >= 0.5) & (ratio <= 2.0)
+            noise &= np.where(alike[None, :], uncorrelated, True)
+    return noise, levels
 
 
 def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS):
     """The Judgement of a divergence-like Series (see the module doc)."""
     record = series.record
-    kind, rows = record.kind, record.rows
+    kind = record.kind
     info = records.read_comparison(record, series.tag)
     column = codes.DEFAULT_COLUMN[kind]
     values = series.column(column).astype(np.float64)
     n_steps, n_rows = values.shape
-    hit = np.zeros((n_steps, n_rows), bool)
-    noise = np.zeros((n_steps, n_rows), bool)
-    limits, basis, row_codes = [None] * n_rows, [REPLICA_RULE] * n_rows, [codes.DIVERGENCE] * n_rows
     cand, ref = _row_dtypes(kind, info, n_rows, context)
     depths = _row_depths(kind, n_rows, context)
     if info.comparison == records.REPLICA_VS_MEAN:
-        return Judgement(column, values, hit, noise, limits, basis, row_codes, cand, depths, REPLICA_RULE)
-    for r in range(n_rows):
-        rule = row_rule(kind, cand[r], ref[r], depths[r], thresholds)
-        row_codes[r], limit, why = rule.code, rule.limit, rule.basis
-        with np.errstate(invalid="ignore"):
-            above = values[:, r] > limit
-        if kind == metadata.ACTIVATION_DIVERGENCE and rule.u is not None:
-            limit, why, above = _with_rise(values[:, r], series.steps, rule, thresholds, above)
-        flags, level = _noise(kind, values[:, r], series, r, cand[r], ref[r], rule.same, thresholds)
-        if flags is not None:
-            noise[:, r] = flags
-            if flags.sum() * 2 > n_steps > 0:
-                why = "reference at the rounding noise of its own computation (rel_l2 >= %.3g) at %d " \
-                      "of %d steps: true gradient 0, not judged there" % (level, flags.sum(), n_steps)
-                limit = None
-        hit[:, r] = above & ~noise[:, r]
-        limits[r], basis[r] = limit, why
-    return Judgement(column, values, hit, noise, limits, basis, row_codes, cand, depths, _RULES[kind])
-
-
-def _with_rise(values, steps, rule, thresholds, above):
-    """(limit, basis, flags) of one activation row with the early-baseline rule folded in."""
-    median, end = detectors.baseline(values[:, None], thresholds.baseline_steps)
-    if not np.isfinite(median[0]):
-        return rule.limit, rule.basis, above
-    base = max(float(median[0]), rule.u / 4)
-    rise = max(thresholds.rise_factor * base, rule.floor)
-    if rise >= rule.limit:
-        return rule.limit, rule.basis, above
+        nothing = np.zeros((n_steps, n_rows), bool)
+        return Judgement(column, values, nothing, nothing, [None] * n_rows, [REPLICA_RULE] * n_rows,
+                         [codes.DIVERGENCE] * n_rows, cand, depths, REPLICA_RULE)
+    rules = [row_rule(kind, cand[r], ref[r], depths[r], thresholds) for r in range(n_rows)]
+    limits = np.array([rule.limit for rule in rules], np.float64)
+    basis = [rule.basis for rule in rules]
     with np.errstate(invalid="ignore"):
-        rising = values > rise
-    rising[: end[0]] = False
-    held = detectors.sustained(rising[:, None], thresholds.rise_steps)[:, 0]
-    first, last = int(steps[0]), int(steps[end[0] - 1])
-    why = "%g x its baseline %.3g (median of steps %d-%d), held %d logged steps = %.3g" % (
-        thresholds.rise_factor, base, first, last, thresholds.rise_steps, rise)
-    return rise, why, above | held
+        hit = values > limits[None, :]
+    if kind == metadata.ACTIVATION_DIVERGENCE:
+        hit = _with_rise(values, series.steps, rules, thresholds, hit, limits, basis)
+    noise, levels = _noise(kind, values, series, rules, cand, ref, thresholds)
+    hit &= ~noise
+    out_limits = [float(v) for v in limits]
+    counts = noise.sum(axis=0)
+    for r in np.nonzero(counts * 2 > n_steps)[0]:
+        basis[r] = ("reference at the rounding noise of its own computation (rel_l2 >= %.3g) at %d of %d "
+                    "steps: true gradient 0, not judged there" % (levels[r], counts[r], n_steps))
+        out_limits[r] = None
+    return Judgement(column, values, hit, noise, out_limits, basis, [rule.code for rule in rules], cand,
+                     depths, _RULES[kind])
+
+
+def _with_rise(values, steps, rules, thresholds, hit, limits, basis):
+    """Fold the early-baseline rule into the activation rows: lowers
+    ``limits`` and rewrites ``basis`` in place where it applies; returns the
+    flags with the held rises added."""
+    median, end = detectors.baseline(values, thresholds.baseline_steps)
+    u = np.array([np.nan if rule.u is None else rule.u for rule in rules])
+    floor = np.array([rule.floor for rule in rules])
+    with np.errstate(invalid="ignore"):
+        base = np.maximum(median, u / 4)
+        rise = np.maximum(thresholds.rise_factor * base, floor)
+        applies = np.isfinite(rise) & (rise < limits)
+        if not applies.any():
+            return hit
+        rising = (values > rise[None, :]) & applies[None, :]
+    rising &= np.arange(len(values))[:, None] >= end[None, :]
+    held = detectors.sustained(rising, thresholds.rise_steps)
+    for r in np.nonzero(applies)[0]:
+        basis[r] = "%g x its baseline %.3g (median of steps %d-%d), held %d logged steps = %.3g" % (
+            thresholds.rise_factor, base[r], int(steps[0]), int(steps[end[r] - 1]), thresholds.rise_steps,
+            rise[r])
+        limits[r] = rise[r]
+    return hit | held
 
 
 def row_limits(judgement):
