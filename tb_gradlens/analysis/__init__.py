@@ -15,7 +15,8 @@ Modules, one job each:
 * ``detectors``: pure functions of ``[steps, rows]`` arrays;
 * ``tolerances``: the limit each compared row is judged against (what
   rounding explains), and the tolerances route;
-* ``alerts``: one detector per record kind, ``run_alerts``;
+* ``alerts``: one detector per record kind;
+* ``findings``: the alerts of tags and runs (``run_alerts``), grouped;
 * ``overview``: each run's headline;
 * ``runs``: ``compare_runs``, two runs step by step;
 * ``coverage``: what the writers asked for and could not log;
@@ -27,9 +28,6 @@ from tb_gradlens.analysis.alerts import alerts_for_dtype_maps  # noqa: F401
 from tb_gradlens.analysis.alerts import alerts_for_grad_stats  # noqa: F401
 from tb_gradlens.analysis.alerts import alerts_for_histogram  # noqa: F401
 from tb_gradlens.analysis.alerts import alerts_for_update_stats  # noqa: F401
-from tb_gradlens.analysis.alerts import group_alerts  # noqa: F401
-from tb_gradlens.analysis.alerts import run_alerts  # noqa: F401
-from tb_gradlens.analysis.alerts import tag_alerts  # noqa: F401
 from tb_gradlens.analysis.codes import *  # noqa: F401,F403 (severities, codes, Thresholds, Alert)
 from tb_gradlens.analysis.coverage import coverage  # noqa: F401
 from tb_gradlens.analysis.detectors import exceedances  # noqa: F401
@@ -39,6 +37,9 @@ from tb_gradlens.analysis.detectors import last_true  # noqa: F401
 from tb_gradlens.analysis.detectors import zero_runs  # noqa: F401
 from tb_gradlens.analysis.export import EXPORT_FIELDS  # noqa: F401
 from tb_gradlens.analysis.export import export_rows  # noqa: F401
+from tb_gradlens.analysis.findings import group_alerts  # noqa: F401
+from tb_gradlens.analysis.findings import run_alerts  # noqa: F401
+from tb_gradlens.analysis.findings import tag_alerts  # noqa: F401
 from tb_gradlens.analysis.overview import overview  # noqa: F401
 from tb_gradlens.analysis.overview import worst_divergence  # noqa: F401
 from tb_gradlens.analysis.runs import DEFAULT_QUANTITY  # noqa: F401

@@ -10,7 +10,7 @@ import numpy as np
 from tensorboard import errors
 
 from tb_gradlens import metadata
-from tb_gradlens.analysis import alerts as alerts_lib
+from tb_gradlens.analysis import findings
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import tolerances
 
@@ -105,7 +105,7 @@ def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
     """The headline of every run: worst divergence, first NaN, dead variables, alert counts."""
     out = []
     for run in source.runs():
-        alerts, _ = alerts_lib.run_alerts(source, [run], thresholds)
+        alerts, _ = findings.run_alerts(source, [run], thresholds)
         counts = {s: 0 for s in codes.SEVERITIES}
         for a in alerts:
             counts[a.severity] += 1
