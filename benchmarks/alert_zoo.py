@@ -268,6 +268,17 @@ def _scaled_loss(scale):
     return loss
 
 
+def _both_ways(name, tag, build, data, jit=False, loop_build=None, note="", steps=300):
+    """The fit row (``jit`` for Keras Dropout: the same masks under XLA) and the
+    custom-loop row (``loop_build``, e.g. with float32-mask Dropout) of a model."""
+    return [
+        Config("%s_fit_%s" % (name, tag), fit_run(build, data, jit=jit), steps, 10, None,
+               note + (", XLA" if jit else "")),
+        Config("%s_loop_%s" % (name, tag), loop_run(loop_build or build, data), steps, 10, None,
+               note + (", float32-mask Dropout" if loop_build else "")),
+    ]
+
+
 def healthy_configs(policies=(BF16, F32), tiny=False):
     """The healthy rows; ``tiny``: the README demo MLP only, 60 steps."""
     zoo = real_models.ZOO
@@ -291,23 +302,14 @@ def healthy_configs(policies=(BF16, F32), tiny=False):
             Config("resnet50_fit_" + tag, fit_run(lambda p=policy: real_models.resnet50(p),
                                                   zoo["resnet50"].data, batch=8), 100, 10, None,
                    "keras.applications, 32x32"),
-            Config("transformer_fit_" + tag,
-                   fit_run(lambda p=policy: real_models.transformer_classifier(p), zoo["transformer"].data,
-                           jit=True), 300, 10, None, "keras-io text classifier, XLA"),
-            Config("transformer_loop_" + tag,
-                   loop_run(lambda p=policy: real_models.transformer_classifier(p, dropout_class=dropout),
-                            zoo["transformer"].data), 300, 10, None, "float32-mask Dropout"),
-            Config("lstm_fit_" + tag, fit_run(lambda p=policy: real_models.recurrent(p), zoo["lstm"].data),
-                   300, 10, None, "LSTM"),
-            Config("lstm_loop_" + tag, loop_run(lambda p=policy: real_models.recurrent(p), zoo["lstm"].data),
-                   300, 10, None, "LSTM"),
-            Config("bn_dropout_cnn_fit_" + tag,
-                   fit_run(lambda p=policy: real_models.bn_dropout_cnn(p), zoo["bn_dropout_cnn"].data,
-                           jit=True), 300, 10, None, "Conv+BatchNorm+Dropout, XLA"),
-            Config("bn_dropout_cnn_loop_" + tag,
-                   loop_run(lambda p=policy: real_models.bn_dropout_cnn(p, dropout_class=dropout),
-                            zoo["bn_dropout_cnn"].data), 300, 10, None, "float32-mask Dropout"),
         ]
+        out += _both_ways("transformer", tag, lambda p=policy: real_models.transformer_classifier(p),
+                          zoo["transformer"].data, jit=True, note="keras-io text classifier",
+                          loop_build=lambda p=policy: real_models.transformer_classifier(p, dropout_class=dropout))
+        out += _both_ways("lstm", tag, lambda p=policy: real_models.recurrent(p), zoo["lstm"].data, note="LSTM")
+        out += _both_ways("bn_dropout_cnn", tag, lambda p=policy: real_models.bn_dropout_cnn(p),
+                          zoo["bn_dropout_cnn"].data, jit=True, note="Conv+BatchNorm+Dropout",
+                          loop_build=lambda p=policy: real_models.bn_dropout_cnn(p, dropout_class=dropout))
     return out
 
 
@@ -412,12 +414,12 @@ def cell(alerts, code):
 
 def table(results):
     """The confusion table (Markdown): one row per configuration."""
-    header = ["configuration", "steps"] + [c.replace("_", " ") for c in CODES] + ["expected", "verdict"]
+    header = ["configuration", "what", "steps"] + [c.replace("_", " ") for c in CODES] + ["expected", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for config, alerts, problems, seconds in results:
         ok, why = verdict(config, alerts, problems)
         expected = "-" if config.expect is None else "%s on /%s/" % (config.expect.code, config.expect.row)
-        row = [config.name, str(config.steps)] + [cell(alerts, c) for c in CODES]
+        row = [config.name, config.note, str(config.steps)] + [cell(alerts, c) for c in CODES]
         row += [expected, ("ok: " if ok else "FAIL: ") + why]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

@@ -45,4 +45,5 @@ def test_the_table_names_every_code_and_verdict(tmp_path):
     header = table.splitlines()[0]
     for code in alert_zoo.CODES:
         assert code.replace("_", " ") in header
-    assert "| fault_none_numpy | 20 | W |" in table and "ok: caught at step 0" in table
+    assert "| fault_none_numpy | gradient of 'numpy' is None | 20 | W |" in table
+    assert "ok: caught at step 0" in table
