@@ -312,7 +312,7 @@ def _compare(args):
     print("\nmax |(B-A)/|A||: %s" % _fmt(s["max_abs_rel_difference"]))
     if args.noise_floor:
         print("noise floor max |(C-A)/|A||: %s" % _fmt(s["noise_max_abs_rel_difference"]))
-    print("B %s" % printable(s["verdict"]))
+    print("verdict: %s" % printable(s["verdict"]))
     for label, key in (("A", "only_in_a"), ("B", "only_in_b")):
         steps = result[key]
         if len(steps):

@@ -295,6 +295,6 @@ def test_compare_without_a_loss_scalar_says_what_it_compares_instead(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "note: run 'a', 'b' has no 'loss' scalar: comparing the training loss" in result.stderr
     assert "compare loss_comparison candidate of loss" in result.stdout
-    assert "B max |(B-A)/|A|| 0.1" in result.stdout
+    assert "verdict: max |(B-A)/|A|| 0.1 at step 0 (no noise-floor run" in result.stdout
     accuracy_only = run_cli("compare", tmp_path, "a", "b", "--tag", "accuracy")
     assert accuracy_only.returncode == 3 and "no scalar tag 'accuracy'" in accuracy_only.stderr
