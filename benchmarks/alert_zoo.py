@@ -377,6 +377,53 @@ def analyse(logdir):
     return analysis.run_alerts(source)
 
 
+def budget_ratios(logdir):
+    """{kind: (largest ratio, row)} of a run's judged rows: rel_l2 (loss:
+    rel_error) over the rounding budget with its factor set to 1, i.e.
+    rel_l2 / (u x depth) for activations and / (u x sqrt(depth)) for
+    gradients and the loss (x sqrt(2) when both sides round alike).  The
+    constants of ``Thresholds`` should sit well above these on healthy runs."""
+    from tb_gradlens import analysis
+    from tb_gradlens import logdir as logdir_lib
+    from tb_gradlens import reading
+    from tb_gradlens.analysis import tolerances
+
+    unit = analysis.DEFAULT_THRESHOLDS.replace(
+        gradient_rounding=1.0, value_rounding=1.0, low_precision_gradient_rel_l2=0.0,
+        low_precision_value_rel_l2=0.0, float32_rel_l2=0.0, rise_factor=float("inf"))
+    loaded = logdir_lib.open_logdir(logdir, progress=False)
+    source = reading.Source(loaded.provider, loaded.ctx, loaded.experiment_id)
+    out = {}
+    for run in source.runs():
+        for entry in source.entries(run):
+            if entry.kind not in analysis.DIVERGENCE_KINDS:
+                continue
+            judged = tolerances.judge_entry(source, entry, unit)
+            for r, limit in enumerate(judged.limits):
+                values = judged.values[~judged.noise[:, r], r]
+                if limit is None or not limit > 0 or not np.isfinite(values).any():
+                    continue
+                ratio = float(np.nanmax(values)) / limit
+                if ratio > out.get(entry.kind, (-1.0, ""))[0]:
+                    out[entry.kind] = (ratio, entry.record.rows[r])
+    return out
+
+
+def ratio_table(logdir, configs):
+    """Markdown: per healthy configuration, the largest budget ratios."""
+    kinds = ("activation_divergence", "divergence", "loss_comparison")
+    lines = ["| configuration | activations: rel_l2 / (u x depth) | gradients: rel_l2 / (u x sqrt(depth)) "
+             "| loss: rel_error / (u x sqrt(depth)) |", "|---|---|---|---|"]
+    for config in configs:
+        path = os.path.join(logdir, config.name)
+        if config.expect is not None or not os.path.isdir(path):
+            continue
+        found = budget_ratios(path)
+        cells = ["%.2g (%s)" % found[k] if k in found else "-" for k in kinds]
+        lines.append("| %s | %s |" % (config.name, " | ".join(cells)))
+    return "\n".join(lines)
+
+
 def verdict(config, alerts, problems=()):
     """(ok, why) of a configuration's alerts (and unreadable tags: never ok)."""
     if problems:
@@ -474,6 +521,10 @@ def main(argv=None):
             shutil.rmtree(logdir, ignore_errors=True)
     print()
     print(table(results))
+    if args.keep or args.judge_only:
+        print("\nMeasured against the rounding budget (healthy runs; defaults: value_rounding 5, "
+              "gradient_rounding 96):\n")
+        print(ratio_table(logdir, [r[0] for r in results]))
     failed = [c.name for c, alerts, problems, _ in results if not verdict(c, alerts, problems)[0]]
     print("\n%d configurations, %d as expected%s" % (
         len(results), len(results) - len(failed), "; failed: " + ", ".join(failed) if failed else ""))
