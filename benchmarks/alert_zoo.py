@@ -338,7 +338,7 @@ def fault_configs(tiny=False):
         Config("fault_cancellation", cancellation_run, 50 if not tiny else 20, 5,
                Expect("f32_f64_mismatch", r"^x$", (0, 4)), "(x*1e10 + 1 - 1e10)^2, float32 vs float64"),
         Config("fault_naive_variance", fit_run(lambda: real_models.naive_norm_mlp(BF16),
-                                               real_models.ZOO["naive_norm_mlp"].data, batch=64),
+                                               real_models.FAULT_ZOO["naive_norm_mlp"].data, batch=64),
                steps, every, Expect("bf16_divergence", r"naive_norm", (0, every - 1)),
                "variance as E[x^2]-E[x]^2 in bfloat16, inputs of mean 16"),
         Config("fault_underflow", fit_run(lambda: real_models.mlp(BF16), digits, batch=64,

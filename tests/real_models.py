@@ -10,7 +10,10 @@ bundled digits.
 ``ZOO[name]`` is a ``Workload(build, data, loss, note)``: ``build(policy)``
 returns an uncompiled model, ``data(batch, rng)`` one ``(x, y)`` batch, and
 ``loss`` the Keras loss to compile with.  ``tiny=False`` sizes are for
-benchmarks.
+benchmarks.  ``FAULT_ZOO`` holds models with an injected fault (the alert
+zoo); ``layer_classes()`` the layers they and the zoo's measurements use
+(float32-mask Dropout, a naive variance norm, a drifting offset, log of the
+inputs).
 
 Imported by tests (``tests/`` is on sys.path) and by ``benchmarks/`` (which
 put ``tests/`` on their path).
@@ -471,7 +474,11 @@ ZOO = {
                                   "train_step overridden with optimizer.apply"),
     "multi_io": Workload(multi_io, multi_io_data, {"cls": SPARSE_CE, "reg": "mse"},
                          "two inputs, shared layer, two outputs"),
-    # Fault models (the alert zoo, benchmarks/alert_zoo.py).
+}
+
+# Models with an injected fault (the alert zoo, benchmarks/alert_zoo.py): not
+# healthy, so apart from ZOO.
+FAULT_ZOO = {
     "naive_norm_mlp": Workload(naive_norm_mlp, offset_vectors(32), SPARSE_CE,
                                "fault: E[x^2]-E[x]^2 variance in the compute dtype"),
     "drift_mlp": Workload(drift_mlp, vectors(32), SPARSE_CE, "fault: (x + s*b) - s*b with growing b"),
