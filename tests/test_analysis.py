@@ -181,13 +181,6 @@ class FakeScalars:
     def __init__(self, data):
         self.data = data
 
-    def entries(self, run):
-        if run not in self.data:
-            from tensorboard import errors
-
-            raise errors.NotFoundError("no run %r" % run)
-        return []
-
     def scalar_listing(self):
         return {run: {"loss": None} for run in self.data}
 
@@ -444,6 +437,21 @@ def test_compare_runs_with_no_loss_at_all_names_what_the_run_has(tmp_path):
     writer.close()
     with pytest.raises(errors.NotFoundError, match="has no 'loss' scalar .its scalars: accuracy.*--kind"):
         analysis.compare_runs(source_of(str(tmp_path)), "a", "a")
+
+
+def test_compare_runs_reads_a_run_that_has_only_tensorboard_scalars(tmp_path):
+    """A float32 baseline trained without the lens still has its loss scalar."""
+    for run, scale in (("plain", 1.0), ("lens", 1.1)):
+        writer = tf.summary.create_file_writer(str(tmp_path / run))
+        with writer.as_default():
+            for step in range(3):
+                tf.summary.scalar("loss", scale / (step + 1), step=step)
+            if run == "lens":
+                summary.gradients([tf.ones([2])], [tf.Variable([1.0, 2.0], name="w")], step=0)
+        writer.close()
+    out = analysis.compare_runs(source_of(str(tmp_path)), "plain", "lens")
+    assert out["steps"].tolist() == [0, 1, 2] and out["note"] is None
+    np.testing.assert_allclose(out["rel_difference"], 0.1, rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------

@@ -201,8 +201,6 @@ def compare_runs(source, run_a, run_b, quantity=DEFAULT_QUANTITY, noise_run=None
     ``note`` is set when the default quantity fell back (``resolve_quantity``).
     """
     runs = [run_a, run_b] + ([noise_run] if noise_run is not None else [])
-    for run in runs:
-        source.entries(run)  # NotFoundError for an unknown run
     quantity, note = resolve_quantity(source, runs, quantity)
     steps_a, values_a, tag_a = quantity_series(source, run_a, quantity)
     steps_b, values_b, tag_b = quantity_series(source, run_b, quantity)
