@@ -144,92 +144,129 @@ def _report(args):
     headlines = {h["run"]: h for h in analysis.overview(source) if h["run"] in runs}
     alerts, problems = analysis.run_alerts(source, runs)
     dtypes = {run: _dtype_summary(source, run) for run in runs}
+    lens = {run: analysis.coverage(source, run) for run in runs}
     fail_levels = {"error": ("error",), "warning": ("error", "warning")}.get(args.fail_on, ())
     failing = [a for a in alerts if a.severity in fail_levels]
+    incomplete = [run for run in runs if lens[run]["missing"]] if args.fail_on else []
     if args.json:
         print(
             _dumps(
                 {
                     "logdir": args.logdir,
-                    "runs": [dict(headlines[r], dtypes=dtypes[r]) for r in runs],
+                    "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r]) for r in runs],
                     "alerts": [a.to_json() for a in alerts],
                     "errors": problems,
                     "fail_on": args.fail_on,
                     "failing_alerts": len(failing),
+                    "runs_missing_records": incomplete,
                 }
             )
         )
     else:
-        print(_report_text(runs, headlines, dtypes, alerts, problems))
+        print(_report_text(runs, headlines, dtypes, lens, alerts, problems))
         if args.fail_on:
             print(
                 "\n%d alert(s) at or above %s%s"
                 % (len(failing), args.fail_on, ": failing" if failing else "")
             )
-    return EXIT_ALERTS if failing else EXIT_OK
+            if incomplete:
+                print("%d run(s) lack records their writers asked for (%s): failing"
+                      % (len(incomplete), ", ".join(printable(r) for r in incomplete)))
+    return EXIT_ALERTS if failing or incomplete else EXIT_OK
 
 
-def _report_text(runs, headlines, dtypes, alerts, problems):
+def _headline_text(h):
+    out = []
+    worst = h.get("worst_divergence")
+    if worst:
+        from tb_gradlens import records
+
+        sides = tuple(records.read_variant(worst.get(k)).label for k in ("candidate", "reference"))
+        limit = "" if worst.get("limit") is None else ", limit %s" % _fmt(worst["limit"])
+        out.append(
+            "  worst divergence: %s %s = %s at step %d (%s vs %s%s)"
+            % (printable(worst["row"]), worst["metric"], _fmt(worst["value"]), worst["step"],
+               printable(sides[0]), printable(sides[1]), limit)
+        )
+    else:
+        out.append("  worst divergence: - (no comparison logged)")
+    if h.get("first_nonfinite_step") is not None:
+        out.append(
+            "  first NaN/Inf: step %d in %s"
+            % (h["first_nonfinite_step"], ", ".join(printable(v) for v in h["first_nonfinite_variables"]))
+        )
+    else:
+        out.append("  first NaN/Inf: none")
+    for label, key in (("disconnected (None gradient)", "disconnected_variables"),
+                       ("zero gradient", "zero_gradient_variables")):
+        names = h.get(key) or []
+        out.append("  %s: %s" % (label, ", ".join(printable(n) for n in names) if names else "none"))
+    return out
+
+
+def _lens_text(lens):
+    out = []
+    for u in lens["unsupported"]:
+        out.append("  unsupported: %s (%s) since step %s: %s" % (
+            printable(u["what"]), ", ".join(printable(k) for k in u["kinds"]) or "-", u["step"],
+            printable(u["reason"])))
+    for m in lens["missing"]:
+        out.append("  MISSING: %s records under %s: %d of %d expected steps (every %d), first missing step %d"
+                   % (m["kind"], printable(m["name"]), m["expected"] - m["found"], m["expected"], m["every"],
+                      m["first_missing_step"]))
+    for e in lens["errors"]:
+        out.append("  lens status unreadable: %s" % printable(e))
+    return out
+
+
+def _report_text(runs, headlines, dtypes, lens, alerts, problems):
     out = []
     for run in runs:
         h = headlines[run]
         out.append("run %s" % printable(run))
-        worst = h.get("worst_divergence")
-        if worst:
-            out.append(
-                "  worst divergence: %s %s = %s at step %d (%s vs %s)"
-                % (
-                    printable(worst["row"]),
-                    worst["metric"],
-                    _fmt(worst["value"]),
-                    worst["step"],
-                    printable((worst.get("candidate") or {}).get("label", "?")),
-                    printable((worst.get("reference") or {}).get("label", "?")),
-                )
-            )
-        else:
-            out.append("  worst divergence: - (no comparison logged)")
-        if h.get("first_nonfinite_step") is not None:
-            out.append(
-                "  first NaN/Inf: step %d in %s"
-                % (h["first_nonfinite_step"], ", ".join(printable(v) for v in h["first_nonfinite_variables"]))
-            )
-        else:
-            out.append("  first NaN/Inf: none")
-        for label, key in (("disconnected (None gradient)", "disconnected_variables"),
-                           ("zero gradient", "zero_gradient_variables")):
-            names = h.get(key) or []
-            out.append("  %s: %s" % (label, ", ".join(printable(n) for n in names) if names else "none"))
+        out += _headline_text(h)
         d = dtypes.get(run)
         if d:
             out.append(
                 "  dtypes: %d layers, compute %s, %d mixed, model output %s"
                 % (d["layers"], "/".join(d["compute_dtypes"]), d["mixed_layers"], printable(d["model_output_dtype"]))
             )
+        out += _lens_text(lens[run])
         counts = h.get("alert_counts", {})
         out.append(
             "  alerts: %d error, %d warning, %d info"
             % (counts.get("error", 0), counts.get("warning", 0), counts.get("info", 0))
         )
         out.append("")
-    if alerts:
-        out.append("alerts (%d):" % len(alerts))
-        for a in alerts:
-            names = ", ".join(printable(v) for v in a.variables[:5])
-            if len(a.variables) > 5:
-                names += " (+%d more)" % (len(a.variables) - 5)
-            out.append(
-                "%-7s %s  run %s  steps %d-%d"
-                % (a.severity.upper(), a.code, printable(a.run), a.step_first, a.step_last)
-            )
-            out.append("  variables: %s" % (names or "-"))
-            out.append("  why: %s" % printable(a.explanation))
-            out.append("  fix: %s" % printable(a.fix))
-    else:
-        out.append("no alerts")
+    out += _alerts_text(alerts)
     for p in problems:
         out.append("error: run %s tag %s: %s" % (printable(p["run"]), printable(p["tag"]), printable(p["error"])))
     return "\n".join(out)
+
+
+def _alerts_text(alerts):
+    """The alerts, those that say the same thing in several runs grouped."""
+    from tb_gradlens import analysis
+
+    if not alerts:
+        return ["no alerts"]
+    groups = analysis.group_alerts(alerts)
+    out = ["alerts (%d%s):" % (len(alerts), ", %d distinct" % len(groups) if len(groups) < len(alerts) else "")]
+    for _, group in groups:
+        a = group[0]
+        names = ", ".join(printable(v) for v in a.variables[:5])
+        if len(a.variables) > 5:
+            names += " (+%d more)" % (len(a.variables) - 5)
+        where = ", ".join("run %s  steps %d-%d" % (printable(g.run), g.step_first, g.step_last) for g in group)
+        out.append("%-7s %s  %s" % (a.severity.upper(), a.code, where))
+        out.append("  variables: %s" % (names or "-"))
+        if a.limit is not None:
+            out.append("  limit: %s on %s" % (_fmt(a.limit), a.view.get("column")))
+        out.append("  why: %s%s" % (printable(a.explanation),
+                                    " (run %s; the same in %d more)" % (printable(a.run), len(group) - 1)
+                                    if len(group) > 1 else ""))
+        out.append("  fix: %s" % printable(a.fix))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -243,15 +280,15 @@ def _compare(args):
     from tb_gradlens import analysis
 
     source, _ = _open(args)
-    quantity = analysis.Quantity(
-        kind=args.kind, tag=args.tag, row=args.row, column=args.column
-    )
+    quantity = analysis.Quantity(kind=args.kind, tag=args.tag, row=args.row, column=args.column)
     try:
-        result = analysis.compare(source, args.run_a, args.run_b, quantity, args.noise_floor)
+        result = analysis.compare_runs(source, args.run_a, args.run_b, quantity, args.noise_floor)
     except errors.NotFoundError as e:
         raise CommandError(str(e)) from None
     except errors.InvalidArgumentError as e:
         raise CommandError(str(e), EXIT_USAGE) from None
+    if result["note"]:
+        print("note: %s" % printable(result["note"]), file=sys.stderr)
     if args.json:
         print(_dumps(result))
         return EXIT_OK
@@ -264,7 +301,9 @@ def _compare(args):
                     result["difference"].tolist(), result["ratio"].tolist(),
                     result["rel_difference"].tolist()))
     if args.max_rows and len(rows) > args.max_rows:
-        keep = sorted(set([int(i) for i in __import__("numpy").linspace(0, len(rows) - 1, args.max_rows)]))
+        import numpy as np
+
+        keep = sorted(set(int(i) for i in np.linspace(0, len(rows) - 1, args.max_rows)))
         shown = [rows[i] for i in keep]
         print("(%d of %d steps shown; --max-rows 0 or --json for all)" % (len(shown), len(rows)))
         rows = shown
@@ -272,9 +311,8 @@ def _compare(args):
     s = result["summary"]
     print("\nmax |(B-A)/|A||: %s" % _fmt(s["max_abs_rel_difference"]))
     if args.noise_floor:
-        print("noise floor max |(C-A)/|A||: %s -> B %s the noise floor" % (
-            _fmt(s["noise_max_abs_rel_difference"]),
-            "exceeds" if s["exceeds_noise"] else "does not exceed" if s["exceeds_noise"] is not None else "cannot be compared with"))
+        print("noise floor max |(C-A)/|A||: %s" % _fmt(s["noise_max_abs_rel_difference"]))
+    print("verdict: %s" % printable(s["verdict"]))
     for label, key in (("A", "only_in_a"), ("B", "only_in_b")):
         steps = result[key]
         if len(steps):
@@ -287,45 +325,9 @@ def _compare(args):
 # export
 # ---------------------------------------------------------------------------
 
-EXPORT_FIELDS = ("run", "tag", "kind", "step", "wall_time", "row", "column", "value")
-
-
-def export_rows(source, runs, kinds=None):
-    """Long-format rows (dicts of EXPORT_FIELDS) of every float record; errors listed apart."""
-    from tensorboard import errors
-
-    from tb_gradlens import metadata
-
-    problems = []
-
-    def rows():
-        for run in runs:
-            for entry in source.entries(run):
-                if entry.record is None:
-                    problems.append((run, entry.tag, entry.error))
-                    continue
-                if entry.kind in metadata.JSON_KINDS or (kinds and entry.kind not in kinds):
-                    continue
-                try:
-                    series = source.series(run, entry.tag)
-                except errors.InvalidArgumentError as e:
-                    problems.append((run, entry.tag, str(e)))
-                    continue
-                record = series.record
-                for s, step in enumerate(series.steps.tolist()):
-                    wall = float(series.wall_times[s])
-                    values = series.values[s].tolist()
-                    for r, row in enumerate(record.rows):
-                        for c, column in enumerate(record.columns):
-                            yield {
-                                "run": run, "tag": entry.tag, "kind": entry.kind, "step": step,
-                                "wall_time": wall, "row": row, "column": column, "value": values[r][c],
-                            }
-
-    return rows(), problems
-
 
 def _export(args):
+    from tb_gradlens import analysis
     from tb_gradlens import metadata
 
     source, _ = _open(args)
@@ -334,12 +336,12 @@ def _export(args):
     unknown = kinds - set(metadata.KINDS)
     if unknown:
         raise CommandError("unknown --kind %s (kinds: %s)" % (", ".join(sorted(unknown)), ", ".join(metadata.KINDS)), EXIT_USAGE)
-    rows, problems = export_rows(source, runs, kinds)
+    rows, problems = analysis.export_rows(source, runs, kinds)
     out = open(args.output, "w", newline="", encoding="utf-8") if args.output and args.output != "-" else sys.stdout
     count = 0
     try:
         if args.format == "csv":
-            writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS)
+            writer = csv.DictWriter(out, fieldnames=analysis.EXPORT_FIELDS)
             writer.writeheader()
             for row in rows:
                 writer.writerow(row)
@@ -398,7 +400,9 @@ def build_parser():
         "report",
         help="headline and alerts of every run; a CI gate with --fail-on",
         description="Per run: the worst divergence and where, the first NaN/Inf step, "
-        "disconnected and zero-gradient variables, a dtype summary; then the alerts.",
+        "disconnected and zero-gradient variables, a dtype summary, what the lens could not "
+        "log and which records it asked for are missing; then the alerts (those that say "
+        "the same in several runs once).",
         epilog="examples:\n"
         "  tb-gradlens report logs/\n"
         "  tb-gradlens report logs/ --run 'bf16' --fail-on error   # CI gate\n"
@@ -410,7 +414,8 @@ def build_parser():
     report.add_argument("--json", action="store_true", help="machine-readable output")
     report.add_argument(
         "--fail-on", choices=("warning", "error"),
-        help="exit 1 when an alert of this severity or worse exists",
+        help="exit 1 when an alert of this severity or worse exists, or a run lacks "
+        "records its writer asked for (its lens_status)",
     )
     report.set_defaults(func=_report)
 
@@ -433,7 +438,8 @@ def build_parser():
     compare.add_argument("run_b", metavar="RUN_B")
     compare.add_argument("--noise-floor", metavar="RUN_C", help="a third run as noise floor")
     compare.add_argument("--kind", default="scalar", help="'scalar' (default) or a record kind, e.g. grad_stats")
-    compare.add_argument("--tag", default=None, help="scalar tag (default loss) or record tag prefix")
+    compare.add_argument("--tag", default=None, help="scalar tag (default: loss, the training loss; "
+                         "a run without it falls back to the loss its comparisons logged) or record tag prefix")
     compare.add_argument("--row", help="variable or layer path (record kinds)")
     compare.add_argument("--column", help="statistic or metric (record kinds), e.g. l2_norm")
     compare.add_argument("--json", action="store_true", help="machine-readable output")
@@ -491,8 +497,6 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    if getattr(args, "command", None) == "compare" and args.kind == "scalar" and not args.tag:
-        args.tag = "loss"
     try:
         return args.func(args)
     except CommandError as e:

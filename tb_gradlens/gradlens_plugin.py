@@ -120,6 +120,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
             "/alerts": self._serve_alerts,
             "/overview": self._serve_overview,
             "/compare": self._serve_compare,
+            "/limits": self._serve_limits,
         }
 
     def is_active(self):
@@ -257,7 +258,14 @@ class GradLensPlugin(base_plugin.TBPlugin):
             row=_arg(request, "row"),
             column=_arg(request, "column"),
         )
-        body = analysis.compare(
+        body = analysis.compare_runs(
             self._source(request), run_a, run_b, quantity, _arg(request, "noise_run")
         )
+        return respond_json(request, body)
+
+    @wrappers.Request.application
+    def _serve_limits(self, request):
+        run = _arg(request, "run", required=True)
+        tag = _arg(request, "tag", required=True)
+        body = analysis.limits(self._source(request), run, tag, self._thresholds)
         return respond_json(request, body)

@@ -11,6 +11,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import test as werkzeug_test
 
 import gradlens_logs as logs
+from tb_gradlens import analysis
 from tb_gradlens import gradlens_plugin
 from tb_gradlens import metadata
 
@@ -213,15 +214,17 @@ def test_alerts_name_run_step_and_variables_and_keep_serving_past_a_bad_tag(clie
     assert by_code[("f32", "none_gradient")]["variables"] == ["frozen"]
     for run in ("bf16", "noise"):
         assert by_code[(run, "none_gradient")]["variables"] == ["frozen"]
-    # rel_l2 = 0.04 * step of dense/kernel exceeds 0.1 first at step 3.
+    # rel_l2 = 0.2 * step of dense/kernel exceeds its limit 0.53 first at step 3.
     div = by_code[("f32", "bf16_divergence")]
     assert (div["step_first"], div["step_last"], div["variables"]) == (3, 5, ["dense/kernel"])
     assert div["view"] == {"name": "divergence", "run": "f32", "tag": tag_of(client, "f32", "divergence"),
-                           "column": "rel_l2", "row": "dense/kernel"}
+                           "column": "rel_l2", "row": "dense/kernel", "step": 3}
+    assert div["limit"] == pytest.approx(BF16_GRADIENT_LIMIT)
     ftz = by_code[("f32", "flush_to_zero")]
     assert (ftz["step_first"], ftz["variables"]) == (4, ["dense/bias"])
     lost = by_code[("f32", "lost_update")]
-    assert (lost["step_first"], lost["variables"], lost["severity"]) == (2, ["dense/kernel"], "info")
+    # The kernel is stored in bfloat16: its updates are really lost.
+    assert (lost["step_first"], lost["variables"], lost["severity"]) == (2, ["dense/kernel"], "warning")
     out = by_code[("f32", "bf16_model_output")]
     assert (out["step_first"], out["variables"]) == (0, ["dense"])
     only = get_json(client, "alerts", run="bf16")
@@ -284,7 +287,6 @@ def test_compare_record_statistic_across_digests(client):
     "params, status",
     [
         ({"run_a": "f32"}, 400),
-        ({"run_a": "f32", "run_b": "bf16", "kind": "scalar"}, 400),  # no tag
         ({"run_a": "f32", "run_b": "bf16", "kind": "scalar", "tag": "nope"}, 404),
         ({"run_a": "f32", "run_b": "nope", "kind": "scalar", "tag": "loss"}, 404),
         ({"run_a": "f32", "run_b": "bf16", "kind": "grad_stats"}, 400),  # no row
@@ -298,6 +300,37 @@ def test_compare_errors(client, params, status):
     code, ctype, body = get(client, "compare", **params)
     assert code == status, body
     assert ctype.startswith("text/plain")
+
+
+def test_compare_defaults_to_the_training_loss_without_kind_or_tag(client):
+    """The route, the CLI and the README agree: no quantity means the loss scalar."""
+    for params in ({}, {"kind": "scalar"}, {"kind": "scalar", "tag": ""}):
+        data = get_json(client, "compare", run_a="f32", run_b="bf16", **params)
+        assert data["quantity"]["tag"] == "loss" and data["note"] is None
+        assert data["steps"] == logs.F32_STEPS
+
+
+# The limit of the 2 gradient rows of the f32 run's bfloat16-vs-float32 record.
+BF16_GRADIENT_LIMIT = max(0.1, analysis.DEFAULT_THRESHOLDS.gradient_rounding * 2.0**-8 * np.sqrt(2))
+
+
+def test_limits_route_gives_the_tolerance_of_each_row(client):
+    tag = tag_of(client, "f32", "divergence")
+    data = get_json(client, "limits", run="f32", tag=tag)
+    assert (data["run"], data["tag"], data["kind"], data["column"]) == ("f32", tag, "divergence", "rel_l2")
+    assert data["rows"] == list(logs.DIV_ROWS)
+    # Two gradient rows of a bfloat16 candidate: max(floor 0.1, C u sqrt(2)), u = 2^-8.
+    assert data["limits"] == [pytest.approx(BF16_GRADIENT_LIMIT)] * 2
+    assert all("bfloat16 rounding" in b for b in data["basis"]) and data["rule"]
+    # The alerts use the same limit.
+    alert = next(a for a in get_json(client, "alerts", run="f32")["alerts"] if a["code"] == "bf16_divergence")
+    assert alert["limit"] == data["limits"][0]
+    for params, status in (({"run": "f32", "tag": "nope"}, 404), ({"run": "nope", "tag": tag}, 404),
+                           ({"run": "f32", "tag": tag_of(client, "f32", "grad_stats")}, 400),
+                           ({"run": "f32"}, 400)):
+        code, ctype, body = get(client, "limits", **params)
+        assert code == status, body
+        assert ctype.startswith("text/plain")
 
 
 def test_static_route_refuses_traversal(client):

@@ -117,7 +117,9 @@ def test_nan_and_inf_everywhere_travel_as_strings_and_are_analysed(bad_logdir):
     nonfinite = [a for a in alerts if a["code"] == "nonfinite" and a["view"]["name"] == "grad_stats"]
     assert nonfinite and nonfinite[0]["step_first"] == 0
     compared = get_json(client, "compare", run_a="good", run_b="nonfinite", tag="loss")
-    assert compared["b"] == scalars["values"] and compared["summary"]["max_abs_rel_difference"] == "Infinity"
+    # NaN and Inf win the run comparison (issue 14): B is NaN from its first step.
+    assert compared["b"] == scalars["values"] and compared["summary"]["max_abs_rel_difference"] == "NaN"
+    assert compared["summary"]["verdict"] == "run B is NaN from step 0"
     headline = {h["run"]: h for h in get_json(client, "overview")["runs"]}["nonfinite"]
     assert headline["first_nonfinite_step"] == 0
 
