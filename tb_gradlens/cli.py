@@ -65,13 +65,16 @@ def _open(args):
 
 
 def _select_runs(source, pattern):
+    """The runs whose name matches ``pattern`` (Python regex syntax, matched in
+    bounded time by ``tb_gradlens.patterns``); a refused pattern is a usage error."""
+    from tb_gradlens import patterns
+
     runs = source.runs()
     if pattern:
         try:
-            regex = re.compile(pattern)
-        except re.error as e:
-            raise CommandError("bad --run regex %r: %s" % (pattern, e), EXIT_USAGE) from None
-        runs = [r for r in runs if regex.search(r)]
+            runs = [runs[i] for i in patterns.filter_names(pattern, runs)]
+        except patterns.PatternError as e:
+            raise CommandError("--run %r: %s" % (pattern, e), EXIT_USAGE) from None
     return runs
 
 

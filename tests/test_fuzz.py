@@ -177,3 +177,72 @@ def test_static_route_fuzzed_paths(client, record_property):  # noqa: F811
     print("\nfuzz static paths: %d paths" % len(tried))
     record_property("fuzz_static_paths", len(tried))
     assert len(tried) >= 150
+
+
+# ---------------------------------------------------------------------------
+# Name patterns: tb_gradlens.patterns against Python's re, on generated
+# patterns (Python regex syntax) and names.
+# ---------------------------------------------------------------------------
+
+PATTERN_EXAMPLES = 1500
+_pattern_atoms = st.sampled_from([
+    "a", "b", "k", "/", "_", ".", "\\w", "\\W", "\\d", "\\s", "[ab]", "[^a/]", "[a-k]", "[\\d_]", "\\b", "\\B",
+    "^", "$", "\\A", "\\Z", "(?i:A)", "\\n", "\\.", "é", "日",
+])
+generated_patterns = st.recursive(
+    _pattern_atoms,
+    lambda inner: st.one_of(
+        st.tuples(inner, inner).map("".join),
+        st.tuples(inner, inner).map(lambda t: "(?:%s|%s)" % t),
+        st.tuples(inner, st.sampled_from(["*", "+", "?", "*?", "+?", "??", "{2}", "{0,3}", "{1,}"])).map(
+            lambda t: "(%s)%s" % t),
+    ),
+    max_leaves=8,
+)
+pattern_names = st.text(alphabet="abkAB/_1 \n.é日", max_size=12)
+
+
+def test_patterns_agree_with_python_re(record_property):
+    import re
+
+    from tb_gradlens import patterns
+
+    tried = {"patterns": 0, "names": 0, "matched": 0}
+
+    @settings(max_examples=PATTERN_EXAMPLES, **FUZZ_SETTINGS)
+    @given(generated_patterns, st.sampled_from(["", "(?i)", "(?m)", "(?s)", "(?a)"]), st.lists(pattern_names, max_size=6))
+    def check(body, flags, names):
+        pattern = flags + body
+        expected = re.compile(pattern)  # the generator writes only valid, supported syntax
+        got = patterns.compile(pattern).filter(names)
+        tried["patterns"] += 1
+        tried["names"] += len(names)
+        tried["matched"] += len(got)
+        assert got == [i for i, n in enumerate(names) if expected.search(n)], (pattern, names)
+
+    check()
+    print("\nfuzz patterns vs re: %(patterns)d patterns, %(names)d names, %(matched)d matches" % tried)
+    record_property("fuzz_patterns", tried["patterns"])
+    assert tried["patterns"] >= PATTERN_EXAMPLES // 2 and tried["matched"] > 0
+
+
+def test_arbitrary_pattern_text_is_matched_or_refused(record_property):
+    """Any text as a pattern: a PatternError (a 400 in the routes) or an answer, never another exception."""
+    from tb_gradlens import patterns
+
+    outcomes = {"accepted": 0, "refused": 0}
+
+    @settings(max_examples=PATTERN_EXAMPLES, **FUZZ_SETTINGS)
+    @given(st.text(alphabet=st.sampled_from(list("()[]{}?*+|^$\\.-:=!<>PaibdwsZAB0123,x")), max_size=24),
+           st.lists(pattern_names, max_size=3))
+    def check(pattern, names):
+        try:
+            patterns.filter_names(pattern, names)
+            outcomes["accepted"] += 1
+        except patterns.PatternError:
+            outcomes["refused"] += 1
+
+    check()
+    print("\nfuzz pattern text: %s" % outcomes)
+    record_property("fuzz_pattern_text", outcomes)
+    assert outcomes["accepted"] > 0 and outcomes["refused"] > 0

@@ -169,6 +169,32 @@ def test_series_errors_are_400_or_404_text(client, params, status):
     assert ctype.startswith("text/plain")
 
 
+@pytest.mark.parametrize(
+    "pattern, why",
+    [
+        ("a{99999999999}", "repetition number is too large"),  # was OverflowError -> HTML 500
+        ("(dense)\\1", "backreferences are not supported"),
+        ("(?<=dense)/kernel", "lookahead/lookbehind"),
+        ("dense/k*+", "possessive"),
+        ("(x{60}){90}", "pattern too large"),
+        ("x" * 1001, "at most 1000"),
+    ],
+    ids=["huge_count", "backreference", "lookbehind", "possessive", "too_many_states", "too_long"],
+)
+def test_refused_rows_patterns_are_a_clear_400(client, pattern, why):
+    code, ctype, body = get(client, "series", run="f32", tag=tag_of(client, "f32", "grad_stats"), rows=pattern)
+    assert code == 400 and ctype.startswith("text/plain"), body[:300]
+    assert why in body and "Traceback" not in body
+
+
+def test_rows_patterns_keep_python_regex_meaning(client):
+    tag = tag_of(client, "f32", "grad_stats")
+    for pattern, rows in [("^dense/", ["dense/kernel", "dense/bias"]), ("(?i)KERNEL$", ["dense/kernel"]),
+                          (r"\bfro", ["frozen"]), ("^(\\w+)+!", []), ("a|^frozen$", ["dense/bias", "frozen"]),
+                          ("dense/(?:b|k)[a-z]{3,5}", ["dense/kernel", "dense/bias"])]:
+        assert get_json(client, "series", run="f32", tag=tag, rows=pattern, columns="count")["rows"] == rows, pattern
+
+
 def test_divergence_series_and_cache(client, provider):
     tag = tag_of(client, "f32", "divergence")
     before = provider.reads
