@@ -7,10 +7,11 @@ the CLI builds one over an ``EventMultiplexer``) and read through a
 
 A ``Source`` answers: runs, tags by kind, a record's series as NumPy arrays
 (``values[step, row, column]`` with steps and wall times), dtype maps and
-scalars.  Reads are cached in a ``Cache`` keyed by (experiment, run, tag)
-and invalidated when the tag's ``max_step``/``max_wall_time`` changes, so a
-logdir that is not growing is fetched once (with the Rust data server every
-``read_tensors`` ships each tensor over gRPC).
+scalars.  Reads are cached in a ``Cache`` keyed by (data location, run,
+tag) and invalidated when the tag's ``max_step``/``max_wall_time`` changes,
+so a logdir that is not growing is fetched once (with the Rust data server
+every ``read_tensors`` ships each tensor over gRPC), whatever the
+experiment id (URL prefix) it is asked under.
 """
 
 import json
@@ -134,6 +135,8 @@ def list_records(data_provider, ctx, experiment_id):
                 error = None
             except metadata.FormatError as e:
                 record, error = None, str(e)
+            except Exception as e:  # noqa: BLE001 - one bad record is an error entry, never a 500
+                record, error = None, "gradlens record %r: unreadable metadata (%s)" % (tag, type(e).__name__)
             entries.append(
                 TagEntry(run, tag, record, error, ts.max_step, ts.max_wall_time)
             )
@@ -155,11 +158,19 @@ class Source:
         self.cache = cache if cache is not None else Cache()
         self._records = None
         self._scalars = None
+        self._location = None
 
     @classmethod
     def from_request(cls, data_provider, request, cache=None):
         ctx, experiment_id = request_context(request)
         return cls(data_provider, ctx, experiment_id, cache)
+
+    def restricted(self, runs):
+        """A Source over the same data that sees only ``runs`` (others are never read)."""
+        keep = set(runs)
+        other = Source(self.data_provider, self.ctx, self.experiment_id, self.cache)
+        other._records = {run: e for run, e in self.records().items() if run in keep}
+        return other
 
     # -- listing -----------------------------------------------------------
 
@@ -193,9 +204,24 @@ class Source:
 
     # -- reading -----------------------------------------------------------
 
+    @property
+    def location(self):
+        """What the data is, for the cache: the provider's data location
+        (TensorBoard serves one logdir under any experiment id), else the
+        experiment id."""
+        if self._location is None:
+            self._location = ("experiment", self.experiment_id)
+            try:
+                found = self.data_provider.experiment_metadata(self.ctx, experiment_id=self.experiment_id)
+                if found is not None and getattr(found, "data_location", ""):
+                    self._location = ("location", found.data_location)
+            except Exception:  # noqa: BLE001 - no metadata: keyed by experiment id
+                pass
+        return self._location
+
     def cached(self, name, entry, compute, pool="derived"):
-        """``compute()`` memoized under (name, run, tag) until the tag grows."""
-        key = (name, self.experiment_id, entry.run, entry.tag)
+        """``compute()`` memoized under (name, data location, run, tag) until the tag grows."""
+        key = (name, self.location, entry.run, entry.tag)
         return self.cache.get(key, entry.version, compute, pool)
 
     def series(self, run, tag):
@@ -274,6 +300,21 @@ class Source:
         oldest first; ``status`` is a ``records.LensStatus``."""
         return self._json_points(run, tag, metadata.LENS_STATUS, "status", records.read_lens_status)
 
+    def point_errors(self, runs=None):
+        """[{"run","tag","error"}] of the dtype maps and lens statuses of
+        ``runs`` (default: all) that cannot be read, one per tag (the first
+        unreadable point; the others of the tag are still served)."""
+        readers = {metadata.DTYPES: self.dtype_maps, metadata.LENS_STATUS: self.lens_statuses}
+        out = []
+        for run in self.runs() if runs is None else runs:
+            for entry in self.entries(run):
+                if entry.kind in readers:
+                    bad = [p["error"] for p in readers[entry.kind](run, entry.tag) if "error" in p]
+                    if bad:
+                        more = " (and %d more point(s))" % (len(bad) - 1) if len(bad) > 1 else ""
+                        out.append({"run": run, "tag": entry.tag, "error": bad[0] + more})
+        return out
+
     def _json_points(self, run, tag, kind, key, parse):
         entry = self.entry(run, tag)
         _require_readable(entry)
@@ -349,7 +390,8 @@ def _decode_json_point(point, key, parse):
         if isinstance(raw, bytes):
             raw = raw.decode("utf-8")
         out[key] = parse(json.loads(raw))
-    except (ValueError, TypeError, UnicodeDecodeError) as e:
+    except Exception as e:  # noqa: BLE001 - one bad point is an error entry, never a 500
         what = "dtype map" if key == "map" else "lens status"
-        out["error"] = "unreadable %s at step %d: %s" % (what, point.step, e)
+        detail = str(e) if isinstance(e, (ValueError, TypeError)) else type(e).__name__
+        out["error"] = "unreadable %s at step %d: %s" % (what, point.step, detail[:300])
     return out

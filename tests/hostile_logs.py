@@ -55,7 +55,17 @@ def json_tensor(obj):
 
 
 def stats(rows, value=0.0):
-    return np.full((rows, len(metadata.GRAD_STATS_COLUMNS)), value, np.float32)
+    """grad_stats of ``rows`` one-element gradients equal to ``value`` (NaN counted)."""
+    out = np.zeros((rows, len(metadata.GRAD_STATS_COLUMNS)), np.float32)
+    columns = metadata.GRAD_STATS_COLUMNS
+    finite = np.isfinite(value)
+    for name in ("l2_norm", "mean", "min", "max", "max_abs", "rms"):
+        out[:, columns.index(name)] = abs(value) if name in ("l2_norm", "max_abs", "rms") else value
+    out[:, columns.index("std")] = 0.0 if finite else np.nan
+    out[:, columns.index("nan_count")] = float(np.isnan(value))
+    out[:, columns.index("zero_fraction")] = float(value == 0)
+    out[:, columns.index("count")] = 1
+    return out
 
 
 def write_records(run_dir, items, steps=range(STEPS), scalars=(), filename_suffix=""):
@@ -156,3 +166,24 @@ def flip_byte(path, record_index):
         f.seek(position)
         f.write(bytes([byte[0] ^ 0x5A]))
     return position
+
+
+def stats_run(run_dir, steps, tag="gradients/grad_stats/s", suffix=""):
+    """A grad_stats record (one variable "w", value = step) and a loss at ``steps``;
+    returns the event file."""
+    return write_records(run_dir, [(tag, content(metadata.GRAD_STATS, ["w"]), lambda s: stats(1, float(s)))],
+                         steps=steps, scalars=["loss"], filename_suffix=suffix)
+
+
+def flipped_run(run_dir, steps=20):
+    """``steps`` steps, then one byte flipped in the middle record: (file, byte offset)."""
+    path = stats_run(run_dir, range(steps))
+    middle = len(record_offsets(path)) // 2
+    return path, flip_byte(path, middle)
+
+
+def two_writers_run(run_dir):
+    """Two event files in one run, as two processes write them: steps 0-9 and 5-14."""
+    first = stats_run(run_dir, range(0, 10), suffix=".writer_a")
+    second = stats_run(run_dir, range(5, 15), suffix=".writer_b")
+    return first, second

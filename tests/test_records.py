@@ -151,3 +151,18 @@ def test_lens_status_round_trip_and_expected_steps(tmp_path):
                 {"writer": "x", "unsupported": [{"what": "a"}]}):
         with pytest.raises(ValueError):
             records.read_lens_status(bad)
+
+
+def test_histogram_extras_are_validated_and_default():
+    columns = metadata.HISTOGRAM_COLUMNS
+    written = metadata.RecordMetadata(metadata.GRAD_HISTOGRAM, ["a"], columns, records.histogram_extras())
+    info = records.read_histogram(written)
+    assert info.min_exponent == metadata.MIN_EXPONENT
+    assert info.dtype_exponent_limits["bfloat16"]["min_subnormal"] == -133
+    older = metadata.RecordMetadata(metadata.GRAD_HISTOGRAM, ["a"], columns, {})
+    assert records.read_histogram(older) == info
+    for bad in ({"min_exponent": "x"}, {"min_exponent": 1.5}, {"dtype_exponent_limits": 5},
+                {"dtype_exponent_limits": {"bfloat16": {"max": "127"}}}):
+        record = metadata.RecordMetadata(metadata.GRAD_HISTOGRAM, ["a"], columns, bad)
+        with pytest.raises(metadata.FormatError, match="'h'"):
+            records.validate(record, "h")
