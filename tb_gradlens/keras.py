@@ -191,8 +191,7 @@ class GradLensCallback(keras.callbacks.Callback):
         steps (0: never).
       compare_every: run the comparisons every M optimizer steps (0: never).
       variables: pattern (Python regex syntax, re.search on variable paths,
-        matched in bounded time by tb_gradlens.patterns; unsupported
-        syntax such as backreferences raises ValueError) selecting the
+        matched in bounded time by tb_gradlens.patterns) selecting the
         variables whose gradient and update statistics are logged.
       start_step, stop_step: only log optimizer steps in [start, stop).
       comparisons: "auto" (float32 reference vs the model as configured,
@@ -224,8 +223,6 @@ class GradLensCallback(keras.callbacks.Callback):
         self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
         self.compare_schedule = Schedule(compare_every, start_step, stop_step)
         self.variables_pattern = variables
-        if variables is not None:
-            patterns.compile(variables)  # a refused pattern is a usage error, raised here
         self.comparisons = comparisons
         self.histogram = histogram
         self.log_updates = update_stats
@@ -721,8 +718,6 @@ class GradLens:
         self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
         self.compare_schedule = Schedule(compare_every, start_step, stop_step)
         self.variables_pattern = variables
-        if variables is not None:
-            patterns.compile(variables)  # a refused pattern is a usage error, raised here
         self.histogram = histogram
         self.name = name
         self._passes = {}

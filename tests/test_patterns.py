@@ -104,8 +104,17 @@ def test_cli_and_callback_use_the_safe_matcher(tmp_path):
     assert found.returncode == 0 and "run " + "k" * 60 in found.stdout and "run other" not in found.stdout
 
 
-def test_callback_refuses_an_unsupported_variables_pattern_at_construction():
-    from tb_gradlens.keras import GradLensCallback
+def test_callback_variables_pattern_is_the_safe_matcher():
+    """The callback selects variables with the same matcher (a refused pattern is
+    a setup failure: warned, training goes on; strict mode raises it)."""
+    import numpy as np
+    import keras
 
-    with pytest.raises(ValueError, match="backreferences"):
-        GradLensCallback("/tmp/never-written", variables="(dense)\\1")
+    from tb_gradlens import safety
+    from tb_gradlens.keras import _select
+
+    variables = [keras.Variable(np.zeros(2, np.float32), name=n) for n in ("k" * 62, "bias")]
+    assert _select(variables, r"^(\w+)+!") == []
+    assert _select(variables, r"^(k+)+$") == [0]
+    with safety.strict(), pytest.raises(ValueError, match="backreferences"):
+        _select(variables, "(k)\\1")
