@@ -14,6 +14,8 @@ memory (RSS, tensorboard and its children) of:
   parallel     after four (``--parallel``) plain series GETs at once
   max_steps    after a series GET with max_steps=10000 (the ceiling)
   20 prefixes  after the same series GET under 20 experiment ids
+  histogram view  (with --histograms) after the tab's histogram request:
+               one variable, max_steps=2000
 
 and the bytes of each answer.  Event files are framed here with NumPy CRCs
 (tb_gradlens.crc32c): TensorBoard's pure-Python writer takes minutes.
@@ -32,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 
 import numpy as np
 
@@ -110,12 +113,28 @@ def _get(tb, route):
     return len(body)
 
 
+def _wait_loaded(tb, steps, timeout=3600):
+    """The runs answer once every step is loaded (a slow answer while loading is waited for)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            status, _, body = tb.get(PREFIX + "runs", timeout=600)
+        except OSError:
+            continue
+        if status == 200:
+            data = json.loads(body)
+            if any(r["run"] == RUN and max((t["max_step"] or 0) for t in r["tags"]) == steps - 1
+                   for r in data["runs"]):
+                return data
+        time.sleep(1)
+    raise RuntimeError("the run was not loaded in %d s" % timeout)
+
+
 def measure(logdir, load_fast, steps, source=ROOT, parallel=4):
     out = {}
     with TensorBoardProcess(logdir, load_fast=load_fast, timeout=300, cwd=source) as tb:
         started = time.time()
-        data = tb.wait_for(lambda d: any(r["run"] == RUN and max((t["max_step"] or 0) for t in r["tags"]) == steps - 1
-                                         for r in d.get("runs", [])), PREFIX + "runs", timeout=3600)
+        data = _wait_loaded(tb, steps)
         out["load_s"] = round(time.time() - started, 1)
         tag = next(t["tag"] for r in data["runs"] if r["run"] == RUN for t in r["tags"] if t["kind"] == "grad_stats")
         pid = tb.process.pid
@@ -140,6 +159,14 @@ def measure(logdir, load_fast, steps, source=ROOT, parallel=4):
             out["max_steps"] = (mb(), str(e)[:80])
         size = sum(_get(tb, "/experiment/e%02d%s" % (i, plain)) for i in range(20))
         out["20 prefixes"] = (mb(), size)
+        hist = [(t["tag"], t["rows"][0]) for r in data["runs"] if r["run"] == RUN for t in r["tags"]
+                if t["kind"] == "grad_histogram"]
+        if hist:  # the tab's histogram view: one variable, max_steps=2000 (the whole tag is read)
+            tag, row = hist[0]
+            query = urllib.parse.urlencode({"run": RUN, "tag": tag, "row": row, "max_steps": 2000})
+            answer = tb.get_json(PREFIX + "series?" + query)
+            out["histogram view"] = (mb(), "%d steps%s" % (len(answer["steps"]),
+                                                           ", sampled" if answer["sampled"] else ""))
     return out
 
 
@@ -168,11 +195,13 @@ def main(argv=None):
                 key = "%sload_fast=%s" % (label, load_fast)
                 results[key] = measure(logdir, load_fast == "true", args.steps, source, args.parallel)
                 print("%s: %s" % (key, json.dumps(results[key])), flush=True)
-        names = ["loaded", "alerts", "series", "parallel", "max_steps", "20 prefixes"]
+        names = ["loaded", "alerts", "series", "parallel", "max_steps", "20 prefixes", "histogram view"]
         print("\n| after | " + " | ".join("%s RSS MB (answer bytes)" % key for key in results) + " |")
         print("|---|" + "---|" * len(results))
         for name in names:
             cells = []
+            if not all(name in results[lf] for lf in results):
+                continue
             for lf in results:
                 rss, answer = results[lf][name]
                 cells.append("%s (%s)" % (rss, "{:,}".format(answer) if isinstance(answer, int) else answer or "-"))

@@ -6,8 +6,9 @@ Variants, interleaved in rounds in one process, on the same batches:
   tf writer        tb_gradlens.summary.gradients every step, TensorFlow's writer
   resilient        the same with tb_gradlens.summary.create_file_writer (each
                    flush checked through a tf.py_function)
-  resilient /10    the README's form: ``if step % 10 == 0:`` around the
+  tf writer /10    the README's form: ``if step % 10 == 0:`` around the
                    ``as_default()`` block, so 9 steps of 10 neither write nor flush
+  resilient /10    the same with the resilient writer
 
 Prints ms per step and the ratio to ``plain`` (median over rounds).
 
@@ -47,6 +48,7 @@ def main(argv=None):
     optimizer = keras.optimizers.SGD(1e-3)
     writers = {"tf writer": tf.summary.create_file_writer(os.path.join(logdir, "tf")),
                "resilient": tb_gradlens.summary.create_file_writer(os.path.join(logdir, "resilient")),
+               "tf writer /10": tf.summary.create_file_writer(os.path.join(logdir, "tf10")),
                "resilient /10": tb_gradlens.summary.create_file_writer(os.path.join(logdir, "every10"))}
 
     def make_step(writer, every):
@@ -65,6 +67,7 @@ def main(argv=None):
 
     variants = {"plain": make_step(None, 1), "tf writer": make_step(writers["tf writer"], 1),
                 "resilient": make_step(writers["resilient"], 1),
+                "tf writer /10": make_step(writers["tf writer /10"], 10),
                 "resilient /10": make_step(writers["resilient /10"], 10)}
     times = {name: [] for name in variants}
     counter = 0

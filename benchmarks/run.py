@@ -49,9 +49,9 @@ def machine():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
-    parser.add_argument("--only", help="comma list of: logging,fit,plugin,frontend,memory")
+    parser.add_argument("--only", help="comma list of: logging,fit,plugin,frontend,writer,memory")
     args = parser.parse_args(argv)
-    only = set((args.only or "logging,fit,plugin,frontend,memory").split(","))
+    only = set((args.only or "logging,fit,plugin,frontend,writer,memory").split(","))
     print("machine: " + machine(), flush=True)
     tiny = args.tiny
     jobs = {
@@ -61,6 +61,7 @@ def main(argv=None):
         "plugin": ["bench_plugin.py"] + (["--runs", "2", "--steps", "30", "--variables", "4", "--repeats", "2",
                                           "--loaders", "true"] if tiny else []),
         "frontend": ["frontend_heatmap.py"] + (["--rows", "20", "--steps", "100", "--repeat", "1"] if tiny else []),
+        "writer": ["bench_writer.py"] + (["--rounds", "1", "--steps", "3"] if tiny else []),
         "memory": ["bench_memory.py"] + (["--steps", "200", "--variables", "4", "--loaders", "true"] if tiny else []),
         "memory_histograms": ["bench_memory.py", "--steps", "10000", "--histograms"] if not tiny else None,
     }

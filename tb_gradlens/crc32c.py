@@ -117,6 +117,14 @@ def masked(crc):
     return ((rotated + _MASK_DELTA) & 0xFFFFFFFF).astype(np.uint32)
 
 
+# Below this many bytes the byte loop in Python beats the fixed cost of the
+# NumPy path (CHUNK NumPy steps).
+_SMALL = 2048
+
+
 def masked_crc32c(data):
     """masked CRC-32C of one bytes object (an int)."""
+    if len(data) < _SMALL:
+        crc = _crc_python(data)
+        return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
     return int(masked(crc32c_many(data, [0], [len(data)])[0]))
