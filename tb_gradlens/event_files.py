@@ -81,7 +81,7 @@ def walk(logdir):
     return sorted(files), notes
 
 
-def _event_step(data, start, end):
+def event_step(data, start, end):
     """(step, is_summary) of a serialized Event in data[start:end] (first bytes only)."""
     pos = start
     if pos < end and data[pos] == 0x09:  # wall_time: fixed64
@@ -220,7 +220,7 @@ class FileScan:
         self.offset += total
 
     def _record(self, block, pos, length, ok):
-        step, is_summary = _event_step(block, pos + _HEADER_SIZE, pos + _HEADER_SIZE + length) if ok else (None, False)
+        step, is_summary = event_step(block, pos + _HEADER_SIZE, pos + _HEADER_SIZE + length) if ok else (None, False)
         self.records += 1
         if not ok and self._damaged_at is None:
             self._mark_damage(self.offset + pos, "corrupted record (data checksum mismatch)")
@@ -244,6 +244,9 @@ class FileScan:
         self._update_damage()
 
     def _update_damage(self):
+        if self._what.startswith("cannot be read"):
+            self.damage = "%s; TensorBoard reads nothing of it" % self._what
+            return
         if self._final:  # nothing after it can be framed, by any reader
             self.damage = "%s at byte %d: TensorBoard reads nothing after it in this file (it reads the " \
                 "%d record(s) before it)" % (self._what, self._damaged_at, self.readable)

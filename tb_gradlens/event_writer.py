@@ -79,7 +79,6 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
         self.retry_seconds = float(retry_seconds)
         self.memory_bytes = int(memory_bytes)
         self.failures = 0
-        self.dropped = 0  # records dropped past memory_bytes while failing
         self.path = None
         self._suffix = ".%s%s" % (uuid.uuid4().hex[:8], filename_suffix)  # finds our files
         self._local = "://" not in self.logdir
@@ -90,7 +89,7 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
         self._last_step = None
         self._last_second = -1
         self._next_attempt = 0.0
-        self._sink = "ram://gradlens_sink_%s" % uuid.uuid4().hex
+        self._sink = _MemorySink(self._suffix, self.max_queue, self.memory_bytes)
         with tf.init_scope():  # (a writer made while a tf.function is traced)
             self._resource = tf.raw_ops.SummaryWriter(shared_name="gradlens_%s" % uuid.uuid4().hex, container="")
         self._finalizer = weakref.finalize(self, _delete_resource, self._resource)
@@ -135,7 +134,7 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             self._flush_now()
             self._closed = True
             self._release()
-            self._drop_sink_files()
+            self._sink.clear()
             self._finalizer.detach()
 
     def as_default(self, step=None):
@@ -151,11 +150,11 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
                 return
             if not self._healthy:
                 self._release()  # what was written since: into the memory sink's files
-                self._bound_sink()
+                self._sink.bound()
                 if time.monotonic() >= self._next_attempt:
                     self._resume()
                 if not self._healthy:
-                    self._open_sink()
+                    self._sink.open(self._resource)
                 return
             error = None
             try:
@@ -193,7 +192,7 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             end = offset + _HEADER + length + 4
             if crc32c.masked_crc32c(head[:8]) != int.from_bytes(head[8:12], "little") or end > size:
                 break
-            step, is_summary = event_files._event_step(head, _HEADER, min(len(head), _HEADER + length))
+            step, is_summary = event_files.event_step(head, _HEADER, min(len(head), _HEADER + length))
             if is_summary:
                 self._last_step = step
             offset = end
@@ -220,7 +219,7 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             kept = " %s are kept in it." % (
                 "Steps up to %d" % self._last_step if self._last_step is not None else "Its whole records")
         self.path = None
-        self._drop_sink_files()
+        self._sink.clear()
         self._next_attempt = time.monotonic()
         safety.report(_CAUSE, WriteFailure(
             "%s.%s What is written next is kept in memory (up to %d MB) until a new event file can "
@@ -228,7 +227,7 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             again=True)
         self._resume()
         if not self._healthy:
-            self._open_sink()
+            self._sink.open(self._resource)
 
     def _resume(self):
         """Try a new event file; on success write the kept records and warn."""
@@ -238,15 +237,16 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
         self._release()
         if not self._open_file():
             return
-        kept = self._replay_sink()
-        self._drop_sink_files()
+        dropped = self._sink.dropped
+        kept = self._sink.replay(self._resource)
+        if kept:
+            self._flush_now()
         safety.notify(
             "writing resumed in a new event file %s after %d failure(s); %d record(s) written while "
             "writing failed were kept in memory and written to it%s; the records of the flush that "
             "failed are lost" % (self._name(), self.failures, kept,
-                                 "" if not self.dropped else ", %d more were dropped past %d bytes"
-                                 % (self.dropped, self.memory_bytes)))
-        self.dropped = 0
+                                 "" if not dropped else ", %d more were dropped past %d bytes"
+                                 % (dropped, self.memory_bytes)))
 
     def _open_file(self):
         """Open a new event file under the handle; True if it is written and whole."""
@@ -288,62 +288,71 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             except OSError:
                 pass
 
-    # -- the memory sink (while writing fails) -----------------------------------
-
-    def _open_sink(self):
-        """Point the handle at a new ``ram://`` event file (earlier ones are kept)."""
-        self._release()
-        tf.raw_ops.CreateSummaryFileWriter(
-            writer=self._resource, logdir=self._sink, max_queue=self.max_queue,
-            flush_millis=_NEVER_MS, filename_suffix=self._suffix)
-
-    def _sink_files(self):
-        return sorted(tf.io.gfile.glob(self._sink + "/*"), key=self._file_order)
-
-    def _file_order(self, path):
-        """Sort key of our event files: (second, TensorFlow's writer counter)."""
-        name = os.path.basename(path)
-        parts = name[:len(name) - len(self._suffix)].split("tfevents.", 1)[-1].split(".")
-        try:
-            return int(parts[0]), int(parts[-1])
-        except ValueError:
-            return 0, 0
-
-    def _bound_sink(self):
-        """Drop the oldest kept records past ``memory_bytes`` (counted in ``dropped``)."""
-        files = self._sink_files()
-        sizes = [tf.io.gfile.stat(path).length for path in files]
-        while files and sum(sizes) > self.memory_bytes:
-            self.dropped += len(_records(tf.io.gfile.GFile(files[0], "rb").read()))
-            tf.io.gfile.remove(files.pop(0))
-            sizes.pop(0)
-
-    def _replay_sink(self):
-        """Write the summaries kept in memory to the current file; their number."""
-        from tensorboard.compat.proto import event_pb2
-
-        count = 0
-        for path in self._sink_files():
-            for data in _records(tf.io.gfile.GFile(path, "rb").read()):
-                event = event_pb2.Event.FromString(data)
-                if event.HasField("summary"):
-                    tf.raw_ops.WriteRawProtoSummary(
-                        writer=self._resource, step=event.step, tensor=event.summary.SerializeToString())
-                    count += 1
-        if count:
-            self._flush_now()
-        return count
-
-    def _drop_sink_files(self):
-        for path in tf.io.gfile.glob(self._sink + "/*"):
-            tf.io.gfile.remove(path)
-
     def _release(self):
         """Close whatever the handle holds (its errors are the old file's)."""
         try:
             tf.raw_ops.CloseSummaryWriter(writer=self._resource)
         except (tf.errors.OpError, OSError):
             pass
+
+
+class _MemorySink:
+    """Where the writer's handle points while writing fails: ``ram://`` event
+    files (one per flush), at most ``max_bytes`` of them, replayed into the
+    next event file that can be written."""
+
+    def __init__(self, suffix, max_queue, max_bytes):
+        self.root = "ram://gradlens_sink_%s" % uuid.uuid4().hex
+        self.suffix = suffix
+        self.max_queue = max_queue
+        self.max_bytes = max_bytes
+        self.dropped = 0  # records dropped past max_bytes
+
+    def open(self, handle):
+        """Point ``handle`` at a new memory file (the caller released it)."""
+        tf.raw_ops.CreateSummaryFileWriter(writer=handle, logdir=self.root, max_queue=self.max_queue,
+                                           flush_millis=_NEVER_MS, filename_suffix=self.suffix)
+
+    def files(self):
+        return sorted(tf.io.gfile.glob(self.root + "/*"), key=self._order)
+
+    def _order(self, path):
+        """(second, TensorFlow's writer counter) of one of our event files."""
+        name = os.path.basename(path)
+        parts = name[:len(name) - len(self.suffix)].split("tfevents.", 1)[-1].split(".")
+        try:
+            return int(parts[0]), int(parts[-1])
+        except ValueError:
+            return 0, 0
+
+    def bound(self):
+        """Drop the oldest kept records past ``max_bytes`` (counted in ``dropped``)."""
+        files = self.files()
+        sizes = [tf.io.gfile.stat(path).length for path in files]
+        while files and sum(sizes) > self.max_bytes:
+            self.dropped += len(_records(tf.io.gfile.GFile(files[0], "rb").read()))
+            tf.io.gfile.remove(files.pop(0))
+            sizes.pop(0)
+
+    def replay(self, handle):
+        """Write the kept summaries through ``handle``; their number.  Empties the sink."""
+        from tensorboard.compat.proto import event_pb2
+
+        count = 0
+        for path in self.files():
+            for data in _records(tf.io.gfile.GFile(path, "rb").read()):
+                event = event_pb2.Event.FromString(data)
+                if event.HasField("summary"):
+                    tf.raw_ops.WriteRawProtoSummary(
+                        writer=handle, step=event.step, tensor=event.summary.SerializeToString())
+                    count += 1
+        self.clear()
+        return count
+
+    def clear(self):
+        for path in tf.io.gfile.glob(self.root + "/*"):
+            tf.io.gfile.remove(path)
+        self.dropped = 0
 
 
 def _records(data):

@@ -154,3 +154,28 @@ def test_writer_is_a_drop_in_summary_writer(tmp_path):
     tags = [(v.tag, e.step) for e in events for v in e.summary.value]
     assert sorted(tags) == sorted([("eager", s) for s in range(3)] + [("traced", s) for s in range(3)])
     assert writer.failures == 0
+
+
+def test_memory_sink_keeps_replays_and_bounds_what_is_written_while_failing(tmp_path):
+    import tensorflow as tf
+
+    from tb_gradlens import event_writer
+
+    handle = tf.raw_ops.SummaryWriter(shared_name="sink_test", container="")
+    sink = event_writer._MemorySink(".sinktest.v2", max_queue=100, max_bytes=10**9)
+    for flush in range(3):  # three flushes while failing: three memory files
+        sink.open(handle)
+        for step in range(4):
+            tf.raw_ops.WriteScalarSummary(writer=handle, step=10 * flush + step, tag="x", value=float(step))
+        tf.raw_ops.CloseSummaryWriter(writer=handle)
+    assert len(sink.files()) == 3
+    sink.max_bytes = sum(tf.io.gfile.stat(p).length for p in sink.files()[1:])  # room for the last two
+    sink.bound()
+    assert sink.dropped == 5 and len(sink.files()) == 2  # 4 summaries + the file_version record
+    tf.raw_ops.CreateSummaryFileWriter(writer=handle, logdir=str(tmp_path), max_queue=100, flush_millis=10**9,
+                                       filename_suffix=".v2")
+    assert sink.replay(handle) == 8 and sink.files() == [] and sink.dropped == 0
+    tf.raw_ops.CloseSummaryWriter(writer=handle)
+    (name,) = os.listdir(tmp_path)
+    steps = [e.step for e in event_file_loader.EventFileLoader(str(tmp_path / name)).Load() if e.summary.value]
+    assert steps == [10, 11, 12, 13, 20, 21, 22, 23]  # in the order written

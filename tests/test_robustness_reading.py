@@ -314,12 +314,16 @@ def test_cli_skips_an_unreadable_directory_with_a_message(tmp_path):
     logdir = tmp_path / "logs"
     hostile_logs.stats_run(str(logdir / "readable"), range(3))
     hostile_logs.stats_run(str(logdir / "locked" / "inner"), range(3))
+    unreadable = hostile_logs.stats_run(str(logdir / "unreadable_file"), range(3))
     os.chmod(str(logdir / "locked"), 0o000)
+    os.chmod(unreadable, 0o000)
     try:
         result = subprocess.run(prefix + [sys.executable, "-m", "tb_gradlens", "report", str(logdir), "-q", "--json"],
                                 capture_output=True, text=True, timeout=300, cwd=ROOT)
     finally:
         os.chmod(str(logdir / "locked"), 0o755)
+        os.chmod(unreadable, 0o644)
+    assert unreadable + ": cannot be read (Permission denied)" in result.stderr
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.returncode == 0, result.stderr
     assert [r["run"] for r in json.loads(result.stdout)["runs"]] == ["readable"]
