@@ -8,7 +8,8 @@ plugin serves (``tb_gradlens.analysis``); they never import TensorFlow.
 
 Exit status: 0 success (no alert at or above ``--fail-on``), 1 alerts at or
 above ``--fail-on``, 2 usage error, 3 the logdir or a run/quantity could not
-be read.
+be read, 4 internal error (a crash is never 1, and never a traceback unless
+$TB_GRADLENS_DEBUG is set).
 """
 
 import argparse
@@ -23,6 +24,8 @@ EXIT_OK = 0
 EXIT_ALERTS = 1
 EXIT_USAGE = 2
 EXIT_READ_ERROR = 3
+EXIT_INTERNAL = 4
+ENV_DEBUG = "TB_GRADLENS_DEBUG"
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -60,18 +63,26 @@ def _open(args):
     except logdir_lib.LogdirError as e:
         raise CommandError(str(e)) from None
     for problem in loaded.problems:
-        print("warning: skipped damaged event file %s" % printable(problem), file=sys.stderr)
+        print("warning: %s" % printable(problem), file=sys.stderr)
     return reading.Source(loaded.provider, loaded.ctx, loaded.experiment_id), loaded
 
 
+def _read_problems(loaded, runs=None):
+    """The logdir's problems (of ``runs`` and of no run, if given) as JSON error entries."""
+    return [p.to_json() for p in loaded.problems if runs is None or p.run is None or p.run in runs]
+
+
 def _select_runs(source, pattern):
+    """The runs whose name matches ``pattern`` (Python regex syntax, matched in
+    bounded time by ``tb_gradlens.patterns``); a refused pattern is a usage error."""
+    from tb_gradlens import patterns
+
     runs = source.runs()
     if pattern:
         try:
-            regex = re.compile(pattern)
-        except re.error as e:
-            raise CommandError("bad --run regex %r: %s" % (pattern, e), EXIT_USAGE) from None
-        runs = [r for r in runs if regex.search(r)]
+            runs = [runs[i] for i in patterns.filter_names(pattern, runs)]
+        except patterns.PatternError as e:
+            raise CommandError("--run %r: %s" % (pattern, e), EXIT_USAGE) from None
     return runs
 
 
@@ -110,9 +121,9 @@ def _dtype_summary(source, run):
     from tb_gradlens import metadata
 
     for entry in reversed(source.entries_of_kind(run, metadata.DTYPES)):
-        maps = source.dtype_maps(run, entry.tag)
+        maps = [m for m in source.dtype_maps(run, entry.tag) if m["map"] is not None]
         if not maps:
-            continue
+            continue  # (unreadable maps are error entries of the alerts)
         dmap = maps[-1]["map"]
         layers = dmap.get("layers", [])
         computes = sorted({str(layer.get("compute_dtype")) for layer in layers})
@@ -134,13 +145,14 @@ def _dtype_summary(source, run):
 def _report(args):
     from tb_gradlens import analysis
 
-    source, _ = _open(args)
+    source, loaded = _open(args)
     runs = _select_runs(source, args.run)
     if not runs:
         raise CommandError(
             "no run with gradlens records%s in %s"
             % (" matching %r" % args.run if args.run else "", args.logdir)
         )
+    source = source.restricted(runs)  # another run's records are never read
     headlines = {h["run"]: h for h in analysis.overview(source) if h["run"] in runs}
     alerts, problems = analysis.run_alerts(source, runs)
     dtypes = {run: _dtype_summary(source, run) for run in runs}
@@ -155,7 +167,8 @@ def _report(args):
                     "logdir": args.logdir,
                     "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r]) for r in runs],
                     "alerts": [a.to_json() for a in alerts],
-                    "errors": problems,
+                    "errors": problems + source.point_errors(runs)
+                    + _read_problems(loaded, runs if args.run else None),
                     "fail_on": args.fail_on,
                     "failing_alerts": len(failing),
                     "runs_missing_records": incomplete,
@@ -163,7 +176,7 @@ def _report(args):
             )
         )
     else:
-        print(_report_text(runs, headlines, dtypes, lens, alerts, problems))
+        print(_report_text(runs, headlines, dtypes, lens, alerts, problems + source.point_errors(runs)))
         if args.fail_on:
             print(
                 "\n%d alert(s) at or above %s%s"
@@ -391,7 +404,7 @@ def build_parser():
         description="tb_gradlens: gradient statistics and bfloat16 divergence for "
         "TensorBoard, without a browser.",
         epilog="exit status: 0 ok, 1 alerts at or above --fail-on, 2 usage error, "
-        "3 logdir/run/quantity not readable.\nRun 'tb-gradlens COMMAND --help' for examples.",
+        "3 logdir/run/quantity not readable, 4 internal error.\nRun 'tb-gradlens COMMAND --help' for examples.",
         formatter_class=formatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -504,6 +517,20 @@ def main(argv=None):
         return e.status
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:
+        print("tb-gradlens: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:  # a file or directory that could not be read or written
+        print("tb-gradlens: %s" % printable(e), file=sys.stderr)
+        return EXIT_READ_ERROR
+    except Exception as e:  # noqa: BLE001 - a crash: exit 4, one line (traceback on request)
+        if os.environ.get(ENV_DEBUG):
+            import traceback
+
+            traceback.print_exc()
+        print("tb-gradlens: internal error (%s: %s); set %s=1 to see where"
+              % (type(e).__name__, printable(str(e)[:500]), ENV_DEBUG), file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ failing part (setup, statistics, a comparison, a write) is skipped with one
 warning per cause, and training goes on; strict mode raises.
 """
 
-import re
 import threading
 
 import keras
@@ -32,6 +31,7 @@ from tb_gradlens import compare
 from tb_gradlens import distribute
 from tb_gradlens import metadata
 from tb_gradlens import numerics
+from tb_gradlens import patterns
 from tb_gradlens import records
 from tb_gradlens import safety
 from tb_gradlens import summary_v2
@@ -79,12 +79,13 @@ class Schedule:
 
 
 def _select(variables, pattern):
-    """Indices of the variables whose path matches ``pattern`` (re.search)."""
+    """Indices of the variables whose path matches ``pattern`` (``re.search``
+    semantics, bounded time: ``tb_gradlens.patterns``; a refused pattern
+    raises ``patterns.PatternError``, a ValueError)."""
     paths = summary_v2.variable_paths(variables)
     if pattern is None:
         return list(range(len(variables)))
-    regex = re.compile(pattern)
-    return [i for i, p in enumerate(paths) if regex.search(p)]
+    return patterns.filter_names(pattern, paths)
 
 
 def _comparison_pairs(model, comparisons):
@@ -189,7 +190,8 @@ class GradLensCallback(keras.callbacks.Callback):
       gradient_every: log gradient and update statistics every N optimizer
         steps (0: never).
       compare_every: run the comparisons every M optimizer steps (0: never).
-      variables: regex (re.search on variable paths) selecting the
+      variables: pattern (Python regex syntax, re.search on variable paths,
+        matched in bounded time by tb_gradlens.patterns) selecting the
         variables whose gradient and update statistics are logged.
       start_step, stop_step: only log optimizer steps in [start, stop).
       comparisons: "auto" (float32 reference vs the model as configured,

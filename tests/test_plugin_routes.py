@@ -170,6 +170,32 @@ def test_series_errors_are_400_or_404_text(client, params, status):
     assert ctype.startswith("text/plain")
 
 
+@pytest.mark.parametrize(
+    "pattern, why",
+    [
+        ("a{99999999999}", "repetition number is too large"),  # was OverflowError -> HTML 500
+        ("(dense)\\1", "backreferences are not supported"),
+        ("(?<=dense)/kernel", "lookahead/lookbehind"),
+        ("dense/k*+", "possessive"),
+        ("(x{60}){90}", "pattern too large"),
+        ("x" * 1001, "at most 1000"),
+    ],
+    ids=["huge_count", "backreference", "lookbehind", "possessive", "too_many_states", "too_long"],
+)
+def test_refused_rows_patterns_are_a_clear_400(client, pattern, why):
+    code, ctype, body = get(client, "series", run="f32", tag=tag_of(client, "f32", "grad_stats"), rows=pattern)
+    assert code == 400 and ctype.startswith("text/plain"), body[:300]
+    assert why in body and "Traceback" not in body
+
+
+def test_rows_patterns_keep_python_regex_meaning(client):
+    tag = tag_of(client, "f32", "grad_stats")
+    for pattern, rows in [("^dense/", ["dense/kernel", "dense/bias"]), ("(?i)KERNEL$", ["dense/kernel"]),
+                          (r"\bfro", ["frozen"]), ("^(\\w+)+!", []), ("a|^frozen$", ["dense/bias", "frozen"]),
+                          ("dense/(?:b|k)[a-z]{3,5}", ["dense/kernel", "dense/bias"])]:
+        assert get_json(client, "series", run="f32", tag=tag, rows=pattern, columns="count")["rows"] == rows, pattern
+
+
 def test_divergence_series_and_cache(client, provider):
     tag = tag_of(client, "f32", "divergence")
     before = provider.reads
@@ -388,3 +414,59 @@ def test_encode_array_round_trips_and_spells_nonfinite(array):
     np.testing.assert_array_equal(got, array)  # exact round trip, NaN == NaN here
     assert "NaN" not in text.replace('"NaN"', "")
     assert "Infinity" not in text.replace('"Infinity"', "").replace('"-Infinity"', "")
+
+
+# ---------------------------------------------------------------------------
+# What one request may cost (issue 16): steps thinned by default, a ceiling
+# on max_steps, a cap on the numbers of one answer, one cache entry per logdir.
+# ---------------------------------------------------------------------------
+
+LONG_STEPS = 2500
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    import hostile_logs
+
+    logdir = str(tmp_path_factory.mktemp("long") / "logs")
+    hostile_logs.stats_run(logdir + "/long", range(LONG_STEPS), tag="gradients/grad_stats/long")
+    multiplexer, inner = make_provider(logdir)
+    provider = CountingProvider(inner)
+    context = base_plugin.TBContext(data_provider=provider, logdir=logdir)
+    return werkzeug_test.Client(application.TensorBoardWSGI([gradlens_plugin.GradLensPlugin(context)])), provider
+
+
+def test_a_plain_series_request_is_thinned_to_the_default_max_steps(long_run):
+    client, _ = long_run
+    data = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm")
+    steps = data["steps"]
+    assert len(steps) == gradlens_plugin.DEFAULT_MAX_STEPS and data["sampled"] is True
+    assert steps[0] == 0 and steps[-1] == LONG_STEPS - 1 and steps == sorted(set(steps))
+    assert [number(v) for v in data["values"][0][0]] == [float(s) for s in steps]  # value = step
+    full = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm",
+                    max_steps=LONG_STEPS)
+    assert full["steps"] == list(range(LONG_STEPS)) and full["sampled"] is False
+
+
+def test_max_steps_has_a_ceiling_and_an_answer_has_a_size_cap(long_run, monkeypatch):
+    client, _ = long_run
+    monkeypatch.setattr(gradlens_plugin, "MAX_STEPS", 1000)
+    data = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm",
+                    max_steps=10**9)
+    assert len(data["steps"]) == 1000 and data["sampled"] is True
+    monkeypatch.setattr(gradlens_plugin, "MAX_VALUES", 5000)
+    status, ctype, body = get(client, "series", run="long", tag="gradients/grad_stats/long")  # 14 x 1 x 1000
+    assert status == 400 and ctype.startswith("text/plain")
+    assert "14000 values (1 rows x 14 columns x 1000 steps)" in body and "max_steps=" in body
+    assert get(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm")[0] == 200
+
+
+def test_experiment_ids_of_one_logdir_share_one_cache_entry(long_run):
+    client, provider = long_run
+    query = {"run": "long", "tag": "gradients/grad_stats/long", "columns": "max", "max_steps": 10}
+    before = provider.reads
+    for experiment in ("a", "b", "c", ""):
+        prefix = ("/experiment/%s" % experiment if experiment else "") + PREFIX
+        response = client.get(prefix + "series", query_string=query)
+        assert response.status_code == 200, response.get_data(as_text=True)
+    assert provider.reads - before <= 1  # read once (or already cached), whatever the URL prefix

@@ -184,3 +184,18 @@ def test_records_written_the_old_way_are_analysed_without_guessing(tmp_path):
     assert by_run["free"].code == "divergence" and "compute dtype not recorded" in by_run["free"].explanation
     (entry,) = source.entries("free")
     assert "not recorded" in analysis.limits(source, "free", entry.tag)["basis"][0]
+
+
+def test_histogram_extras_are_validated_and_default():
+    columns = metadata.HISTOGRAM_COLUMNS
+    written = metadata.RecordMetadata(metadata.GRAD_HISTOGRAM, ["a"], columns, records.histogram_extras())
+    info = records.read_histogram(written)
+    assert info.min_exponent == metadata.MIN_EXPONENT
+    assert info.dtype_exponent_limits["bfloat16"]["min_subnormal"] == -133
+    older = metadata.RecordMetadata(metadata.GRAD_HISTOGRAM, ["a"], columns, {})
+    assert records.read_histogram(older) == info
+    for bad in ({"min_exponent": "x"}, {"min_exponent": 1.5}, {"dtype_exponent_limits": 5},
+                {"dtype_exponent_limits": {"bfloat16": {"max": "127"}}}):
+        record = metadata.RecordMetadata(metadata.GRAD_HISTOGRAM, ["a"], columns, bad)
+        with pytest.raises(metadata.FormatError, match="'h'"):
+            records.validate(record, "h")
