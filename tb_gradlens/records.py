@@ -174,6 +174,10 @@ def read_comparison(record, tag=None):
     row_dtypes = extras.get("row_dtypes")
     if row_dtypes is not None:
         row_dtypes = tuple(_str_list(row_dtypes, record, "row_dtypes", tag, allow_none=True))
+        if len(row_dtypes) != len(record.rows):
+            raise FormatError(
+                "row_dtypes has %d entries for %d rows" % (len(row_dtypes), len(record.rows)), tag
+            )
     return ComparisonInfo(reference, candidate, comparison, float(floor), row_dtypes)
 
 

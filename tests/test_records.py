@@ -83,6 +83,7 @@ def test_old_records_infer_compute_dtype_from_exact_policy_names_only():
         (metadata.DIVERGENCE, {"comparison": "nonsense"}, "unknown comparison"),
         (metadata.DIVERGENCE, {"floor_fraction": "0.1"}, "floor_fraction"),
         (metadata.DIVERGENCE, {"row_dtypes": ["a", "b", "c"]}, "row_dtypes"),
+        (metadata.DIVERGENCE, {"row_dtypes": []}, "row_dtypes has 0 entries for 2 rows"),
         (metadata.UPDATE_STATS, {"variable_dtypes": "bfloat16"}, "variable_dtypes"),
         (metadata.GRAD_STATS, {"gradient_dtypes": [1, 2]}, "gradient_dtypes"),
         (metadata.GRAD_STATS, {"skipped": [{"row": "x"}]}, "skipped"),
