@@ -20,7 +20,8 @@ Kinds and their extras:
 ==========================  ==============================================
 grad_stats                  variable_dtypes, gradient_dtypes [rows];
                             skipped [{row, dtype, reason}]
-grad_histogram              min_exponent, dtype_exponent_limits
+grad_histogram              min_exponent (int), dtype_exponent_limits
+                            {dtype: {min_subnormal, min_normal, max}}
 update_stats                variable_dtypes [rows]
 divergence,                 reference, candidate (``variant``);
 activation_divergence,      comparison ("precision" | "replica_vs_mean");
@@ -173,6 +174,10 @@ def read_comparison(record, tag=None):
     row_dtypes = extras.get("row_dtypes")
     if row_dtypes is not None:
         row_dtypes = tuple(_str_list(row_dtypes, record, "row_dtypes", tag, allow_none=True))
+        if len(row_dtypes) != len(record.rows):
+            raise FormatError(
+                "row_dtypes has %d entries for %d rows" % (len(row_dtypes), len(record.rows)), tag
+            )
     return ComparisonInfo(reference, candidate, comparison, float(floor), row_dtypes)
 
 
@@ -236,6 +241,26 @@ def histogram_extras():
         "min_exponent": metadata.MIN_EXPONENT,
         "dtype_exponent_limits": float_formats.exponent_limits(),
     }
+
+
+HistogramInfo = collections.namedtuple("HistogramInfo", ("min_exponent", "dtype_exponent_limits"))
+
+
+def read_histogram(record, tag=None):
+    """The HistogramInfo of a ``grad_histogram`` record (missing keys: this
+    version's defaults); FormatError for values of the wrong type."""
+    extras = record.extras
+    first = extras.get("min_exponent", metadata.MIN_EXPONENT)
+    if not _is_int(first):
+        raise FormatError("min_exponent must be an integer", tag)
+    limits = extras.get("dtype_exponent_limits", float_formats.exponent_limits())
+    if not isinstance(limits, dict) or not all(
+        isinstance(name, str) and isinstance(bounds, dict)
+        and all(isinstance(k, str) and _is_int(v) for k, v in bounds.items())
+        for name, bounds in limits.items()
+    ):
+        raise FormatError("dtype_exponent_limits must map dtype names to {name: integer}", tag)
+    return HistogramInfo(first, {name: dict(bounds) for name, bounds in limits.items()})
 
 
 def update_extras(variable_dtypes):
@@ -383,6 +408,7 @@ def expected_steps(expectation_, first_step, last_step):
 
 _READERS = {
     metadata.GRAD_STATS: read_gradient,
+    metadata.GRAD_HISTOGRAM: read_histogram,
     metadata.UPDATE_STATS: read_update,
     metadata.DIVERGENCE: read_comparison,
     metadata.ACTIVATION_DIVERGENCE: read_comparison,

@@ -1,10 +1,9 @@
 """When the lens logs (``Schedule``), which variables, and which comparisons."""
 
-import re
-
 import tensorflow as tf
 
 from tb_gradlens import compare
+from tb_gradlens import patterns
 from tb_gradlens import summary_v2
 
 # Defaults from measurement on the 784-64-64-10 MLP (batch 64, 2 shared CPU
@@ -59,11 +58,12 @@ class Schedule:
 
 
 def select(variables, pattern):
-    """Indices of the variables whose path matches ``pattern`` (re.search)."""
+    """Indices of the variables whose path matches ``pattern`` (``re.search``
+    semantics, bounded time: ``tb_gradlens.patterns``; a refused pattern
+    raises ``patterns.PatternError``, a ValueError)."""
     if pattern is None:
         return list(range(len(variables)))
-    regex = re.compile(pattern)
-    return [i for i, p in enumerate(summary_v2.variable_paths(variables)) if regex.search(p)]
+    return patterns.filter_names(pattern, summary_v2.variable_paths(variables))
 
 
 def comparison_pairs(model, comparisons):
