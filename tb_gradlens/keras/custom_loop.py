@@ -13,7 +13,7 @@ from tb_gradlens.keras.schedule import COMPARE_EVERY
 from tb_gradlens.keras.schedule import GRADIENT_EVERY
 from tb_gradlens.keras.schedule import Schedule
 from tb_gradlens.keras.schedule import select
-from tb_gradlens.keras.status import LensStatus
+from tb_gradlens.keras.status import AskedAsCalled
 
 WRITER = "tb_gradlens.keras.GradLens"
 
@@ -63,34 +63,10 @@ class GradLens:
         self.name = name
         self._passes = {}
         self._written_map = None
-        self._status = None  # the LensStatus, from the first logging call
-        self._status_step = None
-        self._status_dirty = False
-        self._expected = set()
+        self._status = AskedAsCalled(WRITER, name, writer)
 
     def _expect(self, step, schedule, name, *kinds):
-        """Record what this lens was asked to log (at the first call of each
-        method) in its ``lens_status`` record, written eagerly once per step
-        at most (several methods called at one step make one record)."""
-        for kind in kinds:
-            if (kind, name) not in self._expected:
-                if self._status is None:
-                    self._status = LensStatus(WRITER, _Named(self.name), self.name)
-                self._expected.add((kind, name))
-                self._status.expect(kind, name, schedule)
-                self._status_dirty = True
-        if not self._status_dirty:
-            return
-        at = step if isinstance(step, int) and not isinstance(step, bool) else schedule.start
-        if at != self._status_step:
-            self._write_status(at)
-
-    def _write_status(self, at):
-        with tf.init_scope(), safety.guard(WRITER + ".lens_status"):
-            with self.writer.as_default():
-                self._status.write(at)
-                self._status_step = at
-                self._status_dirty = False
+        self._status.expect(step, schedule, name, *kinds)
 
     def should_log(self, step):
         """Whether gradient statistics are logged at ``step``."""
@@ -220,13 +196,6 @@ class GradLens:
         return True
 
     def flush(self):
-        if self._status_dirty:
-            self._write_status(self._status_step if self._status_step is not None else 0)
+        self._status.flush()
         self.writer.flush()
 
-
-class _Named:
-    """What ``LensStatus`` needs of a model: a name (GradLens logs no model)."""
-
-    def __init__(self, name):
-        self.name = name

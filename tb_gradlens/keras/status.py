@@ -97,3 +97,48 @@ class LensStatus:
         summary_v2.lens_status(payload, step=step, name=self.name)
         self._written = payload
         return True
+
+
+class _Named:
+    """What ``LensStatus`` needs of a model: a name (``GradLens`` logs no model)."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+class AskedAsCalled:
+    """The lens status of ``GradLens``, which learns what it is asked to log
+    when its methods are first called: each new (kind, tag prefix) is added
+    then, and the record is written eagerly (also from inside a
+    ``tf.function``), at most once per step (several methods called at one
+    step make one record)."""
+
+    def __init__(self, writer_name, name, writer):
+        self.status = LensStatus(writer_name, _Named(name), name)
+        self.writer = writer
+        self.asked = set()
+        self.pending = False
+        self.written_at = None
+
+    def expect(self, step, schedule, name, *kinds):
+        for kind in kinds:
+            if (kind, name) not in self.asked:
+                self.asked.add((kind, name))
+                self.status.expect(kind, name, schedule)
+                self.pending = True
+        at = step if isinstance(step, int) and not isinstance(step, bool) else schedule.start
+        if self.pending and at != self.written_at:
+            self._write(at)
+
+    def flush(self):
+        if self.pending:
+            self._write(self.written_at if self.written_at is not None else 0)
+
+    def _write(self, at):
+        import tensorflow as tf
+
+        with tf.init_scope(), safety.guard(self.status.writer + ".lens_status"):
+            with self.writer.as_default():
+                self.status.write(at)
+                self.written_at = at
+                self.pending = False
