@@ -301,6 +301,23 @@ def is_seed_state(variable):
 # ---------------------------------------------------------------------------
 
 
+def function_per_instance(python_function, **options):
+    """``tf.function(python_function, **options)`` for a function made once
+    per object (a record writer, a callback's loss writer), which traces
+    once for each.
+
+    TensorFlow counts traces per Python source (``__code__``), not per
+    ``tf.function``: the fifth writer created in one process (the second
+    model trained) made it warn "triggered tf.function retracing ... please
+    define your @tf.function outside of the loop" about our internals.
+    ``Function._omit_frequent_tracing_warning`` is the flag TensorFlow sets
+    on the functions it restores from a SavedModel for the same reason.
+    """
+    function = tf.function(python_function, **options)
+    function._omit_frequent_tracing_warning = True
+    return function
+
+
 def current_graph():
     """The graph ops are added to now (None when executing eagerly)."""
     if tf.executing_eagerly():

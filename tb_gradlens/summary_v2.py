@@ -127,8 +127,12 @@ class RecordWriter:
             metadata.validate(record)
             serialized = metadata.create_summary_metadata(record).SerializeToString()
             self._records.append((metadata.tag_for(name, record), serialized, record, value_fn))
-        self._with_metadata = tf.function(lambda step: self._write(step, True), autograph=False)
-        self._without_metadata = tf.function(lambda step: self._write(step, False), autograph=False)
+        from tb_gradlens import keras_private  # TensorFlow's own flag for once-per-object functions
+
+        self._with_metadata = keras_private.function_per_instance(lambda step: self._write(step, True),
+                                                                  autograph=False)
+        self._without_metadata = keras_private.function_per_instance(lambda step: self._write(step, False),
+                                                                     autograph=False)
         self._metadata_written = False
 
     @property

@@ -35,6 +35,9 @@ def test_private_attributes_exist():
     keras_private.build_as_apply_does(model.optimizer, model.trainable_variables)
     assert isinstance(model.optimizer.dynamic_scale, keras.Variable)
     assert keras_private.optimizer_variables(model.optimizer) == model.trainable_variables
+    function = keras_private.function_per_instance(lambda x: x + 1)
+    assert function._omit_frequent_tracing_warning is True
+    assert "_omit_frequent_tracing_warning" in vars(tf.function(lambda x: x))
     policy = keras_private.ShadowPolicy("float32", "float32", "bfloat16")
     assert (policy.compute_dtype, policy.variable_dtype) == ("float32", "bfloat16")
 

@@ -55,7 +55,8 @@ class ProbeStep:
         self.model = model
         self.default_step = keras_private.uses_default_train_step(model)
         self.seeds = compare.seed_states(model)
-        self.xla_step = tf.function(model.train_step, jit_compile=True, reduce_retracing=True)
+        self.xla_step = keras_private.function_per_instance(model.train_step, jit_compile=True,
+                                                            reduce_retracing=True)
         live = [slot for slot in tap.slots if slot.live]
         self.candidate = None
         if self.default_step and (tap.logs_gradients or live):

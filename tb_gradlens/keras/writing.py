@@ -21,6 +21,7 @@ import os
 import tensorflow as tf
 
 from tb_gradlens import compare
+from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens import summary_v2
@@ -57,7 +58,7 @@ class RecordSink:
         self.offset = 0
         self._writers = {}  # key -> (rows and extras it was built for, RecordWriter)
         self._written_map = None
-        self._loss_writer = tf.function(self._write_loss, autograph=False)
+        self._loss_writer = keras_private.function_per_instance(self._write_loss, autograph=False)
 
     def write_pending(self, first_step=None):
         """Write every buffered step not written yet (and the status and
