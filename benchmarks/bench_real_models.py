@@ -31,7 +31,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -39,28 +38,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, HERE)
 
 import real_models  # noqa: E402
+from bench_fit import BatchTimer  # noqa: E402
 
 POLICY = "mixed_bfloat16"
 FAR = 10**9
-
-
-def _timer():
-    import keras
-
-    class BatchTimer(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.times = []
-
-        def on_train_batch_begin(self, batch, logs=None):
-            self._t = time.perf_counter()
-
-        def on_train_batch_end(self, batch, logs=None):
-            self.times.append(time.perf_counter() - self._t)
-
-    return BatchTimer()
 
 
 def count_lens_traces():
@@ -103,7 +87,7 @@ def unlogged_ratio(name, jit, rounds, batches, batch_size, logdir, counts):
     for r in range(rounds):
         order = ("plain", "lens") if r % 2 == 0 else ("lens", "plain")
         for variant in order:
-            timer = _timer()
+            timer = BatchTimer()
             models[variant].fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False,
                                 callbacks=[timer] + ([lens] if variant == "lens" else []))
             per_round[variant].append(float(np.median(timer.times[2:] or timer.times)))
@@ -128,7 +112,7 @@ def first_step(name, jit, rounds, batch_size, logdir):
         order = ("plain", "lens") if r % 2 == 0 else ("lens", "plain")
         for variant in order:
             model = _build(name, jit)
-            timer = _timer()
+            timer = BatchTimer()
             callbacks = [timer]
             if variant == "lens":
                 callbacks.append(GradLensCallback(os.path.join(logdir, "first_%d" % r)))

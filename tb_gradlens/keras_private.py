@@ -69,19 +69,28 @@ def sixteen_bit_inputs_as(model, dtype):
     functional's input), which a float32 pass must not do."""
     from keras.src.layers.core.input_layer import InputLayer
 
-    saved = []
+    sixteen_bit = []
     for layer in flatten_layers(model):
         holders = _functional_inputs(layer) + ([layer] if isinstance(layer, InputLayer) else [])
         for holder in holders:  # KerasTensors and InputLayers (``Sequential.input_dtype``)
             if holder._dtype in ("bfloat16", "float16") and holder._dtype != dtype:
-                saved.append((holder, holder._dtype))
+                sixteen_bit.append(holder)
+    with _private_dtypes(sixteen_bit, dtype):
+        yield
+
+
+@contextlib.contextmanager
+def _private_dtypes(objects, dtype):
+    """Within the block each of ``objects`` has ``_dtype`` = ``dtype``;
+    restored after, also when the block raises."""
+    saved = [(obj, obj._dtype) for obj in objects]
     try:
-        for holder, _ in saved:
-            holder._dtype = dtype
+        for obj, _ in saved:
+            obj._dtype = dtype
         yield
     finally:
-        for holder, old in saved:
-            holder._dtype = old
+        for obj, old in saved:
+            obj._dtype = old
 
 
 # ---------------------------------------------------------------------------
@@ -143,14 +152,8 @@ def loss_dtype(model, dtype, y, y_pred):
     compile_loss = getattr(model, "_compile_loss", None)
     if compile_loss is not None and not getattr(compile_loss, "built", True):
         compile_loss.build(y, y_pred)
-    saved = [(obj, obj._dtype) for obj in loss_objects(model)]
-    try:
-        for obj, _ in saved:
-            obj._dtype = dtype
+    with _private_dtypes(loss_objects(model), dtype):
         yield
-    finally:
-        for obj, old in saved:
-            obj._dtype = old
 
 
 def symbolic_build(model, element_spec):
