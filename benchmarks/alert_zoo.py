@@ -16,10 +16,13 @@ table: configuration x alert code.
   one logging interval after it).  Target: every fault caught.
 
 Dropout: ``keras.layers.Dropout`` draws its mask in the compute dtype, so
-without XLA a bfloat16 step and its float32 reference drop different units
-(DESIGN.md section 8).  The fit rows of Dropout models therefore run with
-``jit_compile=True``; the custom-loop rows use ``Float32MaskDropout``
-(tests/real_models.py), whose mask is the same in both passes.
+a float32 pass seeded alike drops other units than the bfloat16 step
+(DESIGN.md section 8).  ``GradLensCallback`` and ``compare_keras`` now give
+both passes the step's own draws (``tb_gradlens/compare/randomness.py``),
+with or without XLA; the fit rows of Dropout models still run with
+``jit_compile=True`` (their setup from before), and the custom-loop rows use
+``Float32MaskDropout`` (tests/real_models.py), whose mask is the same in
+both passes.
 
 Run (from the repository root)::
 
