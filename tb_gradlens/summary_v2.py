@@ -21,7 +21,9 @@ caught while it is traced; an op that fails when the traced graph runs
 step itself.
 """
 
+import itertools
 import json
+import weakref
 
 import tensorflow as tf
 
@@ -30,6 +32,7 @@ from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens import safety
+from tb_gradlens import tf_internals
 
 
 def variable_path(variable):
@@ -97,13 +100,102 @@ def _if_recording(write_fn):
 def write_record(name, record, tensor, step):
     """Write one gradlens record (tensor float32 [rows, columns]) at ``step``.
 
-    Returns the tag written to.  Must be called where recording is known to
-    be on (inside ``_if_recording`` or eagerly after checking).
+    The tag's metadata goes with its first event to each writer only
+    (``MetadataOnce``).  Returns the tag written to.  Must be called where
+    recording is known to be on (inside ``_if_recording`` or eagerly after
+    checking).
     """
     tag = metadata.tag_for(name, record)
     serialized = metadata.create_summary_metadata(record).SerializeToString()
-    tf.summary.write(tag, tensor, step=step, metadata=serialized)
+    _METADATA_ONCE.write(tag, tensor, step, serialized)
     return tag
+
+
+class MetadataOnce:
+    """Writes a tag's metadata with its first event to each writer only.
+
+    TensorBoard keeps the metadata of a tag's first event in a run; every
+    later copy is dead weight (for 10^4 variables the rows and dtypes of a
+    record are ~0.5 MB, as large as the statistics).  Eagerly, a Python set
+    per writer remembers the tags written.  In a traced function, a boolean
+    ``tf.Variable`` per (writer, tag), created outside the function, picks
+    the metadata or nothing when the graph runs and is set by the write.
+    Where such a variable cannot be made (e.g. inside a distribution
+    strategy's replica function), every event carries the metadata, as
+    TensorBoard's own summaries do.  A write that fails raises as before.
+    """
+
+    def __init__(self):
+        self._seen = weakref.WeakKeyDictionary()  # writer -> {tag: True or tf.Variable}
+
+    def _state(self, writer):
+        try:
+            return self._seen.setdefault(writer, {})
+        except TypeError:  # not weak-referenceable: no memory, metadata always
+            return None
+
+    def write(self, tag, tensor, step, serialized):
+        writer = tf_internals.default_summary_writer()
+        seen = self._state(writer) if writer is not None else None
+        if seen is None:
+            return tf.summary.write(tag, tensor, step=step, metadata=serialized)
+        if tf.executing_eagerly():
+            entry = seen.get(tag)
+            done = entry is True or (isinstance(entry, _Flag) and bool(entry.read()))
+            written = tf.summary.write(tag, tensor, step=step, metadata=None if done else serialized)
+            if bool(written) and not done:
+                if isinstance(entry, _Flag):
+                    entry.assign(True)
+                else:
+                    seen[tag] = True
+            return written
+        flag = seen.get(tag)
+        if flag is None or flag is True:
+            flag = seen[tag] = self._flag(flag is True)
+        if flag is None:
+            del seen[tag]
+            return tf.summary.write(tag, tensor, step=step, metadata=serialized)
+        done = flag.read()
+        chosen = tf.where(done, tf.constant(b""), tf.constant(serialized))
+        written = tf.summary.write(tag, tensor, step=step, metadata=chosen)
+        flag.assign(tf.logical_or(done, written))
+        return written
+
+    @staticmethod
+    def _flag(value):
+        """A boolean flag living outside the traced function, or None."""
+        if tf.distribute.has_strategy():
+            return None
+        try:
+            return _Flag(value)
+        except Exception:  # noqa: BLE001 - no resource here: metadata on every event
+            return None
+
+
+class _Flag:
+    """A boolean resource variable made eagerly, read and set in graphs.
+
+    Raw resource ops, not ``tf.Variable``: a ``tf.function`` refuses new
+    variables after its first trace, and a new tag can first appear in any
+    trace."""
+
+    _count = itertools.count()
+
+    def __init__(self, value):
+        with tf.init_scope():
+            self._handle = tf.raw_ops.VarHandleOp(
+                dtype=tf.bool, shape=[], shared_name="gradlens_metadata_written_%d" % next(self._count)
+            )
+            tf.raw_ops.AssignVariableOp(resource=self._handle, value=tf.constant(bool(value)))
+
+    def read(self):
+        return tf.raw_ops.ReadVariableOp(resource=self._handle, dtype=tf.bool)
+
+    def assign(self, value):
+        return tf.raw_ops.AssignVariableOp(resource=self._handle, value=value)
+
+
+_METADATA_ONCE = MetadataOnce()
 
 
 class RecordWriter:

@@ -1,0 +1,257 @@
+"""Per-variable gradient statistics (kind ``grad_stats``) and log2 histograms.
+
+One pass over every gradient gives raw sums per variable: over the finite
+elements F, sum g and sum g^2 (float64), min and max; and the histogram
+counts (``histogram.py``).  The columns follow from those (functions below,
+NumPy or TensorFlow arrays alike), with n = element count:
+
+  l2_norm = sqrt(sum_F g^2)       mean = sum_F g / |F|
+  std = sqrt(max(sum_F g^2/|F| - mean^2, 0))
+  min, max, max_abs over F        rms = sqrt(sum_F g^2 / |F|)
+  zero_fraction = #(g == 0) / n   subnormal_fraction = #(0<|g|<2^min_normal) / n
+  nan_count, posinf_count, neginf_count, count = n, is_none = 0
+
+|F| = 0 gives NaN value statistics (l2_norm 0); n = 0 NaN fractions.
+"""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow.experimental.numpy as tnp
+
+from tb_gradlens import metadata
+from tb_gradlens.numerics import backend as backends
+from tb_gradlens.numerics import bits
+from tb_gradlens.numerics import histogram
+from tb_gradlens.numerics import kernel
+from tb_gradlens.numerics import packing
+from tb_gradlens.numerics import sparse
+
+N_COLUMNS = len(metadata.GRAD_STATS_COLUMNS)
+NAN = float("nan")
+INF = float("inf")
+
+# ---------------------------------------------------------------------------
+# The columns, from raw sums (xp: numpy or tensorflow.experimental.numpy).
+# ---------------------------------------------------------------------------
+
+
+def element_count(hist, xp):
+    """n = the sum of every bin (NaN and Inf included)."""
+    return xp.sum(hist, axis=1)
+
+
+def finite_count(hist, xp):
+    """|F| = the exponent bins plus the zero bin."""
+    return xp.sum(hist[:, : bits.ZERO_BIN + 1], axis=1)
+
+
+def _per(total, n, xp):
+    return xp.where(n > 0, total / xp.maximum(n, 1.0), NAN)
+
+
+def mean(total, n_finite, xp):
+    """mean = sum_F g / |F| (NaN when F is empty)."""
+    return _per(total, n_finite, xp)
+
+
+def std(total, total_squares, n_finite, xp):
+    """std = sqrt(max(sum_F g^2 / |F| - mean^2, 0)), the population deviation."""
+    m = mean(total, n_finite, xp)
+    return xp.sqrt(xp.maximum(_per(total_squares, n_finite, xp) - m * m, 0.0))
+
+
+def rms(total_squares, n_finite, xp):
+    """rms = sqrt(sum_F g^2 / |F|)."""
+    return xp.sqrt(_per(total_squares, n_finite, xp))
+
+
+def l2_norm(total_squares, xp):
+    """l2_norm = sqrt(sum_F g^2) (0 when F is empty)."""
+    return xp.sqrt(total_squares)
+
+
+def extremes(minimum, maximum, n_finite, implicit_zeros, xp):
+    """(min, max, max_abs) over F: implicit zeros (rows a sparse gradient
+    does not name) take part; NaN when F is empty."""
+    minimum = xp.where(implicit_zeros > 0, xp.minimum(minimum, 0.0), minimum)
+    maximum = xp.where(implicit_zeros > 0, xp.maximum(maximum, 0.0), maximum)
+    minimum = xp.where(n_finite > 0, minimum, NAN)
+    maximum = xp.where(n_finite > 0, maximum, NAN)
+    return minimum, maximum, xp.maximum(xp.abs(minimum), xp.abs(maximum))
+
+
+def zero_fraction(hist, n, xp):
+    """#(g == +-0, by the bits) / n."""
+    return _per(hist[:, bits.ZERO_BIN], n, xp)
+
+
+def subnormal_fraction(hist, n, xp):
+    """#(0 < |g| < 2^min_normal) / n: the bins below the smallest normal."""
+    return _per(xp.sum(hist[:, : bits.SUBNORMAL_BINS], axis=1), n, xp)
+
+
+def columns_from_sums(sums, hist, implicit_zeros, xp):
+    """float64 ``[V, GRAD_STATS_COLUMNS]`` from raw sums ``[V, 4]`` (sum,
+    sum of squares, min, max over F) and float64 counts ``[V, bins]`` that
+    already include the ``implicit_zeros`` ``[V]`` in the zero bin."""
+    n = element_count(hist, xp)
+    n_finite = finite_count(hist, xp)
+    total, squares = sums[:, 0], sums[:, 1]
+    minimum, maximum, max_abs = extremes(sums[:, 2], sums[:, 3], n_finite, implicit_zeros, xp)
+    return xp.stack([
+        l2_norm(squares, xp), mean(total, n_finite, xp), std(total, squares, n_finite, xp),
+        minimum, maximum, max_abs, rms(squares, n_finite, xp),
+        zero_fraction(hist, n, xp), subnormal_fraction(hist, n, xp),
+        hist[:, bits.NAN_BIN], hist[:, bits.POSINF_BIN], hist[:, bits.NEGINF_BIN],
+        n, xp.zeros_like(n),
+    ], axis=1)
+
+
+def none_row(size):
+    """The row of a None gradient: NaN value statistics and fractions, no
+    NaN/Inf, count = the variable's size, is_none = 1."""
+    return [NAN] * 9 + [0.0, 0.0, 0.0, float(size), 1.0]
+
+
+# ---------------------------------------------------------------------------
+# The pass.
+# ---------------------------------------------------------------------------
+
+
+@tf.autograph.experimental.do_not_convert
+def gradient_statistics(gradients, sizes=None, use_xla=None, backend=None):
+    """Statistics and log2 histograms of a list of gradients, in one pass.
+
+    Columns: see the module docstring and ``metadata.GRAD_STATS_COLUMNS``;
+    sums are float64.  A gradient that is None gives NaN value statistics,
+    a zero histogram, count = its entry in ``sizes`` and is_none = 1.  An
+    empty gradient gives NaN value statistics and fractions, and count = 0.
+    bfloat16/float16 gradients are widened exactly; float64 ones rounded
+    to float32.
+
+    A ``tf.IndexedSlices`` gradient (e.g. of an embedding table) is
+    summarized without densifying it (``sparse.py``): the counts, the zero
+    bin, sums and the min/max (0 is a value of the dense gradient when a
+    row is missing) are exactly those of the dense gradient TensorFlow
+    builds; only the float64 summation order differs.  Without a
+    ``dense_shape`` the entry of ``sizes`` is the table size.
+
+    Args:
+      gradients: list of tensors or ``tf.IndexedSlices`` (any float dtype)
+        or None.
+      sizes: element counts of the variables (list of ints, same length):
+        reported for None gradients, the bound of sparse indices.
+      use_xla: former flag: True is ``backend="xla"``, False ``"tf"``.
+      backend: "kernel", "tf" or "xla" (``backend.py``); default: the
+        compiled kernel on CPU when it loads, XLA on GPU and inside XLA.
+
+    Returns:
+      (stats, histogram): float32 ``[V, len(GRAD_STATS_COLUMNS)]`` and
+      float32 ``[V, len(HISTOGRAM_COLUMNS)]``.
+    """
+    n_vars = len(gradients)
+    sizes = list(sizes) if sizes is not None else [0] * n_vars
+    if not n_vars:
+        return tf.zeros([0, N_COLUMNS], tf.float32), tf.zeros([0, bits.N_BINS], tf.float32)
+    present = [i for i, g in enumerate(gradients) if g is not None]
+    values, implicit = [], []
+    for i in present:
+        g = gradients[i]
+        if isinstance(g, tf.IndexedSlices):
+            rows, zeros = sparse.unique_rows(g, sizes[i])
+            values.append(rows)
+            implicit.append(zeros)
+        else:
+            values.append(tf.convert_to_tensor(g))
+            implicit.append(None)
+    chosen = backends.choose(backend, use_xla)
+    if chosen == "kernel":
+        return _kernel_pass(values, implicit, present, sizes)
+    return _tf_pass(values, implicit, present, sizes, chosen)
+
+
+def _implicit_vector(implicit):
+    """float64 ``[P]`` of implicit zeros (0 for dense gradients)."""
+    if all(z is None for z in implicit):
+        return tf.zeros([len(implicit)], tf.float64)
+    return tf.stack([tf.constant(0.0, tf.float64) if z is None else z for z in implicit])
+
+
+def _kernel_pass(values, implicit, present, sizes):
+    n_vars = len(sizes)
+
+    def compute(*arrays):
+        *tensors, zeros = arrays
+        raw = kernel.gradient_sums(tensors, metadata.MIN_EXPONENT, bits.ZERO_BIN, bits.N_BINS)
+        stats = np.empty((n_vars, N_COLUMNS), np.float32)
+        hist = np.zeros((n_vars, bits.N_BINS), np.float32)
+        counts = raw[:, kernel.GRADIENT_SUMS:]
+        counts[:, bits.ZERO_BIN] += zeros
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            stats[present] = columns_from_sums(raw[:, : kernel.GRADIENT_SUMS], counts, zeros, np)
+        hist[present] = counts
+        missing = np.setdiff1d(np.arange(n_vars), present)
+        for i in missing:
+            stats[i] = none_row(sizes[i])
+        return stats, hist
+
+    stats, hist = backends.run_kernel(
+        compute, values + [_implicit_vector(implicit)], [tf.float32, tf.float32]
+    )
+    stats.set_shape([n_vars, N_COLUMNS])
+    hist.set_shape([n_vars, bits.N_BINS])
+    return stats, hist
+
+
+def _tf_pass(values, implicit, present, sizes, chosen):
+    n_vars = len(sizes)
+    if present:
+        flats = [v if v.dtype == tf.float32 else tf.cast(v, tf.float32) for v in values]
+        groups = packing.pack([flats], [NAN])
+        sums, counts = _tf_sums(groups, len(flats), chosen)
+        zeros = _implicit_vector(implicit)
+        counts = counts + zeros[:, None] * tf.one_hot(bits.ZERO_BIN, bits.N_BINS, dtype=tf.float64)
+        stats = tf.cast(columns_from_sums(sums, counts, zeros, tnp), tf.float32)
+        hist = tf.cast(counts, tf.float32)
+    if len(present) == n_vars:
+        return stats, hist
+    # None gradients: constant rows, gathered among the computed ones.
+    missing = [i for i in range(n_vars) if i not in set(present)]
+    fixed_stats = tf.constant([none_row(sizes[i]) for i in missing], tf.float32)
+    fixed_hist = tf.zeros([len(missing), bits.N_BINS], tf.float32)
+    if present:
+        fixed_stats = tf.concat([stats, fixed_stats], 0)
+        fixed_hist = tf.concat([hist, fixed_hist], 0)
+    order = np.empty(n_vars, np.int32)
+    order[present + missing] = np.arange(n_vars, dtype=np.int32)
+    return tf.gather(fixed_stats, order), tf.gather(fixed_hist, order)
+
+
+def _group_sums(matrix, pads, backend):
+    """(sums [k, 4], counts [k, N_BINS]) of one group's float32 matrix:
+    sum, sum of squares (float64), min, max over the finite elements of
+    each row; ``pads`` (int64 [k]) NaN pads come out of the NaN bin."""
+    finite = tf.math.is_finite(matrix)
+    wide = tf.cast(tf.where(finite, matrix, 0.0), tf.float64)
+    sums = tf.stack([
+        tf.reduce_sum(wide, axis=1),
+        tf.reduce_sum(wide * wide, axis=1),
+        tf.cast(tf.reduce_min(tf.where(finite, matrix, INF), axis=1), tf.float64),
+        tf.cast(tf.reduce_max(tf.where(finite, matrix, -INF), axis=1), tf.float64),
+    ], axis=1)
+    counts = histogram.row_counts(matrix, backend)
+    pads = tf.cast(pads, tf.float64)[:, None] * tf.one_hot(bits.NAN_BIN, bits.N_BINS, dtype=tf.float64)
+    return sums, counts - pads
+
+
+def _all_group_sums(matrices, pads, backend):
+    outs = [_group_sums(m, p, backend) for m, p in zip(matrices, pads)]
+    return [o[0] for o in outs], [o[1] for o in outs]
+
+
+def _tf_sums(groups, n, backend):
+    """(sums [n, 4], counts [n, N_BINS]) in input order, all groups in one
+    function (XLA-compiled for "xla")."""
+    run = backends.xla_or_kernels(_all_group_sums, backend)
+    sums, counts = run([g.matrices[0] for g in groups], [packing.pad_counts(g) for g in groups], backend)
+    return packing.unpack(groups, list(sums), n), packing.unpack(groups, list(counts), n)
