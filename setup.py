@@ -41,9 +41,9 @@ setuptools.setup(
     package_data={
         "tb_gradlens.frontend_static": ["*.js", "*.css", "*.html", "*/*.js"],
         # The optional compiled kernel ships as source: it is built on first
-        # use where a C compiler exists (tb_gradlens/numerics/kernel.py), so
+        # use where a compiler exists (tb_gradlens/numerics/kernel.py), so
         # installing needs none.
-        "tb_gradlens.numerics": ["_kernel.c"],
+        "tb_gradlens.numerics": ["_kernel.c", "_op.cc"],
     },
     include_package_data=False,
     install_requires=[

@@ -105,9 +105,25 @@ FIXED_CASES = {
     "float16": np.array([6.0e-8, 1.0, -65504.0, np.inf], np.float16),
     "float64": np.array([1e-3, -2.5, 2e10], np.float64),
 }
-# Every backend computes the same numbers; "kernel" is the compiled one
-# (_kernel.c), "tf" separate TensorFlow kernels, "xla" one compiled pass.
-BACKENDS = ["kernel", "tf", "xla"]
+# Every backend computes the same numbers: "kernel" the compiled one
+# (_kernel.c) as TensorFlow ops, "kernel_library" the same C code through
+# ctypes and tf.numpy_function (when the ops cannot be built), "tf" separate
+# TensorFlow kernels, "xla" one XLA-compiled pass.
+BACKENDS = ["kernel", "kernel_library", "tf", "xla"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, monkeypatch):
+    """The ``backend`` argument of a numerics call, for each backend."""
+    if request.param != "kernel_library":
+        yield request.param
+        return
+    monkeypatch.setenv(kernel.ENV_KERNEL, "library")
+    kernel.reset()
+    assert kernel.library() is not None and kernel.ops() is None, kernel.status()
+    yield "kernel"
+    monkeypatch.undo()
+    kernel.reset()
 
 
 def _big(n, seed, scale=1e-3):
@@ -134,7 +150,6 @@ SIZE_CASES = [0, 1, 3, 511, 512, 2047, 2049, 4095, 4096, 4097, 65535, 65536, 655
 
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", sorted(FIXED_CASES))
 def test_statistics_of_fixed_gradients_match_numpy(name, backend):
     grad = FIXED_CASES[name]
@@ -145,7 +160,6 @@ def test_statistics_of_fixed_gradients_match_numpy(name, backend):
     np.testing.assert_array_equal(hist.numpy()[0], reference_histogram(grad))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_every_size_and_rare_value_matches_numpy(backend):
     """One call with tensors of every size class, equal sizes sharing groups,
     and large tensors holding subnormals, NaN and Inf between ordinary values."""
@@ -176,7 +190,6 @@ def reference_histogram_fast(grad):
     return counts
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_none_gradient_is_recorded_not_skipped(backend):
     grads = [tf.constant([1.0, -1.0]), None, tf.constant([[0.0, 2.0]])]
     stats, hist = numerics.gradient_statistics(grads, [2, 12, 2], backend=backend)
@@ -195,7 +208,6 @@ def test_no_variables_gives_empty_records():
     assert stats.shape == (0, len(COLUMNS)) and hist.shape == (0, len(metadata.HISTOGRAM_COLUMNS))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_many_variables_fused_match_per_variable_numpy(backend):
     grads = [RNG.normal(scale=10.0**-k, size=s).astype(np.float32)
              for k, s in enumerate([(1,), (7, 3), (100,), (0,), (31, 31), (5, 2, 2)])]
@@ -207,7 +219,6 @@ def test_many_variables_fused_match_per_variable_numpy(backend):
         np.testing.assert_array_equal(hist.numpy()[i], reference_histogram(g))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_eager_and_tf_function_compute_identical_values(backend):
     grads = [tf.constant(FIXED_CASES[k]) for k in ("random_normal", "denormals", "nan")]
     eager = numerics.gradient_statistics(grads, backend=backend)
@@ -237,7 +248,6 @@ def test_log2_bin_index_covers_every_float32_exponent():
     np.testing.assert_array_equal(index, normal - metadata.MIN_EXPONENT)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_every_float32_exponent_is_binned_by_each_backend(backend):
     exponents = np.arange(metadata.MIN_EXPONENT, metadata.MAX_EXPONENT + 1)
     grad = np.concatenate([np.ldexp(1.0, exponents), -np.ldexp(1.5, exponents[23:])]).astype(np.float32)
@@ -245,7 +255,6 @@ def test_every_float32_exponent_is_binned_by_each_backend(backend):
     np.testing.assert_array_equal(hist.numpy()[0], reference_histogram_fast(np.tile(grad, 3)))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_counts_stay_exact_beyond_float32_integers(backend):
     """A variable of 2^24 + 3 elements: float32 counting would stall at 2^24."""
     n = 2**24 + 3
@@ -279,7 +288,6 @@ def _slices(values, indices, dense_shape):
                             None if dense_shape is None else tf.constant(dense_shape, tf.int64))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_negative_indices_are_dropped_as_tensorflow_drops_them(backend):
     values = np.arange(1, 9, dtype=np.float32).reshape(4, 2)
     slices = _slices(values, [1, -1, 1, -3], [8, 2])
@@ -291,7 +299,6 @@ def test_negative_indices_are_dropped_as_tensorflow_drops_them(backend):
 
 
 @pytest.mark.parametrize("dense_shape", [[8, 2], None], ids=["dense_shape", "size_only"])
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_out_of_range_indices_raise_as_tensorflow_raises(backend, dense_shape):
     slices = _slices(np.ones((2, 2), np.float32), [3, 8], dense_shape)
     if dense_shape is not None:
@@ -305,7 +312,6 @@ def test_out_of_range_indices_raise_as_tensorflow_raises(backend, dense_shape):
         traced(slices).numpy()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_indexed_slices_in_range_equal_tensorflow_densified(backend):
     values = np.random.default_rng(9).normal(size=(5, 3)).astype(np.float32)
     slices = _slices(values, [0, 6, 0, 2, 6], [7, 3])
@@ -322,7 +328,9 @@ def test_indexed_slices_in_range_equal_tensorflow_densified(backend):
 
 
 def test_default_backend_is_the_kernel_on_cpu_when_it_builds():
-    assert kernel.library() is not None, kernel.status()
+    """This machine has C and C++ compilers: the kernel builds, as ops."""
+    assert kernel.library() is not None and kernel.ops() is not None, kernel.status()
+    assert kernel.status().startswith("compiled kernel as TensorFlow ops")
     assert backends.choose() == "kernel"
     assert backends.choose(use_xla=True) == "xla" and backends.choose(use_xla=False) == "tf"
     with pytest.raises(ValueError, match="backend must be one of"):
@@ -369,9 +377,9 @@ def test_the_wheel_ships_the_kernel_source_and_it_builds(tmp_path):
     (wheel,) = tmp_path.glob("tb_gradlens-*.whl")
     assert wheel.name.endswith("-py3-none-any.whl")  # nothing compiled at install
     with zipfile.ZipFile(wheel) as z:
-        source = z.read("tb_gradlens/numerics/_kernel.c")
-    with open(kernel.SOURCE, "rb") as f:
-        assert source == f.read()
+        for path in (kernel.SOURCE, kernel.OP_SOURCE):
+            with open(path, "rb") as f:
+                assert z.read("tb_gradlens/numerics/" + os.path.basename(path)) == f.read()
     assert os.path.exists(kernel.build(str(tmp_path / "built")))
 
 

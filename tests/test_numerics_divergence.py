@@ -8,8 +8,7 @@ import tensorflow as tf
 from divergence_reference import np_divergence, np_spacing
 from tb_gradlens import metadata
 from tb_gradlens import numerics
-
-BACKENDS = ["kernel", "tf", "xla"]
+from test_gradient_stats import backend  # noqa: F401 - the fixture: every backend
 
 SUB = np.float32(1e-40)  # a float32 subnormal (TF's CPU kernels treat it as 0)
 
@@ -30,7 +29,6 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_every_metric_matches_numpy(case, dtype, backend):
@@ -41,7 +39,6 @@ def test_every_metric_matches_numpy(case, dtype, backend):
     np.testing.assert_allclose(got[0], want.astype(np.float32), rtol=2e-6, equal_nan=True)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_defined_edge_cases(backend):
     cols = {n: i for i, n in enumerate(metadata.DIVERGENCE_COLUMNS)}
     rows = numerics.divergence_metrics(
@@ -55,7 +52,6 @@ def test_defined_edge_cases(backend):
     assert np.isnan(nonfinite[:-1]).all() and nonfinite[cols["nonfinite"]] == 1
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_flush_to_zero_sees_subnormals_on_cpu(backend):
     # r holds subnormals only; c flushed them.  A float cast would see r == 0.
     r = np.array([SUB, -SUB, 3 * SUB, 0.0], np.float32)
@@ -71,7 +67,6 @@ def test_float32_vs_itself_is_exactly_zero():
     np.testing.assert_array_equal(got, [0, 1, 1, 0, 0, 0, 0, 0, 0])
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_pairs_with_none_and_mixed_dtypes(backend):
     r = np.random.default_rng(2).normal(size=30).astype(np.float32)
     c16 = r.astype(ml_dtypes.bfloat16)
@@ -134,7 +129,6 @@ def _np_update(before, after, grad=None):
     return np.array([rms, ratio, lost])
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_update_statistics_float32_and_bfloat16_weights(backend):
     rng = np.random.default_rng(4)
     w = rng.normal(size=100).astype(np.float32)
@@ -166,7 +160,6 @@ def _pair(n, seed, dtype=np.float32):
     return c.astype(dtype), r
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_many_pairs_of_every_size_match_numpy(backend):
     """Pairs around the kernel's chunk (65,536) and the packing limits, with
     mixed candidate dtypes, a float64 reference and non-finite elements."""
@@ -182,7 +175,6 @@ def test_many_pairs_of_every_size_match_numpy(backend):
                                    equal_nan=True, err_msg="pair %d" % i)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_divergence_inside_tf_function_equals_eager(backend):
     c, r = _pair(70_000, 3)
     fn = tf.function(lambda a, b: numerics.divergence_metrics([a, b], [b, a], ["bfloat16"] * 2, backend=backend))
@@ -200,7 +192,6 @@ def _weights(n, seed, dtype=np.float32):
     return w.astype(dtype), (w + step).astype(dtype), -step
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 def test_update_statistics_of_every_size_and_dtype_match_numpy(backend):
     cases = [_weights(n, n) for n in (1, 5, 4096, 4096, 65537, 140_001)]
     cases.append(_weights(3000, 1, ml_dtypes.bfloat16))

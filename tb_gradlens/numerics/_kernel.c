@@ -1,16 +1,19 @@
 /* One pass over many float arrays: the raw sums behind tb_gradlens' statistics.
  *
  * A plain C library (no Python API, no TensorFlow headers), loaded with
- * ctypes by tb_gradlens/numerics/kernel.py, which also holds the pure
- * TensorFlow path used when this file cannot be compiled.  Three entry
- * points fill per-array rows of raw sums; the formulas that turn them into
- * statistics live in Python (gradient_stats.py, divergence.py, updates.py),
- * shared with the TensorFlow path:
+ * ctypes or wrapped as TensorFlow ops (_op.cc) by tb_gradlens/numerics/
+ * kernel.py; without a compiler the TensorFlow path computes the same.
+ * Three entry points, each one pass into raw sums per array, then the
+ * columns of its record from them:
  *
- *   gl_gradient_sums    sum, sum of squares (float64), min, max over finite
- *                       elements, and the log2-magnitude histogram
- *   gl_divergence_sums  the sums, maxima and counts of the divergence metrics
- *   gl_update_sums      the sums and counts of the update statistics
+ *   gl_gradient_statistics  grad_stats columns and the log2 histogram
+ *   gl_divergence_metrics   the divergence metrics
+ *   gl_update_statistics    the update statistics
+ *
+ * The column formulas are those of gradient_stats.py, divergence.py and
+ * updates.py (their docstrings), in the column order of metadata.py;
+ * kernel.py checks that order.  Every backend is tested against the same
+ * float64 NumPy references.
  *
  * Elements are widened exactly (bfloat16 and float16 to float32, float32 to
  * float64) with denormals kept: the threads clear the flush-to-zero and
@@ -369,8 +372,7 @@ static void gradient_chunk(const job *j, const chunk *c, double *row)
   chunk_exact(j, c, row, 1, field255 != 0);
 }
 
-/* Returns 0, or -1 when memory ran out. */
-int gl_gradient_sums(int64_t count, const void *const *data, const int32_t *dtypes, const int64_t *sizes,
+static int gradient_sums(int64_t count, const void *const *data, const int32_t *dtypes, const int64_t *sizes,
                      int32_t min_exponent, int32_t zero_bin, int32_t n_bins, double *rows, int32_t threads)
 {
   job j;
@@ -479,7 +481,7 @@ static void divergence_rest(const job *j, const chunk *c, double *row)
   row[DV_NONFINITE] = nonfinite;
 }
 
-int gl_divergence_sums(int64_t count, const void *const *candidates, const int32_t *candidate_dtypes,
+static int divergence_sums(int64_t count, const void *const *candidates, const int32_t *candidate_dtypes,
                        const void *const *references, const int32_t *reference_dtypes, const int64_t *sizes,
                        const int32_t *mantissa_bits, const int32_t *min_normal, double floor_fraction,
                        double *rows, int32_t threads)
@@ -581,7 +583,7 @@ static void update_chunk(const job *j, const chunk *c, double *row)
   row[UP_LOST] = dtype == GL_BFLOAT16 && grad_dtype == GL_NONE ? NAN : lost;
 }
 
-int gl_update_sums(int64_t count, const void *const *before, const void *const *after, const int32_t *dtypes,
+static int update_sums(int64_t count, const void *const *before, const void *const *after, const int32_t *dtypes,
                    const void *const *gradients, const int32_t *gradient_dtypes, const int64_t *sizes,
                    double *rows, int32_t threads)
 {
@@ -601,4 +603,134 @@ int gl_update_sums(int64_t count, const void *const *before, const void *const *
   free(j.chunks);
   free(partials);
   return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Columns from raw sums (formulas: gradient_stats.py, divergence.py,
+ * updates.py), and the exported entry points.
+ * ---------------------------------------------------------------------- */
+
+static inline double per(double total, double n) { return n > 0 ? total / n : NAN; }
+static inline double nan_max(double a, double b) { return (isnan(a) || isnan(b)) ? NAN : (a > b ? a : b); }
+
+/* grad_stats columns: l2_norm, mean, std, min, max, max_abs, rms,
+ * zero_fraction, subnormal_fraction, nan_count, posinf_count, neginf_count,
+ * count, is_none; the histogram gets the implicit zeros. */
+enum { GRAD_STATS_COLUMNS = 14 };
+
+static void gradient_columns(const double *row, double implicit, int32_t zero_bin, int32_t n_bins,
+                             int32_t subnormal_bins, float *stats, float *hist)
+{
+  const double *h = row + GS_HIST;
+  double n = 0, n_finite = 0, subnormal = 0;
+  for (int b = 0; b < n_bins; b++) {
+    double v = h[b] + (b == zero_bin ? implicit : 0.0);
+    hist[b] = (float)v;
+    n += v;
+    if (b <= zero_bin) n_finite += v;
+    if (b < subnormal_bins) subnormal += v;
+  }
+  double total = row[GS_SUM], squares = row[GS_SUMSQ], lo = row[GS_MIN], hi = row[GS_MAX];
+  if (implicit > 0) { lo = lo < 0 ? lo : 0.0; hi = hi > 0 ? hi : 0.0; }
+  double mean = per(total, n_finite), mean_sq = per(squares, n_finite);
+  double var = mean_sq - mean * mean;
+  if (!(n_finite > 0)) { lo = NAN; hi = NAN; }
+  double out[GRAD_STATS_COLUMNS] = {
+    sqrt(squares), mean, sqrt(var > 0 ? var : (isnan(var) ? NAN : 0.0)), lo, hi,
+    nan_max(fabs(lo), fabs(hi)), sqrt(mean_sq),
+    per(h[zero_bin] + implicit, n), per(subnormal, n),
+    h[zero_bin + 3], h[zero_bin + 1], h[zero_bin + 2], n, 0.0,
+  };
+  for (int c = 0; c < GRAD_STATS_COLUMNS; c++) stats[c] = (float)out[c];
+}
+
+/* Returns 0, or -1 when memory ran out. */
+int gl_gradient_statistics(int64_t count, const void *const *data, const int32_t *dtypes, const int64_t *sizes,
+                           const double *implicit_zeros, int32_t min_exponent, int32_t zero_bin, int32_t n_bins,
+                           int32_t subnormal_bins, float *stats, float *hist, int32_t threads)
+{
+  int64_t width = GS_HIST + n_bins;
+  double *rows = (double *)malloc((size_t)(count ? count : 1) * width * sizeof(double));
+  if (!rows) return -1;
+  int result = gradient_sums(count, data, dtypes, sizes, min_exponent, zero_bin, n_bins, rows, threads);
+  fp_mode mode = keep_denormals(); /* a subnormal min must not flush when narrowed */
+  for (int64_t r = 0; result == 0 && r < count; r++)
+    gradient_columns(rows + r * width, implicit_zeros ? implicit_zeros[r] : 0.0, zero_bin, n_bins,
+                     subnormal_bins, stats + r * GRAD_STATS_COLUMNS, hist + r * n_bins);
+  restore_mode(mode);
+  free(rows);
+  return result;
+}
+
+static double ratio_or(double numerator, double denominator, double if_only_denominator_zero, double if_both_zero)
+{
+  if (denominator > 0) return numerator / denominator;
+  return numerator > 0 ? if_only_denominator_zero : if_both_zero;
+}
+
+/* divergence columns: rel_l2, cosine, norm_ratio, max_abs, max_rel,
+ * ulp_rms, sign_flip, flush_to_zero, nonfinite. */
+enum { DIVERGENCE_COLUMNS = 9 };
+
+static void divergence_columns(const double *s, double *out)
+{
+  double n = s[DV_N];
+  double cosine;
+  if (s[DV_SUM_C2] > 0 && s[DV_SUM_R2] > 0) {
+    cosine = s[DV_SUM_CR] / sqrt(s[DV_SUM_C2] * s[DV_SUM_R2]);
+    cosine = cosine < -1 ? -1 : (cosine > 1 ? 1 : cosine);
+  } else {
+    cosine = (s[DV_SUM_C2] == 0 && s[DV_SUM_R2] == 0) ? 1.0 : 0.0;
+  }
+  double safe_n = n > 1 ? n : 1;
+  double values[DIVERGENCE_COLUMNS - 1] = {
+    ratio_or(sqrt(s[DV_SUM_D2]), sqrt(s[DV_SUM_R2]), INFINITY, 0.0), cosine,
+    ratio_or(sqrt(s[DV_SUM_C2]), sqrt(s[DV_SUM_R2]), INFINITY, 1.0),
+    s[DV_MAX_ABS], s[DV_MAX_REL], sqrt(s[DV_SUM_ULP2] / safe_n),
+    s[DV_FLIPPED] / (s[DV_SIGNIFICANT] > 1 ? s[DV_SIGNIFICANT] : 1), s[DV_FLUSHED] / safe_n,
+  };
+  for (int c = 0; c < DIVERGENCE_COLUMNS - 1; c++) out[c] = n > 0 ? values[c] : NAN;
+  out[DIVERGENCE_COLUMNS - 1] = s[DV_NONFINITE];
+}
+
+int gl_divergence_metrics(int64_t count, const void *const *candidates, const int32_t *candidate_dtypes,
+                          const void *const *references, const int32_t *reference_dtypes, const int64_t *sizes,
+                          const int32_t *mantissa_bits, const int32_t *min_normal, double floor_fraction,
+                          double *metrics, int32_t threads)
+{
+  double *rows = (double *)malloc((size_t)(count ? count : 1) * DV_WIDTH * sizeof(double));
+  if (!rows) return -1;
+  int result = divergence_sums(count, candidates, candidate_dtypes, references, reference_dtypes, sizes,
+                               mantissa_bits, min_normal, floor_fraction, rows, threads);
+  fp_mode mode = keep_denormals();
+  for (int64_t r = 0; result == 0 && r < count; r++)
+    divergence_columns(rows + r * DV_WIDTH, metrics + r * DIVERGENCE_COLUMNS);
+  restore_mode(mode);
+  free(rows);
+  return result;
+}
+
+/* update columns: update_rms, update_ratio, lost_update_bf16. */
+enum { UPDATE_COLUMNS = 3 };
+
+int gl_update_statistics(int64_t count, const void *const *before, const void *const *after, const int32_t *dtypes,
+                         const void *const *gradients, const int32_t *gradient_dtypes, const int64_t *sizes,
+                         float *out, int32_t threads)
+{
+  double *rows = (double *)malloc((size_t)(count ? count : 1) * UP_WIDTH * sizeof(double));
+  if (!rows) return -1;
+  int result = update_sums(count, before, after, dtypes, gradients, gradient_dtypes, sizes, rows, threads);
+  fp_mode mode = keep_denormals();
+  for (int64_t r = 0; result == 0 && r < count; r++) {
+    const double *s = rows + r * UP_WIDTH;
+    double n = s[UP_N], safe_n = n > 1 ? n : 1;
+    double values[UPDATE_COLUMNS] = {
+      sqrt(s[UP_SUM_U2] / safe_n), ratio_or(sqrt(s[UP_SUM_U2]), sqrt(s[UP_SUM_B2]), INFINITY, 0.0),
+      s[UP_LOST] / safe_n,
+    };
+    for (int c = 0; c < UPDATE_COLUMNS; c++) out[r * UPDATE_COLUMNS + c] = (float)(n > 0 ? values[c] : NAN);
+  }
+  restore_mode(mode);
+  free(rows);
+  return result;
 }

@@ -184,8 +184,9 @@ def divergence64(candidates, references, candidate_dtypes, floor_fraction, backe
     min_normal = np.array([q[1] for q in precisions], np.int32)
     chosen = backends.choose(backend)
     if chosen == "kernel":
-        return _kernel_pass(cands, refs, p, min_normal, floor_fraction, present, n_pairs)
-    metrics = metrics_from_sums(_tf_sums(cands, refs, p, min_normal, floor_fraction, chosen), tnp)
+        metrics = _kernel_pass(cands, refs, p, min_normal, floor_fraction)
+    else:
+        metrics = metrics_from_sums(_tf_sums(cands, refs, p, min_normal, floor_fraction, chosen), tnp)
     if len(present) == n_pairs:
         return metrics
     missing = [i for i in range(n_pairs) if i not in set(present)]
@@ -194,19 +195,22 @@ def divergence64(candidates, references, candidate_dtypes, floor_fraction, backe
     return tf.gather(tf.concat([metrics, tf.constant([nan_row] * len(missing), tf.float64)], 0), order)
 
 
-def _kernel_pass(cands, refs, p, min_normal, floor_fraction, present, n_pairs):
+def _kernel_pass(cands, refs, p, min_normal, floor_fraction):
+    """The compiled kernel: one op (or one numpy_function call)."""
+    cands = [c if c.dtype.name in kernel.DTYPES else tf.cast(c, tf.float32) for c in cands]
+    refs = [r if r.dtype.name in kernel.DTYPES else tf.cast(r, tf.float32) for r in refs]
+    ops = kernel.ops()
+    if ops is not None:
+        return ops.gradlens_divergence_metrics(
+            cands, refs, tf.constant(float(floor_fraction), tf.float64),
+            mantissa_bits=p.tolist(), min_normal=min_normal.tolist(),
+        )
     n = len(cands)
-
-    def compute(*arrays):
-        raw = kernel.divergence_sums(arrays[:n], arrays[n:], p, min_normal, floor_fraction)
-        out = np.full((n_pairs, N_COLUMNS), NAN)
-        out[:, -1] = 0.0
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            out[present] = metrics_from_sums(raw, np)
-        return (out,)
-
-    (out,) = backends.run_kernel(compute, cands + refs, [tf.float64])
-    out.set_shape([n_pairs, N_COLUMNS])
+    (out,) = backends.run_kernel(
+        lambda *arrays: (kernel.divergence_metrics(arrays[:n], arrays[n:], p, min_normal, floor_fraction),),
+        cands + refs, [tf.float64],
+    )
+    out.set_shape([n, N_COLUMNS])
     return out
 
 

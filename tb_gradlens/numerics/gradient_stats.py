@@ -178,44 +178,44 @@ def _implicit_vector(implicit):
 
 
 def _kernel_pass(values, implicit, present, sizes):
+    """The compiled kernel: one op (or one numpy_function call)."""
     n_vars = len(sizes)
-
-    def compute(*arrays):
-        *tensors, zeros = arrays
-        raw = kernel.gradient_sums(tensors, metadata.MIN_EXPONENT, bits.ZERO_BIN, bits.N_BINS)
-        stats = np.empty((n_vars, N_COLUMNS), np.float32)
-        hist = np.zeros((n_vars, bits.N_BINS), np.float32)
-        counts = raw[:, kernel.GRADIENT_SUMS:]
-        counts[:, bits.ZERO_BIN] += zeros
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            stats[present] = columns_from_sums(raw[:, : kernel.GRADIENT_SUMS], counts, zeros, np)
-        hist[present] = counts
-        missing = np.setdiff1d(np.arange(n_vars), present)
-        for i in missing:
-            stats[i] = none_row(sizes[i])
-        return stats, hist
-
-    stats, hist = backends.run_kernel(
-        compute, values + [_implicit_vector(implicit)], [tf.float32, tf.float32]
-    )
-    stats.set_shape([n_vars, N_COLUMNS])
-    hist.set_shape([n_vars, bits.N_BINS])
-    return stats, hist
+    values = [v if v.dtype.name in kernel.DTYPES else tf.cast(v, tf.float32) for v in values]
+    layout = dict(min_exponent=metadata.MIN_EXPONENT, zero_bin=bits.ZERO_BIN, n_bins=bits.N_BINS,
+                  subnormal_bins=bits.SUBNORMAL_BINS)
+    zeros = _implicit_vector(implicit)
+    ops = kernel.ops()
+    if not values:
+        stats, hist = tf.zeros([0, N_COLUMNS]), tf.zeros([0, bits.N_BINS])
+    elif ops is not None:
+        stats, hist = ops.gradlens_gradient_statistics(values, zeros, **layout)
+    else:
+        stats, hist = backends.run_kernel(
+            lambda *arrays: kernel.gradient_statistics(arrays[:-1], arrays[-1], **layout),
+            values + [zeros], [tf.float32, tf.float32],
+        )
+        stats.set_shape([len(values), N_COLUMNS])
+        hist.set_shape([len(values), bits.N_BINS])
+    return _with_none_rows(stats, hist, present, sizes)
 
 
 def _tf_pass(values, implicit, present, sizes, chosen):
+    if not present:
+        return _with_none_rows(None, None, present, sizes)
+    flats = [v if v.dtype == tf.float32 else tf.cast(v, tf.float32) for v in values]
+    groups = packing.pack([flats], [NAN])
+    sums, counts = _tf_sums(groups, len(flats), chosen)
+    zeros = _implicit_vector(implicit)
+    counts = counts + zeros[:, None] * tf.one_hot(bits.ZERO_BIN, bits.N_BINS, dtype=tf.float64)
+    stats = tf.cast(columns_from_sums(sums, counts, zeros, tnp), tf.float32)
+    return _with_none_rows(stats, tf.cast(counts, tf.float32), present, sizes)
+
+
+def _with_none_rows(stats, hist, present, sizes):
+    """The rows of None gradients (constants) among the computed ones."""
     n_vars = len(sizes)
-    if present:
-        flats = [v if v.dtype == tf.float32 else tf.cast(v, tf.float32) for v in values]
-        groups = packing.pack([flats], [NAN])
-        sums, counts = _tf_sums(groups, len(flats), chosen)
-        zeros = _implicit_vector(implicit)
-        counts = counts + zeros[:, None] * tf.one_hot(bits.ZERO_BIN, bits.N_BINS, dtype=tf.float64)
-        stats = tf.cast(columns_from_sums(sums, counts, zeros, tnp), tf.float32)
-        hist = tf.cast(counts, tf.float32)
     if len(present) == n_vars:
         return stats, hist
-    # None gradients: constant rows, gathered among the computed ones.
     missing = [i for i in range(n_vars) if i not in set(present)]
     fixed_stats = tf.constant([none_row(sizes[i]) for i in missing], tf.float32)
     fixed_hist = tf.zeros([len(missing), bits.N_BINS], tf.float32)

@@ -1,29 +1,30 @@
 """The compiled one-pass kernel (``_kernel.c``): finding, building, calling it.
 
-The statistics, divergence and update sums can come from two places that
-compute the same numbers: TensorFlow ops (``tf_sums`` in each formula
-module; one XLA-compiled pass or separate kernels) or this small C library,
-which reads every element once, on all cores, with float64 sums.  The C
-library is optional: ``pip install`` works without a compiler, and without
-the library every path runs in TensorFlow.
+The statistics, divergence metrics and update statistics can come from
+TensorFlow ops (the "tf" and "xla" backends) or from this small C kernel,
+which reads every element once, on all cores, with float64 sums, and
+applies the same formulas.  It is optional: ``pip install`` needs no
+compiler (the package ships ``_kernel.c`` and ``_op.cc`` as data), and
+without a compiler every path runs in TensorFlow.
 
-Where the library comes from, first found wins:
+Two ways to call it, both built on first use where a compiler exists, into a
+per-user cache (``$TB_GRADLENS_CACHE``, else ``$XDG_CACHE_HOME/tb_gradlens``
+or ``~/.cache/tb_gradlens``), once per source (and TensorFlow) version:
 
-1. ``$TB_GRADLENS_KERNEL``: ``0``/``off`` disables it; a path loads that file;
-2. a ``_kernel*`` library next to this module (a packager may build one);
-3. compiled on first use (``$CC``, else the compiler Python was built with,
-   about a second, once per source version) into a per-user cache
-   (``$TB_GRADLENS_CACHE``, else ``$XDG_CACHE_HOME/tb_gradlens`` or
-   ``~/.cache/tb_gradlens``); ``python -m tb_gradlens.numerics.kernel``
-   builds it ahead and prints where.
+* as TensorFlow ops (``_op.cc`` + ``_kernel.c``, compiled with ``$CXX`` or
+  ``c++`` against the installed TensorFlow's headers, ~15 s once): graph
+  ops, no Python on the logged step;
+* as a C library through ``ctypes`` and ``tf.numpy_function`` (``$CC`` or
+  the compiler Python was built with, ~1 s once), when the ops cannot be
+  built or loaded (about 0.1 ms more per call).
 
-The package ships ``_kernel.c`` as data and installs without a compiler.
-``status()`` says which library is used, or why none.  The library reads
-host memory, so ``backend.choose`` uses it for CPU tensors only.
+``$TB_GRADLENS_KERNEL``: ``0``/``off`` disables the kernel, ``library``
+skips the ops.  ``status()`` says what is used and why;
+``python -m tb_gradlens.numerics`` builds both ahead and prints it.
+The kernel reads host memory: ``backend.choose`` uses it for CPU tensors only.
 """
 
 import ctypes
-import glob
 import hashlib
 import os
 import shlex
@@ -35,137 +36,213 @@ import threading
 
 import numpy as np
 
+from tb_gradlens import metadata
+
 ENV_KERNEL = "TB_GRADLENS_KERNEL"
 ENV_CACHE = "TB_GRADLENS_CACHE"
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kernel.c")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "_kernel.c")
+OP_SOURCE = os.path.join(HERE, "_op.cc")
 
 # dtype codes of _kernel.c
 FLOAT32, BFLOAT16, FLOAT16, FLOAT64, NONE = 0, 1, 2, 3, -1
 _CODES = {"float32": FLOAT32, "bfloat16": BFLOAT16, "float16": FLOAT16, "float64": FLOAT64}
-# Row widths of the kernel's outputs (see _kernel.c).
-GRADIENT_SUMS = 4  # sum, sum of squares, min, max; then the histogram
-DIVERGENCE_SUMS = 12
-UPDATE_SUMS = 4
+DTYPES = tuple(_CODES)
 
-_lock = threading.Lock()
-_state = {"library": None, "status": None}
+# The column orders _kernel.c writes (checked against the record format).
+assert metadata.GRAD_STATS_COLUMNS == (
+    "l2_norm", "mean", "std", "min", "max", "max_abs", "rms", "zero_fraction", "subnormal_fraction",
+    "nan_count", "posinf_count", "neginf_count", "count", "is_none")
+assert metadata.DIVERGENCE_COLUMNS == (
+    "rel_l2", "cosine", "norm_ratio", "max_abs", "max_rel", "ulp_rms", "sign_flip", "flush_to_zero",
+    "nonfinite")
+assert metadata.UPDATE_STATS_COLUMNS == ("update_rms", "update_ratio", "lost_update_bf16")
+assert metadata.HISTOGRAM_SPECIAL_COLUMNS == ("zero", "posinf", "neginf", "nan")
+
+# Below this many elements one thread is faster than starting others
+# (_op.cc has the same number).
+PARALLEL_ELEMENTS = 1 << 17
+
+_lock = threading.RLock()
+_state = {}
 
 
-def _cache_dir():
+# ---------------------------------------------------------------------------
+# Building.
+# ---------------------------------------------------------------------------
+
+
+def cache_dir():
     base = os.environ.get(ENV_CACHE)
     if not base:
         base = os.path.join(
             os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
             "tb_gradlens",
         )
+    try:
+        os.makedirs(base, mode=0o700, exist_ok=True)
+    except OSError:  # an unwritable home: a per-user temporary folder
+        base = os.path.join(tempfile.gettempdir(), "tb_gradlens-%s" % getattr(os, "getuid", lambda: "")())
+        os.makedirs(base, mode=0o700, exist_ok=True)
     return base
 
 
-def _compiler():
+def _c_compiler():
     """$CC, else the compiler Python was built with, else ``cc``."""
     return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
 
 
-_FLAGS = ["-O3", "-shared", "-fPIC", "-pthread"]
+def _cxx_compiler():
+    return shlex.split(os.environ.get("CXX") or sysconfig.get_config_var("CXX") or "c++")
 
 
-def build(directory=None, timeout=120):
-    """Compile ``_kernel.c`` into ``directory`` (default: the cache);
-    returns the library's path.  Raises OSError/CalledProcessError."""
-    with open(SOURCE, "rb") as f:
-        source = f.read()
-    command = _compiler()
-    key = hashlib.sha256(
-        source + repr((command, _FLAGS, sys.platform, sysconfig.get_platform())).encode()
-    ).hexdigest()[:16]
-    directory = directory or _cache_dir()
-    try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-    except OSError:  # an unwritable home: a per-user temporary folder
-        directory = os.path.join(tempfile.gettempdir(), "tb_gradlens-%s" % getattr(os, "getuid", lambda: "")())
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-    target = os.path.join(directory, "tb_gradlens_kernel-%s.so" % key)
+_C_FLAGS = ["-O3", "-fPIC", "-pthread"]
+
+
+def _cached(stem, key_parts, make, directory=None):
+    """The path of ``<stem>-<digest of key_parts>.so`` in the cache, made
+    by ``make(partial_path)`` if missing (atomic: concurrent builders agree)."""
+    key = hashlib.sha256(repr(key_parts).encode()).hexdigest()[:16]
+    directory = directory or cache_dir()
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    target = os.path.join(directory, "%s-%s.so" % (stem, key))
     if os.path.exists(target):
         return target
     fd, partial = tempfile.mkstemp(suffix=".so", dir=directory)
     os.close(fd)
     try:
-        subprocess.run(
-            command + _FLAGS + [SOURCE, "-o", partial, "-lm"],
-            check=True, capture_output=True, timeout=timeout,
-        )
-        os.replace(partial, target)  # atomic: concurrent builders agree
+        make(partial)
+        os.replace(partial, target)
     finally:
         if os.path.exists(partial):
             os.unlink(partial)
     return target
 
 
+def _run(command, timeout):
+    subprocess.run(command, check=True, capture_output=True, timeout=timeout)
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def build(directory=None, timeout=120):
+    """Compile ``_kernel.c`` into a shared library; returns its path."""
+    cc = _c_compiler()
+    parts = (_read(SOURCE), cc, _C_FLAGS, sys.platform, sysconfig.get_platform())
+    return _cached("tb_gradlens_kernel", parts, lambda out: _run(
+        cc + _C_FLAGS + ["-shared", SOURCE, "-o", out, "-lm"], timeout), directory)
+
+
+def build_ops(directory=None, timeout=600):
+    """Compile ``_op.cc`` and ``_kernel.c`` into a TensorFlow op library
+    for the installed TensorFlow; returns its path."""
+    import tensorflow as tf
+
+    cc, cxx = _c_compiler(), _cxx_compiler()
+    compile_flags, link_flags = tf.sysconfig.get_compile_flags(), tf.sysconfig.get_link_flags()
+    parts = (_read(SOURCE), _read(OP_SOURCE), cc, cxx, compile_flags, link_flags, tf.__version__,
+             tf.__file__, sys.platform, sysconfig.get_platform())
+
+    def make(out):
+        with tempfile.TemporaryDirectory() as tmp:
+            obj = os.path.join(tmp, "kernel.o")
+            _run(cc + _C_FLAGS + ["-c", SOURCE, "-o", obj], timeout)
+            _run(cxx + ["-O2", "-shared", "-fPIC", "-pthread", "-w", OP_SOURCE, obj, "-o", out]
+                 + compile_flags + link_flags + ["-lm"], timeout)
+
+    return _cached("tb_gradlens_ops", parts, make, directory)
+
+
+# ---------------------------------------------------------------------------
+# Loading.
+# ---------------------------------------------------------------------------
+
+
+def _setting():
+    return os.environ.get(ENV_KERNEL, "").strip().lower()
+
+
 def _declare(library):
     pointer, i64, i32, f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_double
-    library.gl_gradient_sums.argtypes = [i64, pointer, pointer, pointer, i32, i32, i32, pointer, i32]
-    library.gl_divergence_sums.argtypes = [
-        i64, pointer, pointer, pointer, pointer, pointer, pointer, pointer, f64, pointer, i32
-    ]
-    library.gl_update_sums.argtypes = [i64, pointer, pointer, pointer, pointer, pointer, pointer, pointer, i32]
-    for fn in (library.gl_gradient_sums, library.gl_divergence_sums, library.gl_update_sums):
+    library.gl_gradient_statistics.argtypes = [
+        i64, pointer, pointer, pointer, pointer, i32, i32, i32, i32, pointer, pointer, i32]
+    library.gl_divergence_metrics.argtypes = [
+        i64, pointer, pointer, pointer, pointer, pointer, pointer, pointer, f64, pointer, i32]
+    library.gl_update_statistics.argtypes = [i64, pointer, pointer, pointer, pointer, pointer, pointer, pointer, i32]
+    for fn in (library.gl_gradient_statistics, library.gl_divergence_metrics, library.gl_update_statistics):
         fn.restype = ctypes.c_int
     return library
 
 
-def _find():
-    """(library or None, status sentence)."""
-    setting = os.environ.get(ENV_KERNEL, "").strip()
-    if setting.lower() in ("0", "off", "false", "no"):
+def _error(e):
+    detail = getattr(e, "stderr", b"") or b""
+    return ("%s %s" % (e, detail.decode(errors="replace")[-300:])).strip()
+
+
+def _load_library():
+    if _setting() in ("0", "off", "false", "no"):
         return None, "disabled by $%s" % ENV_KERNEL
-    candidates = []
-    if setting:
-        candidates.append(("$%s" % ENV_KERNEL, setting))
-    here = os.path.dirname(SOURCE)
-    for path in sorted(glob.glob(os.path.join(here, "_kernel*"))):
-        if not path.endswith(".c"):
-            candidates.append(("built at install", path))
-    errors = []
-    for origin, path in candidates:
-        try:
-            return _declare(ctypes.CDLL(path)), "compiled kernel (%s: %s)" % (origin, path)
-        except (OSError, AttributeError) as e:
-            errors.append("%s: %s" % (path, e))
-    if setting:
-        return None, "cannot load $%s=%s (%s)" % (ENV_KERNEL, setting, "; ".join(errors))
     try:
         path = build()
-        return _declare(ctypes.CDLL(path)), "compiled kernel (built on first use: %s)" % path
+        return _declare(ctypes.CDLL(path)), "C library %s" % path
     except (OSError, subprocess.SubprocessError, AttributeError) as e:
-        detail = getattr(e, "stderr", b"") or b""
-        errors.append("%s %s" % (e, detail.decode(errors="replace")[-300:]))
-    return None, "no compiled kernel, TensorFlow ops instead (%s)" % "; ".join(errors)
+        return None, "no C compiler or build failed (%s)" % _error(e)
+
+
+def _load_ops():
+    if _setting() in ("0", "off", "false", "no", "library"):
+        return None, "TensorFlow ops not used ($%s=%s)" % (ENV_KERNEL, _setting())
+    if library() is None:
+        return None, "no TensorFlow ops without the C kernel"
+    try:
+        import tensorflow as tf
+
+        path = build_ops()
+        return tf.load_op_library(path), "TensorFlow ops %s" % path
+    except Exception as e:  # noqa: BLE001 - headers, ABI, compiler: any failure means no ops
+        return None, "TensorFlow ops not built (%s)" % _error(e)
 
 
 def library():
-    """The loaded C library, or None (see ``status``)."""
+    """The C kernel as a ctypes library, or None (``status`` says why)."""
     with _lock:
-        if _state["status"] is None:
-            _state["library"], _state["status"] = _find()
+        if "library" not in _state:
+            _state["library"], _state["library_status"] = _load_library()
         return _state["library"]
 
 
-def status():
-    """One sentence: which library computes the sums, or why none does."""
+def ops():
+    """The kernel as TensorFlow ops (a module), or None."""
     library()
-    return _state["status"]
+    with _lock:
+        if "ops" not in _state:
+            _state["ops"], _state["ops_status"] = _load_ops()
+        return _state["ops"]
+
+
+def status():
+    """One sentence: how the kernel runs, or why it does not."""
+    ops()
+    if _state["ops"] is not None:
+        return "compiled kernel as " + _state["ops_status"]
+    if _state["library"] is not None:
+        return "compiled kernel as %s through tf.numpy_function (%s)" % (
+            _state["library_status"], _state["ops_status"])
+    return "no compiled kernel, TensorFlow ops instead: " + _state["library_status"]
 
 
 def reset():
-    """Forget the library found (tests: after changing the environment)."""
+    """Forget what was found (tests: after changing the environment)."""
     with _lock:
-        _state["library"] = _state["status"] = None
-        _state.pop("threads", None)
+        _state.clear()
 
 
 def threads():
-    """Threads the kernel uses: TensorFlow's intra-op setting, else the CPUs
-    this process may run on (read once)."""
+    """Threads the C library uses: TensorFlow's intra-op setting, else the
+    CPUs this process may run on (read once)."""
     if "threads" not in _state:
         _state["threads"] = _count_threads()
     return _state["threads"]
@@ -187,29 +264,29 @@ def _count_threads():
 
 
 # ---------------------------------------------------------------------------
-# NumPy-level calls: lists of arrays in, float64 rows out.
+# The C library on NumPy arrays (the numpy_function path).
 # ---------------------------------------------------------------------------
 
 
 def _prepared(arrays):
     """(kept arrays, pointers, dtype codes, sizes) for the C calls."""
-    kept, codes = [], []
+    kept, codes, pointers = [], [], []
     for a in arrays:
         if a is None:
             kept.append(None)
             codes.append(NONE)
+            pointers.append(0)
             continue
         a = np.asarray(a)
-        name = a.dtype.name
-        if name not in _CODES:
+        if a.dtype.name not in _CODES:
             a = a.astype(np.float32)
-            name = "float32"
-        a = np.ascontiguousarray(a)
+        if not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
         kept.append(a)
-        codes.append(_CODES[name])
-    pointers = np.array([0 if a is None else a.ctypes.data for a in kept], np.uint64)
+        codes.append(_CODES[a.dtype.name])
+        pointers.append(a.__array_interface__["data"][0])
     sizes = np.array([0 if a is None else a.size for a in kept], np.int64)
-    return kept, pointers, np.array(codes, np.int32), sizes
+    return kept, np.array(pointers, np.uint64), np.array(codes, np.int32), sizes
 
 
 def _check(result, what):
@@ -217,61 +294,53 @@ def _check(result, what):
         raise MemoryError("tb_gradlens: the compiled kernel ran out of memory (%s)" % what)
 
 
-def gradient_sums(arrays, min_exponent, zero_bin, n_bins):
-    """float64 ``[len(arrays), 4 + n_bins]``: sum, sum of squares, min, max
-    over the finite elements, then the histogram counts."""
+def _threads_for(sizes):
+    return threads() if int(np.sum(sizes)) >= PARALLEL_ELEMENTS else 1
+
+
+def gradient_statistics(arrays, implicit_zeros, min_exponent, zero_bin, n_bins, subnormal_bins):
+    """(stats float32 [n, 14], histogram float32 [n, n_bins]) of NumPy arrays."""
     kept, pointers, codes, sizes = _prepared(arrays)
-    rows = np.empty((len(kept), GRADIENT_SUMS + n_bins), np.float64)
-    if len(kept):
-        _check(library().gl_gradient_sums(
-            len(kept), pointers.ctypes.data, codes.ctypes.data, sizes.ctypes.data,
-            min_exponent, zero_bin, n_bins, rows.ctypes.data, _threads_for(sizes),
-        ), "gradient statistics")
-    return rows
+    n = len(kept)
+    stats = np.empty((n, len(metadata.GRAD_STATS_COLUMNS)), np.float32)
+    hist = np.empty((n, n_bins), np.float32)
+    zeros = np.ascontiguousarray(implicit_zeros, np.float64)
+    if n:
+        _check(library().gl_gradient_statistics(
+            n, pointers.ctypes.data, codes.ctypes.data, sizes.ctypes.data, zeros.ctypes.data,
+            min_exponent, zero_bin, n_bins, subnormal_bins, stats.ctypes.data, hist.ctypes.data,
+            _threads_for(sizes)), "gradient statistics")
+    return stats, hist
 
 
-def divergence_sums(candidates, references, mantissa_bits, min_normal, floor_fraction):
-    """float64 ``[pairs, 12]``: the raw sums of ``divergence.metrics_from_sums``."""
+def divergence_metrics(candidates, references, mantissa_bits, min_normal, floor_fraction):
+    """float64 ``[pairs, 9]`` divergence metrics of NumPy arrays."""
     kept_c, c_pointers, c_codes, sizes = _prepared(candidates)
     kept_r, r_pointers, r_codes, r_sizes = _prepared(references)
     if not np.array_equal(sizes, r_sizes):
         raise ValueError("tb_gradlens: candidate and reference sizes differ: %s vs %s"
                          % (sizes.tolist(), r_sizes.tolist()))
-    p = np.asarray(mantissa_bits, np.int32)
-    e = np.asarray(min_normal, np.int32)
-    rows = np.empty((len(kept_c), DIVERGENCE_SUMS), np.float64)
+    p = np.ascontiguousarray(mantissa_bits, np.int32)
+    e = np.ascontiguousarray(min_normal, np.int32)
+    out = np.empty((len(kept_c), len(metadata.DIVERGENCE_COLUMNS)), np.float64)
     if len(kept_c):
-        _check(library().gl_divergence_sums(
+        _check(library().gl_divergence_metrics(
             len(kept_c), c_pointers.ctypes.data, c_codes.ctypes.data, r_pointers.ctypes.data,
             r_codes.ctypes.data, sizes.ctypes.data, p.ctypes.data, e.ctypes.data, float(floor_fraction),
-            rows.ctypes.data, _threads_for(sizes),
-        ), "divergence")
-    return rows
+            out.ctypes.data, _threads_for(sizes)), "divergence")
+    return out
 
 
-def update_sums(before, after, gradients):
-    """float64 ``[variables, 4]``: n, sum u^2, sum before^2, lost count."""
+def update_statistics(before, after, gradients):
+    """float32 ``[variables, 3]`` update statistics of NumPy arrays."""
     kept_b, b_pointers, codes, sizes = _prepared(before)
-    kept_a, a_pointers, a_codes, _ = _prepared([np.asarray(a, b.dtype) for a, b in zip(after, kept_b)])
-    kept_g, g_pointers, g_codes, _ = _prepared(gradients)
-    rows = np.empty((len(kept_b), UPDATE_SUMS), np.float64)
+    kept_a = _prepared([np.asarray(a, b.dtype) for a, b in zip(after, kept_b)])
+    a_pointers = kept_a[1]
+    _, g_pointers, g_codes, _ = _prepared(gradients)
+    out = np.empty((len(kept_b), len(metadata.UPDATE_STATS_COLUMNS)), np.float32)
     if len(kept_b):
-        _check(library().gl_update_sums(
+        _check(library().gl_update_statistics(
             len(kept_b), b_pointers.ctypes.data, a_pointers.ctypes.data, codes.ctypes.data,
-            g_pointers.ctypes.data, g_codes.ctypes.data, sizes.ctypes.data, rows.ctypes.data,
-            _threads_for(sizes),
-        ), "update statistics")
-    return rows
-
-
-# Below this many elements one thread is faster than starting others.
-PARALLEL_ELEMENTS = 1 << 17
-
-
-def _threads_for(sizes):
-    return threads() if int(np.sum(sizes)) >= PARALLEL_ELEMENTS else 1
-
-
-if __name__ == "__main__":
-    print(status())
-    sys.exit(0 if library() is not None else 1)
+            g_pointers.ctypes.data, g_codes.ctypes.data, sizes.ctypes.data, out.ctypes.data,
+            _threads_for(sizes)), "update statistics")
+    return out

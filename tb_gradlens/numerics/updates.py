@@ -89,18 +89,23 @@ def update_statistics(before, after, gradients=None, backend=None):
 
 
 def _kernel_pass(before, after, grads):
+    """The compiled kernel: one op (or one numpy_function call)."""
+    before = [b if b.dtype.name in kernel.DTYPES else tf.cast(b, tf.float32) for b in before]
+    after = [a if a.dtype == b.dtype else tf.cast(a, b.dtype) for a, b in zip(after, before)]
+    rows = [i for i, g in enumerate(grads) if g is not None]
+    given = [grads[i] if grads[i].dtype.name in kernel.DTYPES else tf.cast(grads[i], tf.float32) for i in rows]
+    ops = kernel.ops()
+    if ops is not None:
+        return ops.gradlens_update_statistics(before, after, given, gradient_rows=rows)
     n = len(before)
-    present = [i for i, g in enumerate(grads) if g is not None]
 
     def compute(*arrays):
         full = [None] * n
-        for k, i in enumerate(present):
+        for k, i in enumerate(rows):
             full[i] = arrays[2 * n + k]
-        raw = kernel.update_sums(arrays[:n], arrays[n:2 * n], full)
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            return (columns_from_sums(raw, np).astype(np.float32),)
+        return (kernel.update_statistics(arrays[:n], arrays[n:2 * n], full),)
 
-    (out,) = backends.run_kernel(compute, before + after + [grads[i] for i in present], [tf.float32])
+    (out,) = backends.run_kernel(compute, before + after + given, [tf.float32])
     out.set_shape([n, N_COLUMNS])
     return out
 
