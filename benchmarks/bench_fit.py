@@ -5,15 +5,18 @@ default: no XLA on CPU). Each variant trains with model.fit for one epoch of
 N batches per round; a timing callback records per-batch wall time
 (on_train_batch_begin -> end), the first 2 batches of each fit call (tracing)
 are dropped, and the ratio variant / plain of the same round is reported as
-the median over rounds.
+the median over rounds, with the interquartile range of the per-round ratios
+as the noise.
 
 Variants:
   callback_not_logging  the callback attached, logging nothing in the window
   gradients_every_step  gradient statistics + histogram + update stats every step
   compare_every_step    a bf16-vs-f32 comparison (gradients, activations, loss) every step
-                        (target: <= 2.2x a plain step, about one extra float32 forward+backward)
+                        (target: <= 2.5x a plain step, one extra float32 forward+backward)
+  in_step_gradients     what gradients_every_step costs when written inside the train step
+                        (tb_gradlens.summary in the traced step; a prototype for the callback)
 
-Run: python benchmarks/bench_fit.py [--models mlp,convnet,transformer] [--tiny]
+Run: python benchmarks/bench_fit.py [--models mlp,convnet,transformer,resnet50,mobilenet_v2] [--tiny]
 """
 
 import argparse
@@ -30,6 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import models  # noqa: E402
+from bench_logging import _cell  # noqa: E402
+from bench_logging import spread  # noqa: E402
 
 
 class BatchTimer:
@@ -52,6 +57,54 @@ class BatchTimer:
         return _Timer()
 
 
+def in_step_gradients(log_dir):
+    """A prototype of what GradLensCallback costs when it writes inside the
+    train step (``tb_gradlens.summary`` in the traced step: no buffers, no
+    eager write call, no host sync), as the callback could without XLA:
+    gradient statistics, histogram and update statistics every step."""
+    import keras
+    import tensorflow as tf
+
+    from tb_gradlens import numerics
+    from tb_gradlens import records
+    from tb_gradlens import summary
+    from tb_gradlens import summary_v2
+
+    class InStep(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            optimizer = self.model.optimizer
+            if not hasattr(self, "writer"):
+                self.writer = tf.summary.create_file_writer(log_dir)
+            original = self.original = optimizer.apply_gradients
+            writer = self.writer
+
+            def apply_gradients(grads_and_vars):
+                pairs = list(grads_and_vars)
+                grads, variables = [g for g, _ in pairs], [v for _, v in pairs]
+                step = tf.identity(optimizer.iterations)
+                before = [tf.identity(v.value) for v in variables]
+                with writer.as_default():
+                    summary.gradients(grads, variables, step=step)
+                result = original(pairs)
+                with writer.as_default():
+                    after = [tf.identity(v.value) for v in variables]
+                    summary.update_stats(
+                        numerics.update_statistics(before, after), summary_v2.variable_paths(variables),
+                        step=step, extras=records.update_extras([v.dtype for v in variables]))
+                return result
+
+            object.__setattr__(optimizer, "apply_gradients", apply_gradients)
+            if getattr(self, "train_function", None) is None:
+                self.model.make_train_function(force=True)
+                self.train_function = self.model.train_function
+            self.model.train_function = self.train_function
+
+        def on_train_end(self, logs=None):
+            object.__delattr__(self.model.optimizer, "apply_gradients")
+
+    return InStep()
+
+
 def bench_model(name, tiny, rounds, batches, batch_size):
     import keras
 
@@ -68,6 +121,7 @@ def bench_model(name, tiny, rounds, batches, batch_size):
                                                           compare_every=0)],
         "compare_every_step": lambda: [GradLensCallback(os.path.join(tmp, "compare"), gradient_every=0,
                                                         compare_every=1, update_stats=False)],
+        "in_step_gradients": lambda: [in_step_gradients(os.path.join(tmp, "in_step"))],
     }
     fitted = {}
     for v in variants:
@@ -87,32 +141,36 @@ def bench_model(name, tiny, rounds, batches, batch_size):
     base = np.array(per_round["plain"])
     result = {
         "model": name,
+        "batch": batch_size,
         "plain_ms_per_step": 1000 * float(np.median(base)),
         "ratio": {v: float(np.median(np.array(t) / base)) for v, t in per_round.items() if v != "plain"},
+        "spread": {v: spread(np.array(t) / base) for v, t in per_round.items() if v != "plain"},
     }
     return result
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="mlp,convnet,transformer")
+    parser.add_argument("--models", default=",".join(models.NAMES))
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, default=12)
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batch", type=int, help="batch size (default: models.DEFAULT_BATCH)")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     results = []
     for name in args.models.split(","):
-        r = bench_model(name, args.tiny, args.rounds, args.batches, args.batch)
+        r = bench_model(name, args.tiny, args.rounds, args.batches, args.batch or models.DEFAULT_BATCH[name])
         results.append(r)
         print(json.dumps(r), flush=True)
-    print("| model | plain ms/step | callback, step not logged | gradients every step | comparison every step |")
-    print("|---|---|---|---|---|")
+    print("| model | batch | plain ms/step | callback, step not logged | gradients every step | "
+          "comparison every step | gradients written in the step (prototype) |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
-        q = r["ratio"]
-        print("| %s | %.1f | %.3fx | %.3fx | %.3fx |" % (r["model"], r["plain_ms_per_step"], q["callback_not_logging"],
-                                                       q["gradients_every_step"], q["compare_every_step"]))
+        q = r["spread"]
+        print("| %s | %d | %.1f | %s | %s | %s | %s |" % (
+            r["model"], r["batch"], r["plain_ms_per_step"], _cell(q["callback_not_logging"]),
+            _cell(q["gradients_every_step"]), _cell(q["compare_every_step"]), _cell(q["in_step_gradients"])))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -21,6 +21,7 @@ caught while it is traced; an op that fails when the traced graph runs
 step itself.
 """
 
+import collections
 import itertools
 import json
 import weakref
@@ -60,12 +61,25 @@ def variable_paths(variables):
     return paths
 
 
+_DTYPE_NAMES = {}  # dtype -> name: tf.as_dtype costs microseconds, per variable
+
+
 def dtype_name(value):
     """Name of a tensor's or variable's dtype ('none' for None)."""
     if value is None:
         return "none"
     dtype = getattr(value, "dtype", None)
-    return tf.as_dtype(dtype).name if dtype is not None else "unknown"
+    if dtype is None:
+        return "unknown"
+    try:
+        return _DTYPE_NAMES[dtype]
+    except (KeyError, TypeError):
+        name = tf.as_dtype(dtype).name
+    try:
+        _DTYPE_NAMES[dtype] = name
+    except TypeError:
+        pass
+    return name
 
 
 def resolve_step(step):
@@ -242,6 +256,7 @@ class RecordWriter:
         self._metadata_written = True
 
 
+@tf.autograph.experimental.do_not_convert
 def gradients(grads, variables, step=None, name="gradients", histogram=True, aggregate=True):
     """Write per-variable gradient statistics (and log2 histograms).
 
@@ -299,8 +314,7 @@ def gradients(grads, variables, step=None, name="gradients", histogram=True, agg
 
 def _gradients(grads, variables, step, name, histogram):
     all_rows = variable_paths(variables)
-    skipped = []
-    kept = []
+    skipped, kept = [], []
     for i, (g, v) in enumerate(zip(grads, variables)):
         reason = unsupported_dtype_reason(g) or unsupported_dtype_reason(v)
         if reason:
@@ -309,31 +323,78 @@ def _gradients(grads, variables, step, name, histogram):
             kept.append(i)
     grads = [as_gradient(grads[i]) for i in kept]
     variables = [variables[i] for i in kept]
-    rows = [all_rows[i] for i in kept]
-    extras = records.gradient_extras(
-        [dtype_name(v) for v in variables], [dtype_name(g) for g in grads], skipped
-    )
-    stats_record = metadata.RecordMetadata(
-        metadata.GRAD_STATS, rows, metadata.GRAD_STATS_COLUMNS, extras
-    )
-    hist_record = metadata.RecordMetadata(
-        metadata.GRAD_HISTOGRAM,
-        rows,
-        metadata.HISTOGRAM_COLUMNS,
-        records.histogram_extras(),
+    stats_record, hist_record = _gradient_records(
+        name, [all_rows[i] for i in kept], [dtype_name(v) for v in variables],
+        [dtype_name(g) for g in grads], skipped,
     )
     sizes = [_static_size(v) for v in variables]
+    if tf.executing_eagerly():
+        def write():
+            stats, hist = numerics.gradient_statistics(grads, sizes)
+            stats_record.write(stats, step)
+            if histogram:
+                hist_record.write(hist, step)
+            return tf.constant(True)
 
-    def write():
-        stats, hist = numerics.gradient_statistics(grads, sizes)
-        write_record(name, stats_record, stats, step)
+        return _if_recording(write)
+    # In a graph the pass takes the recording condition itself (nothing is
+    # computed when it is false): a tf.cond around it would capture every
+    # gradient, which TensorFlow takes seconds to set up for 10^4 of them.
+    _, condition = _recording()
+    stats, hist = numerics.gradient_statistics(grads, sizes, when=condition)
+
+    def write_computed():
+        stats_record.write(tf.ensure_shape(stats, [len(sizes), len(metadata.GRAD_STATS_COLUMNS)]), step)
         if histogram:
-            write_record(name, hist_record, hist, step)
+            hist_record.write(tf.ensure_shape(hist, [len(sizes), len(metadata.HISTOGRAM_COLUMNS)]), step)
         return tf.constant(True)
 
-    return _if_recording(write)
+    return _if_recording(write_computed)
 
 
+class PreparedRecord:
+    """A record's tag and serialized metadata, made once (for 10^5 rows the
+    JSON and its digest take a large part of a second)."""
+
+    __slots__ = ("record", "tag", "serialized")
+
+    def __init__(self, name, record):
+        self.record = record
+        self.tag = metadata.tag_for(name, record)
+        self.serialized = metadata.create_summary_metadata(record).SerializeToString()
+
+    def write(self, tensor, step):
+        """Write ``tensor`` at ``step`` (metadata with the tag's first event)."""
+        _METADATA_ONCE.write(self.tag, tensor, step, self.serialized)
+        return self.tag
+
+
+_PREPARED = collections.OrderedDict()  # the last few gradient record pairs
+_PREPARED_KEEP = 16
+
+
+def _gradient_records(name, rows, variable_dtypes, gradient_dtypes, skipped):
+    """(grad_stats, grad_histogram) PreparedRecords, cached by their content."""
+    key = (name, tuple(rows), tuple(variable_dtypes), tuple(gradient_dtypes),
+           tuple((d["row"], d["dtype"], d["reason"]) for d in skipped))
+    prepared = _PREPARED.get(key)
+    if prepared is None:
+        extras = records.gradient_extras(variable_dtypes, gradient_dtypes, skipped)
+        prepared = (
+            PreparedRecord(name, metadata.RecordMetadata(
+                metadata.GRAD_STATS, rows, metadata.GRAD_STATS_COLUMNS, extras)),
+            PreparedRecord(name, metadata.RecordMetadata(
+                metadata.GRAD_HISTOGRAM, rows, metadata.HISTOGRAM_COLUMNS, records.histogram_extras())),
+        )
+        _PREPARED[key] = prepared
+        while len(_PREPARED) > _PREPARED_KEEP:
+            _PREPARED.popitem(last=False)
+    else:
+        _PREPARED.move_to_end(key)
+    return prepared
+
+
+@tf.autograph.experimental.do_not_convert
 def dtypes(dtype_map, step=None, name="model"):
     """Write a dtype map (a JSON-ready dict) as a ``dtypes`` record.
 
@@ -357,6 +418,7 @@ def dtypes(dtype_map, step=None, name="model"):
     return tf.constant(False)
 
 
+@tf.autograph.experimental.do_not_convert
 def lens_status(status, step=None, name="model"):
     """Write the lens status (``records.lens_status``) as a ``lens_status``
     record: what the writer was asked to log and what it cannot log, and why.
@@ -380,6 +442,8 @@ def lens_status(status, step=None, name="model"):
 
 def _static_size(variable):
     shape = getattr(variable, "shape", None)
+    if isinstance(shape, tf.TensorShape):
+        return shape.num_elements() or 0
     try:
         n = 1
         for d in shape:
@@ -401,6 +465,9 @@ def as_gradient(gradient):
 _dense = as_gradient
 
 
+_REASONS = {}  # dtype -> unsupported_dtype_reason
+
+
 def unsupported_dtype_reason(value):
     """None if ``value`` (a tensor, variable or None) has a real float dtype;
     else (dtype name, why it has no gradient statistics)."""
@@ -409,6 +476,18 @@ def unsupported_dtype_reason(value):
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         return None
+    try:
+        return _REASONS[dtype]
+    except (KeyError, TypeError):
+        reason = _dtype_reason(dtype)
+    try:
+        _REASONS[dtype] = reason
+    except TypeError:
+        pass
+    return reason
+
+
+def _dtype_reason(dtype):
     try:
         dtype = tf.as_dtype(dtype)
     except TypeError:
@@ -424,6 +503,7 @@ def unsupported_dtype_reason(value):
     return (dtype.name, why)
 
 
+@tf.autograph.experimental.do_not_convert
 def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.DIVERGENCE):
     """Write precomputed divergence metrics (``numerics.divergence_metrics``).
 
@@ -442,6 +522,7 @@ def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.D
     return _write_float_record(name, record, metrics, step)
 
 
+@tf.autograph.experimental.do_not_convert
 def loss_comparison(values, extras, step=None, name="compare"):
     """Write a ``loss_comparison`` record (``numerics.loss_comparison``, [1, 4])."""
     record = metadata.RecordMetadata(
@@ -450,6 +531,7 @@ def loss_comparison(values, extras, step=None, name="compare"):
     return _write_float_record(name, record, values, step)
 
 
+@tf.autograph.experimental.do_not_convert
 def update_stats(stats, rows, step=None, name="updates", extras=None):
     """Write ``update_stats`` (``numerics.update_statistics``, [V, 3]);
     ``extras`` from ``records.update_extras`` (the weights' dtypes)."""
@@ -479,6 +561,7 @@ def _write_float_record(name, record, values, step):
     return tf.constant(False)
 
 
+@tf.autograph.experimental.do_not_convert
 def replica_divergence(grads, variables, step=None, name="replicas", extras=None):
     """Write how far each replica's gradient is from the mean over replicas.
 
@@ -510,6 +593,7 @@ def replica_divergence(grads, variables, step=None, name="replicas", extras=None
     return write_replica_divergence(gathered, variable_paths(variables), step, name, extras)
 
 
+@tf.autograph.experimental.do_not_convert
 def write_replica_divergence(gathered, rows, step=None, name="replicas", extras=None):
     """Write ``[R, V, 9]`` replica-vs-mean metrics as R ``divergence`` records."""
     extras = extras or distribute.replica_extras()

@@ -227,6 +227,23 @@ def test_eager_and_tf_function_compute_identical_values(backend):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+def test_nothing_is_computed_and_no_row_returned_when_not_asked(backend):
+    """``when`` false: no pass (a sparse gradient out of range would raise)
+    and 0 rows; true: the same rows as without ``when``."""
+    bad = _slices(np.ones((2, 2), np.float32), [3, 8], [8, 2])
+    grads = [tf.constant(FIXED_CASES["random_normal"]), None, bad]
+    fn = tf.function(lambda g, w: numerics.gradient_statistics(g, [8481, 4, 16], backend=backend, when=w))
+    stats, hist = fn(grads, tf.constant(False))
+    assert stats.shape == (0, len(COLUMNS)) and hist.shape == (0, len(metadata.HISTOGRAM_COLUMNS))
+    eager = numerics.gradient_statistics(grads, [8481, 4, 16], backend=backend, when=False)
+    assert eager[0].shape[0] == 0
+    good = [grads[0], None, _slices(np.ones((2, 2), np.float32), [3, 5], [8, 2])]
+    with_when = fn(good, tf.constant(True))
+    without = numerics.gradient_statistics(good, [8481, 4, 16], backend=backend)
+    for a, b in zip(with_when, without):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
 def test_inside_an_xla_compiled_function_the_tf_ops_are_used():
     """numpy_function cannot compile: inside jit_compile the pass stays in TF."""
     grads = [tf.constant(FIXED_CASES["random_normal"]), tf.constant(FIXED_CASES["denormals"])]

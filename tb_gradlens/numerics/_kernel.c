@@ -153,19 +153,41 @@ struct job {
   double floor_fraction;
   int32_t min_exponent, zero_bin;
   int32_t width;                        /* doubles per row */
-  double *rows;                         /* [rows, width] */
+  double *rows;                         /* [rows, width], or NULL: finish each row at once */
+  void (*finish)(const job *, int64_t row, const double *raw);
+  float *stats, *hist;                  /* gradient statistics: the outputs */
+  const double *implicit_zeros;
+  int32_t n_bins, subnormal_bins;
+  int failed;                           /* a worker ran out of memory */
 };
 
+/* Runs chunks until none is left.  A chunk that is a whole row writes its
+ * raw row into the job's rows, or (rows NULL) into this worker's buffer,
+ * finished into the outputs at once: no [rows, width] buffer for 10^5
+ * histograms. */
 static void *worker(void *arg)
 {
   job *j = (job *)arg;
   fp_mode mode = keep_denormals();
-  for (;;) {
-    int64_t k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-    if (k >= j->n_chunks) break;
-    const chunk *c = &j->chunks[k];
-    j->run(j, c, c->partial ? c->partial : j->rows + c->row * j->width);
+  double *local = j->rows ? NULL : (double *)malloc((size_t)j->width * sizeof(double));
+  if (!j->rows && !local) {
+    __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+  } else {
+    for (;;) {
+      int64_t k = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+      if (k >= j->n_chunks) break;
+      const chunk *c = &j->chunks[k];
+      if (c->partial) {
+        j->run(j, c, c->partial);
+      } else if (j->rows) {
+        j->run(j, c, j->rows + c->row * j->width);
+      } else {
+        j->run(j, c, local);
+        j->finish(j, c->row, local);
+      }
+    }
   }
+  free(local);
   restore_mode(mode);
   return NULL;
 }
@@ -217,20 +239,27 @@ static int make_chunks(job *j, int64_t count, const int64_t *sizes, double **par
 
 enum { MERGE_ADD = 0, MERGE_MIN = 1, MERGE_MAX = 2 };
 
-/* Fold partial rows into their rows, columns [lo, hi): ops[i] says how. */
+/* Fold the partial rows of each split row, columns [lo, hi) (ops[i] says
+ * how), into the job's row, or without rows into the row's first partial,
+ * then finish it. */
 static void merge(const job *j, int lo, int hi, const char *ops)
 {
+  double *row = NULL;
   for (int64_t k = 0; k < j->n_chunks; k++) {
     const chunk *c = &j->chunks[k];
     if (!c->partial) continue;
-    double *row = j->rows + c->row * j->width;
-    for (int i = lo; i < hi; i++) {
-      double v = c->partial[i];
-      if (c->start == 0) row[i] = v; /* a row's chunks come in order */
-      else if (ops[i] == MERGE_MIN) row[i] = v < row[i] ? v : row[i];
-      else if (ops[i] == MERGE_MAX) row[i] = v > row[i] ? v : row[i];
-      else row[i] += v;
+    if (c->start == 0) { /* a row's chunks come in order */
+      row = j->rows ? j->rows + c->row * j->width : c->partial;
+      if (j->rows) memcpy(row + lo, c->partial + lo, (size_t)(hi - lo) * sizeof(double));
+    } else {
+      for (int i = lo; i < hi; i++) {
+        double v = c->partial[i];
+        if (ops[i] == MERGE_MIN) row[i] = v < row[i] ? v : row[i];
+        else if (ops[i] == MERGE_MAX) row[i] = v > row[i] ? v : row[i];
+        else row[i] += v;
+      }
     }
+    if (!j->rows && (k + 1 == j->n_chunks || j->chunks[k + 1].start == 0)) j->finish(j, c->row, row);
   }
 }
 
@@ -372,30 +401,27 @@ static void gradient_chunk(const job *j, const chunk *c, double *row)
   chunk_exact(j, c, row, 1, field255 != 0);
 }
 
-static int gradient_sums(int64_t count, const void *const *data, const int32_t *dtypes, const int64_t *sizes,
-                     int32_t min_exponent, int32_t zero_bin, int32_t n_bins, double *rows, int32_t threads)
+static void gradient_finish(const job *j, int64_t row, const double *raw);
+
+static int gradient_statistics(job *j, int64_t count, const int64_t *sizes, int32_t threads)
 {
-  job j;
   double *partials = NULL;
-  memset(&j, 0, sizeof j);
-  j.run = gradient_chunk;
-  j.a = data;
-  j.a_dtypes = dtypes;
-  j.min_exponent = min_exponent;
-  j.zero_bin = zero_bin;
-  j.width = GS_HIST + n_bins;
-  j.rows = rows;
-  if (make_chunks(&j, count, sizes, &partials)) return -1;
-  run_threads(&j, threads);
-  char *ops = (char *)calloc((size_t)j.width, 1);
-  if (!ops) { free(j.chunks); free(partials); return -1; }
+  j->run = gradient_chunk;
+  j->finish = gradient_finish;
+  j->width = GS_HIST + j->n_bins;
+  if (make_chunks(j, count, sizes, &partials)) return -1;
+  run_threads(j, threads);
+  char *ops = (char *)calloc((size_t)j->width, 1);
+  if (!ops) { free(j->chunks); free(partials); return -1; }
   ops[GS_MIN] = MERGE_MIN;
   ops[GS_MAX] = MERGE_MAX;
-  merge(&j, 0, j.width, ops);
+  fp_mode mode = keep_denormals(); /* a subnormal min must not flush when narrowed */
+  merge(j, 0, j->width, ops);
+  restore_mode(mode);
   free(ops);
-  free(j.chunks);
+  free(j->chunks);
   free(partials);
-  return 0;
+  return j->failed ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -645,21 +671,29 @@ static void gradient_columns(const double *row, double implicit, int32_t zero_bi
 }
 
 /* Returns 0, or -1 when memory ran out. */
+static void gradient_finish(const job *j, int64_t row, const double *raw)
+{
+  gradient_columns(raw, j->implicit_zeros ? j->implicit_zeros[row] : 0.0, j->zero_bin, j->n_bins,
+                   j->subnormal_bins, j->stats + row * GRAD_STATS_COLUMNS, j->hist + row * j->n_bins);
+}
+
+/* Returns 0, or -1 when memory ran out. */
 int gl_gradient_statistics(int64_t count, const void *const *data, const int32_t *dtypes, const int64_t *sizes,
                            const double *implicit_zeros, int32_t min_exponent, int32_t zero_bin, int32_t n_bins,
                            int32_t subnormal_bins, float *stats, float *hist, int32_t threads)
 {
-  int64_t width = GS_HIST + n_bins;
-  double *rows = (double *)malloc((size_t)(count ? count : 1) * width * sizeof(double));
-  if (!rows) return -1;
-  int result = gradient_sums(count, data, dtypes, sizes, min_exponent, zero_bin, n_bins, rows, threads);
-  fp_mode mode = keep_denormals(); /* a subnormal min must not flush when narrowed */
-  for (int64_t r = 0; result == 0 && r < count; r++)
-    gradient_columns(rows + r * width, implicit_zeros ? implicit_zeros[r] : 0.0, zero_bin, n_bins,
-                     subnormal_bins, stats + r * GRAD_STATS_COLUMNS, hist + r * n_bins);
-  restore_mode(mode);
-  free(rows);
-  return result;
+  job j;
+  memset(&j, 0, sizeof j);
+  j.a = data;
+  j.a_dtypes = dtypes;
+  j.min_exponent = min_exponent;
+  j.zero_bin = zero_bin;
+  j.n_bins = n_bins;
+  j.subnormal_bins = subnormal_bins;
+  j.implicit_zeros = implicit_zeros;
+  j.stats = stats;
+  j.hist = hist;
+  return gradient_statistics(&j, count, sizes, threads);
 }
 
 static double ratio_or(double numerator, double denominator, double if_only_denominator_zero, double if_both_zero)

@@ -87,14 +87,16 @@ class GradientStatisticsOp : public OpKernel {
     OpInputList values;
     OP_REQUIRES_OK(c, c->input_list("values", &values));
     const Tensor& zeros = c->input(values.size());
+    const bool record = c->input(values.size() + 1).scalar<bool>()();
     Arrays a = Gather(values);
-    const int64_t n = values.size();
-    OP_REQUIRES(c, zeros.NumElements() == n,
+    const int64_t n = record ? values.size() : 0;  // not recording: nothing computed, 0 rows
+    OP_REQUIRES(c, zeros.NumElements() == values.size(),
                 tensorflow::errors::InvalidArgument("implicit_zeros must have one entry per value"));
     Tensor* stats = nullptr;
     Tensor* hist = nullptr;
     OP_REQUIRES_OK(c, c->allocate_output(0, TensorShape({n, kGradStatsColumns}), &stats));
     OP_REQUIRES_OK(c, c->allocate_output(1, TensorShape({n, n_bins_}), &hist));
+    if (n == 0) return;
     int result = gl_gradient_statistics(n, a.data.data(), a.codes.data(), a.sizes.data(),
                                         zeros.flat<double>().data(), min_exponent_, zero_bin_, n_bins_,
                                         subnormal_bins_, stats->flat<float>().data(), hist->flat<float>().data(),
@@ -179,6 +181,7 @@ tensorflow::Status RowsOf(InferenceContext* c, int n, int columns, int output) {
 REGISTER_OP("GradlensGradientStatistics")
     .Input("values: T")
     .Input("implicit_zeros: double")
+    .Input("record: bool")
     .Output("stats: float")
     .Output("histogram: float")
     .Attr("T: list({float, bfloat16, half, double})")
@@ -187,10 +190,12 @@ REGISTER_OP("GradlensGradientStatistics")
     .Attr("n_bins: int")
     .Attr("subnormal_bins: int")
     .SetShapeFn([](InferenceContext* c) {
-      int n = c->num_inputs() - 1, bins;
+      // One row per value, or none when `record` is false.
+      int bins;
       TF_RETURN_IF_ERROR(c->GetAttr("n_bins", &bins));
-      TF_RETURN_IF_ERROR(RowsOf(c, n, kGradStatsColumns, 0));
-      return RowsOf(c, n, bins, 1);
+      c->set_output(0, c->Matrix(InferenceContext::kUnknownDim, kGradStatsColumns));
+      c->set_output(1, c->Matrix(InferenceContext::kUnknownDim, bins));
+      return tensorflow::OkStatus();
     });
 
 REGISTER_OP("GradlensDivergenceMetrics")

@@ -15,6 +15,7 @@ flush subnormal inputs to zero in value statistics (sums, min, max), where
 the kernel keeps them exactly.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from tb_gradlens import tf_internals
@@ -56,8 +57,8 @@ def run_kernel(compute, inputs, output_dtypes):
     """``compute(*numpy arrays)`` on ``inputs`` (tensors): called directly in
     eager mode, through ``tf.numpy_function`` in a graph."""
     if tf.executing_eagerly():
-        arrays = [t.numpy() if hasattr(t, "numpy") else t for t in inputs]
-        return [tf.constant(o) for o in compute(*arrays)]
+        # np.asarray: the tensors' own memory (.numpy() would copy each one).
+        return [tf.constant(o) for o in compute(*[np.asarray(t) for t in inputs])]
     return tf.numpy_function(compute, list(inputs), list(output_dtypes), stateful=False)
 
 

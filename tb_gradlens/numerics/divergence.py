@@ -199,7 +199,7 @@ def _kernel_pass(cands, refs, p, min_normal, floor_fraction):
     """The compiled kernel: one op (or one numpy_function call)."""
     cands = [c if c.dtype.name in kernel.DTYPES else tf.cast(c, tf.float32) for c in cands]
     refs = [r if r.dtype.name in kernel.DTYPES else tf.cast(r, tf.float32) for r in refs]
-    ops = kernel.ops()
+    ops = None if tf.executing_eagerly() else kernel.ops()
     if ops is not None:
         return ops.gradlens_divergence_metrics(
             cands, refs, tf.constant(float(floor_fraction), tf.float64),

@@ -119,7 +119,7 @@ def none_row(size):
 
 
 @tf.autograph.experimental.do_not_convert
-def gradient_statistics(gradients, sizes=None, use_xla=None, backend=None):
+def gradient_statistics(gradients, sizes=None, use_xla=None, backend=None, when=None):
     """Statistics and log2 histograms of a list of gradients, in one pass.
 
     Columns: see the module docstring and ``metadata.GRAD_STATS_COLUMNS``;
@@ -144,30 +144,72 @@ def gradient_statistics(gradients, sizes=None, use_xla=None, backend=None):
       use_xla: former flag: True is ``backend="xla"``, False ``"tf"``.
       backend: "kernel", "tf" or "xla" (``backend.py``); default: the
         compiled kernel on CPU when it loads, XLA on GPU and inside XLA.
+      when: optional boolean scalar: when false nothing is computed and
+        both results have 0 rows.  In a graph the compiled kernel takes it
+        as an input, where a ``tf.cond`` would capture every gradient
+        (seconds of TensorFlow setup per 10^4 variables).
 
     Returns:
       (stats, histogram): float32 ``[V, len(GRAD_STATS_COLUMNS)]`` and
-      float32 ``[V, len(HISTOGRAM_COLUMNS)]``.
+      float32 ``[V, len(HISTOGRAM_COLUMNS)]`` (0 rows when ``when`` is false).
     """
     n_vars = len(gradients)
     sizes = list(sizes) if sizes is not None else [0] * n_vars
+    if when is not None:
+        static = tf.get_static_value(when)
+        if static is not None and not bool(static):
+            return _empty()
+        when = None if static is not None else when
     if not n_vars:
-        return tf.zeros([0, N_COLUMNS], tf.float32), tf.zeros([0, bits.N_BINS], tf.float32)
-    present = [i for i, g in enumerate(gradients) if g is not None]
-    values, implicit = [], []
-    for i in present:
-        g = gradients[i]
-        if isinstance(g, tf.IndexedSlices):
-            rows, zeros = sparse.unique_rows(g, sizes[i])
-            values.append(rows)
-            implicit.append(zeros)
-        else:
-            values.append(tf.convert_to_tensor(g))
-            implicit.append(None)
+        return _empty()
     chosen = backends.choose(backend, use_xla)
+    if when is not None and (chosen != "kernel" or kernel.ops() is None):
+        return tf.cond(when, lambda: _statistics(gradients, sizes, chosen, None), _empty)
+    return _statistics(gradients, sizes, chosen, when)
+
+
+def _empty():
+    return tf.zeros([0, N_COLUMNS], tf.float32), tf.zeros([0, bits.N_BINS], tf.float32)
+
+
+def _statistics(gradients, sizes, chosen, when):
+    """The pass; ``when`` (a tensor) only with the kernel's op."""
+    present = [i for i, g in enumerate(gradients) if g is not None]
+    values, implicit = _present_values(gradients, sizes, present, when)
     if chosen == "kernel":
-        return _kernel_pass(values, implicit, present, sizes)
-    return _tf_pass(values, implicit, present, sizes, chosen)
+        stats, hist = _kernel_pass(values, implicit, when)
+    else:
+        stats, hist = _tf_pass(values, implicit, chosen)
+    if len(present) == len(sizes):
+        return stats, hist
+    if when is None:
+        return _with_none_rows(stats, hist, present, sizes)
+    return tf.cond(when, lambda: _with_none_rows(stats, hist, present, sizes), lambda: (stats, hist))
+
+
+def _present_values(gradients, sizes, present, when):
+    """(values, implicit zeros) of the present gradients: dense ones as
+    they are, sparse ones as their unique rows (``sparse.py``), computed
+    under ``when`` when given."""
+    sparse_at = [k for k, i in enumerate(present) if isinstance(gradients[i], tf.IndexedSlices)]
+    values = [gradients[i] if isinstance(gradients[i], tf.Tensor) else tf.convert_to_tensor(gradients[i])
+              if not isinstance(gradients[i], tf.IndexedSlices) else None for i in present]
+    implicit = [None] * len(present)
+    if not sparse_at:
+        return values, implicit
+
+    def rows():
+        out = [sparse.unique_rows(gradients[present[k]], sizes[present[k]]) for k in sparse_at]
+        return [tf.reshape(r, [-1]) for r, _ in out], [z for _, z in out]
+
+    def nothing():
+        return ([tf.zeros([0], gradients[present[k]].values.dtype) for k in sparse_at],
+                [tf.constant(0.0, tf.float64) for _ in sparse_at])
+
+    summed, zeros = rows() if when is None else tf.cond(when, rows, nothing)
+    for k, r, z in zip(sparse_at, summed, zeros):
+        values[k], implicit[k] = r, z
+    return values, implicit
 
 
 def _implicit_vector(implicit):
@@ -177,38 +219,45 @@ def _implicit_vector(implicit):
     return tf.stack([tf.constant(0.0, tf.float64) if z is None else z for z in implicit])
 
 
-def _kernel_pass(values, implicit, present, sizes):
-    """The compiled kernel: one op (or one numpy_function call)."""
-    n_vars = len(sizes)
-    values = [v if v.dtype.name in kernel.DTYPES else tf.cast(v, tf.float32) for v in values]
-    layout = dict(min_exponent=metadata.MIN_EXPONENT, zero_bin=bits.ZERO_BIN, n_bins=bits.N_BINS,
-                  subnormal_bins=bits.SUBNORMAL_BINS)
-    zeros = _implicit_vector(implicit)
-    ops = kernel.ops()
+_KERNEL_DTYPES = frozenset(tf.as_dtype(d) for d in kernel.DTYPES)
+_LAYOUT = dict(min_exponent=metadata.MIN_EXPONENT, zero_bin=bits.ZERO_BIN, n_bins=bits.N_BINS,
+               subnormal_bins=bits.SUBNORMAL_BINS)
+
+
+def _kernel_pass(values, implicit, when=None):
+    """The compiled kernel: one op in a graph (``when`` its input), the C
+    library directly in eager mode, or through numpy_function."""
     if not values:
-        stats, hist = tf.zeros([0, N_COLUMNS]), tf.zeros([0, bits.N_BINS])
-    elif ops is not None:
-        stats, hist = ops.gradlens_gradient_statistics(values, zeros, **layout)
-    else:
-        stats, hist = backends.run_kernel(
-            lambda *arrays: kernel.gradient_statistics(arrays[:-1], arrays[-1], **layout),
-            values + [zeros], [tf.float32, tf.float32],
-        )
-        stats.set_shape([len(values), N_COLUMNS])
-        hist.set_shape([len(values), bits.N_BINS])
-    return _with_none_rows(stats, hist, present, sizes)
+        return _empty()
+    values = [v if v.dtype in _KERNEL_DTYPES else tf.cast(v, tf.float32) for v in values]
+    zeros = _implicit_vector(implicit)
+    ops = None if tf.executing_eagerly() else kernel.ops()
+    if ops is not None:
+        record = tf.constant(True) if when is None else when
+        stats, hist = ops.gradlens_gradient_statistics(values, zeros, record, **_LAYOUT)
+        if when is None:
+            stats.set_shape([len(values), N_COLUMNS])
+            hist.set_shape([len(values), bits.N_BINS])
+        return stats, hist
+    stats, hist = backends.run_kernel(
+        lambda *arrays: kernel.gradient_statistics(arrays[:-1], arrays[-1], **_LAYOUT),
+        values + [zeros], [tf.float32, tf.float32],
+    )
+    stats.set_shape([len(values), N_COLUMNS])
+    hist.set_shape([len(values), bits.N_BINS])
+    return stats, hist
 
 
-def _tf_pass(values, implicit, present, sizes, chosen):
-    if not present:
-        return _with_none_rows(None, None, present, sizes)
+def _tf_pass(values, implicit, chosen):
+    if not values:
+        return _empty()
     flats = [v if v.dtype == tf.float32 else tf.cast(v, tf.float32) for v in values]
     groups = packing.pack([flats], [NAN])
     sums, counts = _tf_sums(groups, len(flats), chosen)
     zeros = _implicit_vector(implicit)
     counts = counts + zeros[:, None] * tf.one_hot(bits.ZERO_BIN, bits.N_BINS, dtype=tf.float64)
     stats = tf.cast(columns_from_sums(sums, counts, zeros, tnp), tf.float32)
-    return _with_none_rows(stats, tf.cast(counts, tf.float32), present, sizes)
+    return stats, tf.cast(counts, tf.float32)
 
 
 def _with_none_rows(stats, hist, present, sizes):
@@ -216,7 +265,8 @@ def _with_none_rows(stats, hist, present, sizes):
     n_vars = len(sizes)
     if len(present) == n_vars:
         return stats, hist
-    missing = [i for i in range(n_vars) if i not in set(present)]
+    present_set = set(present)
+    missing = [i for i in range(n_vars) if i not in present_set]
     fixed_stats = tf.constant([none_row(sizes[i]) for i in missing], tf.float32)
     fixed_hist = tf.zeros([len(missing), bits.N_BINS], tf.float32)
     if present:

@@ -14,9 +14,11 @@ or ``~/.cache/tb_gradlens``), once per source (and TensorFlow) version:
 * as TensorFlow ops (``_op.cc`` + ``_kernel.c``, compiled with ``$CXX`` or
   ``c++`` against the installed TensorFlow's headers, ~15 s once): graph
   ops, no Python on the logged step;
-* as a C library through ``ctypes`` and ``tf.numpy_function`` (``$CC`` or
-  the compiler Python was built with, ~1 s once), when the ops cannot be
-  built or loaded (about 0.1 ms more per call).
+* as a C library through ``ctypes`` (``$CC`` or the compiler Python was
+  built with, ~1 s once): in eager mode (an op with one input per tensor
+  costs TensorFlow seconds to set up for 10^5 tensors), and through
+  ``tf.numpy_function`` in graphs when the ops cannot be built or loaded
+  (about 0.1 ms more per call).
 
 ``$TB_GRADLENS_KERNEL``: ``0``/``off`` disables the kernel, ``library``
 skips the ops.  ``status()`` says what is used and why;
@@ -268,25 +270,39 @@ def _count_threads():
 # ---------------------------------------------------------------------------
 
 
+_NUMPY_CODES = {}  # numpy dtype -> code (dtype.name is slow, per array)
+
+
+def _code(dtype):
+    try:
+        return _NUMPY_CODES[dtype]
+    except KeyError:
+        code = _NUMPY_CODES[dtype] = _CODES.get(dtype.name)
+        return code
+
+
 def _prepared(arrays):
     """(kept arrays, pointers, dtype codes, sizes) for the C calls."""
-    kept, codes, pointers = [], [], []
+    kept, codes, pointers, sizes = [], [], [], []
     for a in arrays:
         if a is None:
             kept.append(None)
             codes.append(NONE)
             pointers.append(0)
+            sizes.append(0)
             continue
-        a = np.asarray(a)
-        if a.dtype.name not in _CODES:
+        a = np.asarray(a)  # a CPU tensor's memory, not a copy
+        code = _code(a.dtype)
+        if code is None:
             a = a.astype(np.float32)
+            code = FLOAT32
         if not a.flags.c_contiguous:
             a = np.ascontiguousarray(a)
         kept.append(a)
-        codes.append(_CODES[a.dtype.name])
+        codes.append(code)
         pointers.append(a.__array_interface__["data"][0])
-    sizes = np.array([0 if a is None else a.size for a in kept], np.int64)
-    return kept, np.array(pointers, np.uint64), np.array(codes, np.int32), sizes
+        sizes.append(a.size)
+    return kept, np.array(pointers, np.uint64), np.array(codes, np.int32), np.array(sizes, np.int64)
 
 
 def _check(result, what):

@@ -94,7 +94,7 @@ def _kernel_pass(before, after, grads):
     after = [a if a.dtype == b.dtype else tf.cast(a, b.dtype) for a, b in zip(after, before)]
     rows = [i for i, g in enumerate(grads) if g is not None]
     given = [grads[i] if grads[i].dtype.name in kernel.DTYPES else tf.cast(grads[i], tf.float32) for i in rows]
-    ops = kernel.ops()
+    ops = None if tf.executing_eagerly() else kernel.ops()
     if ops is not None:
         return ops.gradlens_update_statistics(before, after, given, gradient_rows=rows)
     n = len(before)
