@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models  # noqa: E402
 from bench_logging import _cell  # noqa: E402
 from bench_logging import spread  # noqa: E402
+from bench_logging import write_json  # noqa: E402
 
 
 class BatchTimer:
@@ -171,9 +172,7 @@ def main(argv=None):
         print("| %s | %d | %.1f | %s | %s | %s | %s |" % (
             r["model"], r["batch"], r["plain_ms_per_step"], _cell(q["callback_not_logging"]),
             _cell(q["gradients_every_step"]), _cell(q["compare_every_step"]), _cell(q["in_step_gradients"])))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    write_json(args.json, results)
     return 0
 
 

@@ -123,6 +123,13 @@ def dir_bytes(path):
     )
 
 
+def write_json(path, results):
+    """The results of a run as JSON (``--json``), for benchmarks/results/."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(results, f, indent=1)
+
+
 def spread(ratios):
     """{"median", "p25", "p75", "rounds"} of per-round ratios."""
     r = np.asarray(ratios, np.float64)
@@ -316,9 +323,7 @@ def main(argv=None):
         results.append(r)
         print(json.dumps(r), flush=True)
     print(format_table(results))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    write_json(args.json, results)
     return 0
 
 

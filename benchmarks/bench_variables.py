@@ -27,6 +27,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_logging import write_json  # noqa: E402
 
 StandIn = collections.namedtuple("StandIn", ("path", "dtype", "shape"))
 
@@ -121,9 +124,7 @@ def main(argv=None):
             e["first_s"], t["first_s"], e["later_s"], t["later_s"], r["identity_first_s"],
             r["identity_later_s"], r["plain_first_s"], r["plain_later_s"], e["peak_mb_growth"],
             t["peak_mb_growth"], t["first_step_bytes"], t["later_step_bytes"]))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    write_json(args.json, results)
     return 0
 
 

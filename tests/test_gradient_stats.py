@@ -400,6 +400,21 @@ def test_the_wheel_ships_the_kernel_source_and_it_builds(tmp_path):
     assert os.path.exists(kernel.build(str(tmp_path / "built")))
 
 
+def test_two_thousand_tiny_variables_in_one_call(backend):
+    """Many small tensors of many sizes (the packing's padded groups, the
+    kernel's one-chunk rows), some None, all against NumPy."""
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(0, 40, 2000)
+    grads = [rng.normal(size=n).astype(np.float32) if i % 97 else None for i, n in enumerate(sizes)]
+    grads[5] = np.array([np.nan, 1e-40, 0.0], np.float32)
+    fn = tf.function(lambda g: numerics.gradient_statistics(g, [int(n) for n in sizes], backend=backend))
+    stats, hist = fn([None if g is None else tf.constant(g) for g in grads])
+    for i in list(range(0, 2000, 37)) + [5, 97]:
+        g = grads[i]
+        assert_stats_match(stats.numpy()[i], reference_statistics(g, int(sizes[i])))
+        np.testing.assert_array_equal(hist.numpy()[i], reference_histogram(g))
+
+
 def test_many_tiny_variables_pack_into_few_groups():
     sizes = [1, 2, 3, 5, 8, 13, 4096, 4096, 5000] * 50
     tensors = [tf.zeros([n]) for n in sizes]

@@ -206,3 +206,27 @@ def test_update_statistics_of_every_size_and_dtype_match_numpy(backend):
         np.testing.assert_allclose(got[i], _np_update(b, a, g), rtol=2e-6, err_msg="variable %d" % i)
     no_grads = numerics.update_statistics([tf.constant(before[6])], [tf.constant(after[6])], backend=backend).numpy()
     assert np.isnan(no_grads[0, 2]) and not np.isnan(no_grads[0, :2]).any()
+
+
+def test_ops_split_many_tensors_into_several_calls(monkeypatch):
+    """The kernel's ops take at most kernel.OP_INPUTS tensors each (TensorFlow
+    sets up one op of 10^4 inputs slowly); the rows come back in order."""
+    from tb_gradlens.numerics import kernel
+
+    monkeypatch.setattr(kernel, "OP_INPUTS", 2)
+    pairs = [_pair(n, n) for n in (3, 70, 5, 600, 9)]
+    got = tf.function(lambda c, r: numerics.divergence_metrics(c, r, ["bfloat16"] * 5, backend="kernel"))(
+        [tf.constant(c) for c, _ in pairs], [tf.constant(r) for _, r in pairs]).numpy()
+    for i, (c, r) in enumerate(pairs):
+        np.testing.assert_allclose(got[i], np_divergence(c, r, "bfloat16").astype(np.float32), rtol=2e-6,
+                                   equal_nan=True)
+    cases = [_weights(n, n) for n in (4, 9)] + [_weights(7, 1, ml_dtypes.bfloat16)] + [_weights(300, 2)]
+    before, after, grads = zip(*cases)
+    stats = tf.function(lambda b, a, g: numerics.update_statistics(b, a, g, backend="kernel"))(
+        [tf.constant(b) for b in before], [tf.constant(a) for a in after], [tf.constant(g) for g in grads]).numpy()
+    for i, (b, a, g) in enumerate(cases):
+        np.testing.assert_allclose(stats[i], _np_update(b, a, g), rtol=2e-6)
+    grads = [tf.constant(c) for c, _ in pairs] + [None]
+    gstats, _ = tf.function(lambda g: numerics.gradient_statistics(g, [0] * 5 + [4], backend="kernel"))(grads)
+    assert gstats.shape == (6, len(metadata.GRAD_STATS_COLUMNS))
+    np.testing.assert_array_equal(gstats.numpy()[:, -2], [3, 70, 5, 600, 9, 4])

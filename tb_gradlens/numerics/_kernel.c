@@ -21,9 +21,9 @@
  * cut into chunks of CHUNK elements that the threads share; a row split
  * over several chunks is merged after the threads join.
  *
- * Float32 bit layout (IEEE-754 binary32): sign bit 31, 8 exponent bits
- * (bias 127, field 0 = zero or subnormal, field 255 = Inf or NaN), 23
- * mantissa bits.  The histogram layout (bin of exponent e, special bins)
+ * Float32 bit layout (IEEE-754 binary32): sign bit 31, an 8-bit exponent
+ * field (bias 127; 0: zero or subnormal, all ones: Inf or NaN), 23
+ * mantissa bits (the F32_ constants below).  The histogram layout (bin of exponent e, special bins)
  * is passed in by the caller, from tb_gradlens.metadata.
  */
 
@@ -39,9 +39,25 @@
 
 enum { GL_FLOAT32 = 0, GL_BFLOAT16 = 1, GL_FLOAT16 = 2, GL_FLOAT64 = 3, GL_NONE = -1 };
 
+/* Bit layouts (IEEE-754); gl_float32_layout reports the float32 one, which
+ * kernel.py checks against tb_gradlens.float_formats when it loads. */
+#define F32_MANTISSA_BITS 23
+#define F32_BIAS 127
+#define F32_FIELD_MAX 0xffu                                       /* Inf, NaN */
+#define F32_MANTISSA_MASK ((1u << F32_MANTISSA_BITS) - 1)
+#define F32_EXPONENT_MASK (F32_FIELD_MAX << F32_MANTISSA_BITS)
+#define F32_MIN_SUBNORMAL (1 - F32_BIAS - F32_MANTISSA_BITS)      /* log2 of the smallest */
+#define F16_MANTISSA_BITS 10
+#define F16_BIAS 15
+#define F16_FIELD_MAX 0x1fu
+#define F64_MANTISSA_BITS 52
+#define F64_BIAS 1023
+#define F64_FIELD_MAX 0x7ffu
+#define NARROW_SHIFT 16   /* bfloat16 = the upper half of a float32 */
+
 #define BLOCK 2048        /* elements converted and summed at a time */
 #define CHUNK (1 << 16)   /* elements per unit of work shared by the threads */
-#define FIELDS 512        /* sign and exponent field of a float32: bits >> 23 */
+#define FIELDS ((int)(2 * (F32_FIELD_MAX + 1)))  /* sign and exponent field: bits >> 23 */
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
@@ -92,16 +108,18 @@ static inline uint32_t bits_of(float f) { uint32_t u; memcpy(&u, &f, 4); return 
 /* float16 bits -> float32 bits (exact: every float16 is a float32). */
 static inline uint32_t half_bits_to_float_bits(uint16_t h)
 {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t field = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  const uint32_t widen = F32_MANTISSA_BITS - F16_MANTISSA_BITS, rebias = F32_BIAS - F16_BIAS;
+  const uint32_t mask = (1u << F16_MANTISSA_BITS) - 1;
+  uint32_t sign = (uint32_t)(h >> 15) << 31;
+  uint32_t field = (h >> F16_MANTISSA_BITS) & F16_FIELD_MAX, mantissa = h & mask;
   if (field == 0) {
     if (mantissa == 0) return sign;
-    int shift = 0;
-    while (!(mantissa & 0x400u)) { mantissa <<= 1; shift++; }
-    return sign | ((uint32_t)(113 - shift) << 23) | ((mantissa & 0x3ffu) << 13);
+    int shift = 0;  /* a subnormal: normalize m * 2^(1 - bias - p) */
+    while (!(mantissa & (mask + 1))) { mantissa <<= 1; shift++; }
+    return sign | ((uint32_t)(rebias + 1 - shift) << F32_MANTISSA_BITS) | ((mantissa & mask) << widen);
   }
-  if (field == 31) return sign | 0x7f800000u | (mantissa << 13);
-  return sign | ((field + 112) << 23) | (mantissa << 13);
+  if (field == F16_FIELD_MAX) return sign | F32_EXPONENT_MASK | (mantissa << widen);
+  return sign | ((field + rebias) << F32_MANTISSA_BITS) | (mantissa << widen);
 }
 
 /* Elements [start, start + m) of an array as float32 bits (float64 rounds). */
@@ -110,7 +128,7 @@ static void to_float32_bits(const void *data, int dtype, int64_t start, int64_t 
   int64_t i;
   switch (dtype) {
   case GL_FLOAT32: memcpy(out, (const uint32_t *)data + start, (size_t)m * 4); break;
-  case GL_BFLOAT16: for (i = 0; i < m; i++) out[i] = (uint32_t)((const uint16_t *)data)[start + i] << 16; break;
+  case GL_BFLOAT16: for (i = 0; i < m; i++) out[i] = (uint32_t)((const uint16_t *)data)[start + i] << NARROW_SHIFT; break;
   case GL_FLOAT16: for (i = 0; i < m; i++) out[i] = half_bits_to_float_bits(((const uint16_t *)data)[start + i]); break;
   default: for (i = 0; i < m; i++) out[i] = bits_of((float)((const double *)data)[start + i]); break;
   }
@@ -122,13 +140,13 @@ static void to_float64(const void *data, int dtype, int64_t start, int64_t m, do
   int64_t i;
   switch (dtype) {
   case GL_FLOAT32: for (i = 0; i < m; i++) out[i] = ((const float *)data)[start + i]; break;
-  case GL_BFLOAT16: for (i = 0; i < m; i++) out[i] = float_of((uint32_t)((const uint16_t *)data)[start + i] << 16); break;
+  case GL_BFLOAT16: for (i = 0; i < m; i++) out[i] = float_of((uint32_t)((const uint16_t *)data)[start + i] << NARROW_SHIFT); break;
   case GL_FLOAT16: for (i = 0; i < m; i++) out[i] = float_of(half_bits_to_float_bits(((const uint16_t *)data)[start + i])); break;
   default: memcpy(out, (const double *)data + start, (size_t)m * 8); break;
   }
 }
 
-static inline int finite32(uint32_t bits) { return (bits & 0x7f800000u) != 0x7f800000u; }
+static inline int finite32(uint32_t bits) { return (bits & F32_EXPONENT_MASK) != F32_EXPONENT_MASK; }
 
 /* ------------------------------------------------------------------------
  * Work sharing: chunks of rows, run by n threads, merged per row.
@@ -310,10 +328,11 @@ static int64_t block_fields(const uint32_t *b, int64_t m, uint32_t fields[4][FIE
   int64_t zeros = 0, i = 0;
   for (; i + 4 <= m; i += 4) {
     uint32_t u0 = b[i], u1 = b[i + 1], u2 = b[i + 2], u3 = b[i + 3];
-    fields[0][u0 >> 23]++; fields[1][u1 >> 23]++; fields[2][u2 >> 23]++; fields[3][u3 >> 23]++;
+    fields[0][u0 >> F32_MANTISSA_BITS]++; fields[1][u1 >> F32_MANTISSA_BITS]++;
+    fields[2][u2 >> F32_MANTISSA_BITS]++; fields[3][u3 >> F32_MANTISSA_BITS]++;
     zeros += ((u0 << 1) == 0) + ((u1 << 1) == 0) + ((u2 << 1) == 0) + ((u3 << 1) == 0);
   }
-  for (; i < m; i++) { fields[0][b[i] >> 23]++; zeros += (b[i] << 1) == 0; }
+  for (; i < m; i++) { fields[0][b[i] >> F32_MANTISSA_BITS]++; zeros += (b[i] << 1) == 0; }
   return zeros;
 }
 
@@ -322,10 +341,10 @@ static inline int floor_log2(uint32_t x) { return 31 - __builtin_clz(x); }
 /* The exact histogram bin of one float32. */
 static inline int exact_bin(const job *j, uint32_t u)
 {
-  uint32_t field = (u >> 23) & 0xffu, mantissa = u & 0x7fffffu;
-  if (field == 0xffu) return j->zero_bin + (mantissa ? 3 : ((u >> 31) ? 2 : 1));
-  if (field == 0) return mantissa ? floor_log2(mantissa) - 149 - j->min_exponent : j->zero_bin;
-  return (int)field - 127 - j->min_exponent;
+  uint32_t field = (u >> F32_MANTISSA_BITS) & F32_FIELD_MAX, mantissa = u & F32_MANTISSA_MASK;
+  if (field == F32_FIELD_MAX) return j->zero_bin + (mantissa ? 3 : ((u >> 31) ? 2 : 1));
+  if (field == 0) return mantissa ? floor_log2(mantissa) + F32_MIN_SUBNORMAL - j->min_exponent : j->zero_bin;
+  return (int)field - F32_BIAS - j->min_exponent;
 }
 
 /* Every element the exact way: small chunks and chunks with rare values. */
@@ -344,8 +363,8 @@ static void chunk_exact(const job *j, const chunk *c, double *row, int histogram
     for (int64_t i = 0; i < m; i++) {
       uint32_t u = b[i];
       if (histogram) {
-        uint32_t field = (u >> 23) & 0xffu;
-        if (histogram == 2 || field == 0 || field == 0xffu) hist[exact_bin(j, u)] += 1;
+        uint32_t field = (u >> F32_MANTISSA_BITS) & F32_FIELD_MAX;
+        if (histogram == 2 || field == 0 || field == F32_FIELD_MAX) hist[exact_bin(j, u)] += 1;
       }
       if (values && finite32(u)) {
         float f = float_of(u);
@@ -385,10 +404,10 @@ static void gradient_chunk(const job *j, const chunk *c, double *row)
   for (int f = 0; f < FIELDS; f++) {
     int64_t n = (int64_t)fields[0][f] + fields[1][f] + fields[2][f] + fields[3][f];
     if (!n) continue;
-    int field = f & 0xff;
+    int field = f & F32_FIELD_MAX;
     if (field == 0) field0 += n;
-    else if (field == 0xff) field255 += n;
-    else hist[field - 127 - j->min_exponent] += (double)n;
+    else if (field == F32_FIELD_MAX) field255 += n;
+    else hist[field - F32_BIAS - j->min_exponent] += (double)n;
   }
   if (field0 == zeros && field255 == 0) { hist[j->zero_bin] += (double)zeros; return; }
   /* Rare values: subnormals need their bins; Inf and NaN their own bins
@@ -444,23 +463,31 @@ static inline double inverse_spacing(double floored, int p, int min_normal)
 {
   uint64_t bits;
   memcpy(&bits, &floored, 8);
-  int e = (int)((bits >> 52) & 0x7ffu) - 1023;
+  int e = (int)((bits >> F64_MANTISSA_BITS) & F64_FIELD_MAX) - F64_BIAS;
   int k = (e > min_normal ? e : min_normal) - p;
-  if (k < -1022) k = -1022;
-  uint64_t inverse = (uint64_t)(1023 - k) << 52;
+  if (k < 1 - F64_BIAS) k = 1 - F64_BIAS;  /* the smallest normal float64 */
+  uint64_t inverse = (uint64_t)(F64_BIAS - k) << F64_MANTISSA_BITS;
   double out;
   memcpy(&out, &inverse, 8);
   return out;
 }
 
+/* Elements [s, s + BLOCK) of a chunk's candidate and reference, widened
+ * to float64; returns how many (0 past the chunk's end). */
+static int64_t pair_block(const job *j, const chunk *c, int64_t s, double *cb, double *rb)
+{
+  int64_t end = c->start + c->length, m = end - s < BLOCK ? end - s : BLOCK;
+  if (m <= 0) return 0;
+  to_float64(j->a[c->row], j->a_dtypes[c->row], s, m, cb);
+  to_float64(j->b[c->row], j->b_dtypes[c->row], s, m, rb);
+  return m;
+}
+
 static void divergence_norms(const job *j, const chunk *c, double *row)
 {
   double cb[BLOCK], rb[BLOCK], n = 0, sum_r2 = 0;
-  int64_t end = c->start + c->length;
-  for (int64_t s = c->start; s < end; s += BLOCK) {
-    int64_t m = end - s < BLOCK ? end - s : BLOCK;
-    to_float64(j->a[c->row], j->a_dtypes[c->row], s, m, cb);
-    to_float64(j->b[c->row], j->b_dtypes[c->row], s, m, rb);
+  int64_t m;
+  for (int64_t s = c->start; (m = pair_block(j, c, s, cb, rb)) > 0; s += BLOCK) {
     for (int64_t i = 0; i < m; i++) {
       if (!isfinite(cb[i]) || !isfinite(rb[i])) continue;
       n += 1;
@@ -479,11 +506,8 @@ static void divergence_rest(const job *j, const chunk *c, double *row)
   const double *full = j->rows + c->row * j->width; /* n and sum r^2, merged */
   double floor = j->floor_fraction * sqrt(full[DV_SUM_R2] / (full[DV_N] > 0 ? full[DV_N] : 1));
   int p = j->mantissa_bits[c->row], min_normal = j->min_normal[c->row];
-  int64_t end = c->start + c->length;
-  for (int64_t s = c->start; s < end; s += BLOCK) {
-    int64_t m = end - s < BLOCK ? end - s : BLOCK;
-    to_float64(j->a[c->row], j->a_dtypes[c->row], s, m, cb);
-    to_float64(j->b[c->row], j->b_dtypes[c->row], s, m, rb);
+  int64_t m;
+  for (int64_t s = c->start; (m = pair_block(j, c, s, cb, rb)) > 0; s += BLOCK) {
     for (int64_t i = 0; i < m; i++) {
       double cv = cb[i], rv = rb[i];
       if (!isfinite(cv) || !isfinite(rv)) { nonfinite += 1; continue; }
@@ -551,8 +575,9 @@ enum { UP_N, UP_SUM_U2, UP_SUM_B2, UP_LOST, UP_WIDTH };
  * as TensorFlow's cast rounds. */
 static inline uint16_t bfloat16_of(uint32_t u)
 {
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 31) ? 0xffc0u : 0x7fc0u;
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  const uint32_t half = 1u << (NARROW_SHIFT - 1);
+  if ((u & 0x7fffffffu) > F32_EXPONENT_MASK) return (uint16_t)(((u >> NARROW_SHIFT) & 0x8000u) | 0x7fc0u);
+  return (uint16_t)((u + (half - 1) + ((u >> NARROW_SHIFT) & 1u)) >> NARROW_SHIFT);
 }
 
 static inline uint64_t raw_bits(const void *data, int dtype, int64_t i)
@@ -767,4 +792,13 @@ int gl_update_statistics(int64_t count, const void *const *before, const void *c
   restore_mode(mode);
   free(rows);
   return result;
+}
+
+/* The float32 layout this file assumes: mantissa bits, bias, exponent of
+ * the smallest subnormal (kernel.py compares them with float_formats). */
+void gl_float32_layout(int32_t *out)
+{
+  out[0] = F32_MANTISSA_BITS;
+  out[1] = F32_BIAS;
+  out[2] = F32_MIN_SUBNORMAL;
 }

@@ -201,10 +201,12 @@ def _kernel_pass(cands, refs, p, min_normal, floor_fraction):
     refs = [r if r.dtype.name in kernel.DTYPES else tf.cast(r, tf.float32) for r in refs]
     ops = None if tf.executing_eagerly() else kernel.ops()
     if ops is not None:
-        return ops.gradlens_divergence_metrics(
-            cands, refs, tf.constant(float(floor_fraction), tf.float64),
-            mantissa_bits=p.tolist(), min_normal=min_normal.tolist(),
+        floor = tf.constant(float(floor_fraction), tf.float64)
+        (out,) = kernel.in_op_chunks(
+            lambda c, r, q, e: (ops.gradlens_divergence_metrics(c, r, floor, mantissa_bits=q, min_normal=e),),
+            cands, refs, p.tolist(), min_normal.tolist(),
         )
+        return out
     n = len(cands)
     (out,) = backends.run_kernel(
         lambda *arrays: (kernel.divergence_metrics(arrays[:n], arrays[n:], p, min_normal, floor_fraction),),

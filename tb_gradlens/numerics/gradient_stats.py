@@ -230,18 +230,20 @@ def _kernel_pass(values, implicit, when=None):
     if not values:
         return _empty()
     values = [v if v.dtype in _KERNEL_DTYPES else tf.cast(v, tf.float32) for v in values]
-    zeros = _implicit_vector(implicit)
     ops = None if tf.executing_eagerly() else kernel.ops()
     if ops is not None:
         record = tf.constant(True) if when is None else when
-        stats, hist = ops.gradlens_gradient_statistics(values, zeros, record, **_LAYOUT)
+        stats, hist = kernel.in_op_chunks(
+            lambda v, z: ops.gradlens_gradient_statistics(v, _implicit_vector(z), record, **_LAYOUT),
+            values, implicit,
+        )
         if when is None:
             stats.set_shape([len(values), N_COLUMNS])
             hist.set_shape([len(values), bits.N_BINS])
         return stats, hist
     stats, hist = backends.run_kernel(
         lambda *arrays: kernel.gradient_statistics(arrays[:-1], arrays[-1], **_LAYOUT),
-        values + [zeros], [tf.float32, tf.float32],
+        values + [_implicit_vector(implicit)], [tf.float32, tf.float32],
     )
     stats.set_shape([len(values), N_COLUMNS])
     hist.set_shape([len(values), bits.N_BINS])

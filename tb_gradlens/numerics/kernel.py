@@ -38,6 +38,7 @@ import threading
 
 import numpy as np
 
+from tb_gradlens import float_formats
 from tb_gradlens import metadata
 
 ENV_KERNEL = "TB_GRADLENS_KERNEL"
@@ -64,6 +65,23 @@ assert metadata.HISTOGRAM_SPECIAL_COLUMNS == ("zero", "posinf", "neginf", "nan")
 # Below this many elements one thread is faster than starting others
 # (_op.cc has the same number).
 PARALLEL_ELEMENTS = 1 << 17
+
+# Tensors per op: TensorFlow's graph optimizer spends time quadratic in an
+# op's inputs (8 s to set up one op of 10^4 inputs here, under 5 s as 40
+# ops of 250).
+OP_INPUTS = 256
+
+
+def in_op_chunks(fn, *lists):
+    """``fn`` on slices of at most OP_INPUTS rows of parallel ``lists``;
+    the results (tuples of row-wise tensors) concatenated."""
+    n = len(lists[0])
+    if n <= OP_INPUTS:
+        return fn(*lists)
+    import tensorflow as tf
+
+    parts = [fn(*(lst[i:i + OP_INPUTS] for lst in lists)) for i in range(0, n, OP_INPUTS)]
+    return tuple(tf.concat(list(outs), axis=0) for outs in zip(*parts))
 
 _lock = threading.RLock()
 _state = {}
@@ -176,6 +194,14 @@ def _declare(library):
     library.gl_update_statistics.argtypes = [i64, pointer, pointer, pointer, pointer, pointer, pointer, pointer, i32]
     for fn in (library.gl_gradient_statistics, library.gl_divergence_metrics, library.gl_update_statistics):
         fn.restype = ctypes.c_int
+    library.gl_float32_layout.argtypes = [pointer]
+    library.gl_float32_layout.restype = None
+    layout = np.zeros(3, np.int32)
+    library.gl_float32_layout(layout.ctypes.data)
+    f32 = float_formats.get("float32")
+    expected = [f32.mantissa_bits, float_formats.bias("float32"), f32.min_subnormal]
+    if layout.tolist() != expected:
+        raise OSError("the kernel's float32 layout %s is not float_formats' %s" % (layout.tolist(), expected))
     return library
 
 
@@ -208,21 +234,22 @@ def _load_ops():
         return None, "TensorFlow ops not built (%s)" % _error(e)
 
 
+def _loaded(key, load):
+    with _lock:
+        if key not in _state:
+            _state[key], _state[key + "_status"] = load()
+        return _state[key]
+
+
 def library():
     """The C kernel as a ctypes library, or None (``status`` says why)."""
-    with _lock:
-        if "library" not in _state:
-            _state["library"], _state["library_status"] = _load_library()
-        return _state["library"]
+    return _loaded("library", _load_library)
 
 
 def ops():
     """The kernel as TensorFlow ops (a module), or None."""
     library()
-    with _lock:
-        if "ops" not in _state:
-            _state["ops"], _state["ops_status"] = _load_ops()
-        return _state["ops"]
+    return _loaded("ops", _load_ops)
 
 
 def status():

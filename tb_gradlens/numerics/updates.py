@@ -96,7 +96,13 @@ def _kernel_pass(before, after, grads):
     given = [grads[i] if grads[i].dtype.name in kernel.DTYPES else tf.cast(grads[i], tf.float32) for i in rows]
     ops = None if tf.executing_eagerly() else kernel.ops()
     if ops is not None:
-        return ops.gradlens_update_statistics(before, after, given, gradient_rows=rows)
+        def chunk(b, a, g):
+            present = [k for k, x in enumerate(g) if x is not None]
+            return (ops.gradlens_update_statistics(b, a, [g[k] for k in present], gradient_rows=present),)
+
+        by_row = dict(zip(rows, given))
+        (out,) = kernel.in_op_chunks(chunk, before, after, [by_row.get(i) for i in range(len(before))])
+        return out
     n = len(before)
 
     def compute(*arrays):
