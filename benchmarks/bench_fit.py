@@ -155,13 +155,14 @@ def main(argv=None):
     parser.add_argument("--models", default=",".join(models.NAMES))
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=12)
+    parser.add_argument("--batches", type=int, help="batches per fit call (default: 2 + models.DEFAULT_STEPS)")
     parser.add_argument("--batch", type=int, help="batch size (default: models.DEFAULT_BATCH)")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     results = []
     for name in args.models.split(","):
-        r = bench_model(name, args.tiny, args.rounds, args.batches, args.batch or models.DEFAULT_BATCH[name])
+        r = bench_model(name, args.tiny, args.rounds, args.batches or 2 + models.DEFAULT_STEPS[name],
+                        args.batch or models.DEFAULT_BATCH[name])
         results.append(r)
         print(json.dumps(r), flush=True)
     print("| model | batch | plain ms/step | callback, step not logged | gradients every step | "

@@ -312,14 +312,15 @@ def main(argv=None):
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (for the test suite)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--pass-rounds", type=int, default=15, help="rounds of the pass-vs-floor timing")
-    parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
+    parser.add_argument("--steps", type=int, help="steps per timed round (default: models.DEFAULT_STEPS)")
     parser.add_argument("--batch", type=int, help="batch size (default: models.DEFAULT_BATCH)")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     results = []
     for name in args.models.split(","):
         batch = args.batch or models.DEFAULT_BATCH[name]
-        r = bench_model(name, args.tiny, args.rounds, args.steps, batch, args.pass_rounds)
+        r = bench_model(name, args.tiny, args.rounds, args.steps or models.DEFAULT_STEPS[name], batch,
+                        args.pass_rounds)
         results.append(r)
         print(json.dumps(r), flush=True)
     print(format_table(results))

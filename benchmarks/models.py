@@ -21,6 +21,9 @@ ZOO_MODELS = ("resnet50", "mobilenet_v2")
 # so the conv net runs at 4; the keras.applications at 32 (a step long
 # enough that reading the 23.5M ResNet50 gradients is not most of it).
 DEFAULT_BATCH = {"mlp": 64, "convnet": 4, "transformer": 8, "resnet50": 32, "mobilenet_v2": 32}
+# Steps per timed round: a round of a few seconds, so that rounds interleave
+# finely enough for the load of a shared machine to hit both sides alike.
+DEFAULT_STEPS = {"mlp": 30, "convnet": 4, "transformer": 10, "resnet50": 4, "mobilenet_v2": 20}
 
 
 def mlp(policy):
