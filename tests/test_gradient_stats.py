@@ -339,6 +339,34 @@ def test_indexed_slices_in_range_equal_tensorflow_densified(backend):
     assert_stats_match(stats.numpy()[1], reference_statistics(values))
 
 
+def test_sparse_rows_never_reach_the_xla_pass(monkeypatch):
+    """A sparse gradient's unique rows change every step: XLA would compile
+    a pass per step.  They run as plain kernels; only static shapes are
+    compiled."""
+    shapes = []
+    compiled = backends._compiled
+
+    def recording(group_fn):
+        run = compiled(group_fn)
+
+        def call(args_list, backend):
+            shapes.extend(a.shape for args in args_list for a in args if isinstance(a, tf.Tensor))
+            return run(args_list, backend)
+
+        return call
+
+    monkeypatch.setattr(backends, "_compiled", recording)
+    dense = tf.constant(_big(5000, 3))
+    step = tf.function(lambda s: numerics.gradient_statistics([dense, s], [5000, 40], backend="xla"))
+    for k in (2, 5):
+        values = np.random.default_rng(k).normal(size=(k, 4)).astype(np.float32)
+        slices = _slices(values, np.arange(k), [10, 4])
+        stats, _ = step(slices)
+        assert_stats_match(stats.numpy()[0], reference_statistics(dense.numpy()))
+        assert_stats_match(stats.numpy()[1], reference_statistics(tf.convert_to_tensor(slices).numpy()))
+    assert shapes and all(s.is_fully_defined() for s in shapes), shapes
+
+
 # ---------------------------------------------------------------------------
 # Backends: choice, fallback, the packing of many tensors.
 # ---------------------------------------------------------------------------
@@ -363,7 +391,7 @@ def test_without_a_compiler_the_tensorflow_path_computes_the_same(tmp_path, monk
     try:
         assert kernel.library() is None
         assert "no compiled kernel" in kernel.status()
-        assert backends.choose() == "tf"
+        assert backends.choose() == "xla"
         with pytest.raises(RuntimeError, match="not available"):
             numerics.gradient_statistics(grads, backend="kernel")
         without = numerics.gradient_statistics(grads)

@@ -9,7 +9,8 @@
             inside an XLA-compiled function, and the default on GPU.
 
 ``choose`` picks: inside XLA "xla"; with a GPU "xla"; else the kernel when
-it loads, else "tf".  Every backend gives the same statistics (tests
+it loads, else "xla" (faster than "tf" on the models measured,
+BENCHMARKS.md).  Every backend gives the same statistics (tests
 compare each with float64 NumPy), except that TensorFlow's CPU kernels
 flush subnormal inputs to zero in value statistics (sums, min, max), where
 the kernel keeps them exactly.
@@ -50,7 +51,7 @@ def choose(backend=None, use_xla=None):
         return backend
     if in_xla_context() or has_gpu():
         return "xla"
-    return "kernel" if kernel.library() is not None else "tf"
+    return "kernel" if kernel.library() is not None else "xla"
 
 
 def run_kernel(compute, inputs, output_dtypes):
@@ -62,20 +63,35 @@ def run_kernel(compute, inputs, output_dtypes):
     return tf.numpy_function(compute, list(inputs), list(output_dtypes), stateful=False)
 
 
-def xla_or_kernels(fn, backend):
-    """``fn`` as it runs for a TensorFlow backend: compiled for "xla" (unless
-    already inside XLA), as plain kernels for "tf"."""
-    if backend == "xla" and not in_xla_context():
-        return _compiled(fn)
-    return fn
+def run_groups(group_fn, group_args, static, backend):
+    """``[group_fn(*args, backend) for args in group_args]`` for the
+    TensorFlow backends: for "xla" the groups of static shape in one
+    XLA-compiled call, the others (shapes known only when the graph runs,
+    e.g. a sparse gradient's rows: XLA would compile every step) as plain
+    kernels; inside an XLA-compiled function everything inline."""
+    inside = in_xla_context()
+    out = [None] * len(group_args)
+    compiled = [i for i, s in enumerate(static) if s] if backend == "xla" and not inside else []
+    if compiled:
+        results = _compiled(group_fn)([group_args[i] for i in compiled], "xla")
+        for i, r in zip(compiled, results):
+            out[i] = r
+    plain_backend = "xla" if inside else ("tf" if backend == "xla" else backend)
+    for i in range(len(group_args)):
+        if out[i] is None:
+            out[i] = group_fn(*group_args[i], plain_backend)
+    return out
 
 
 _compiled_fns = {}
 
 
-def _compiled(fn):
-    if fn not in _compiled_fns:
+def _compiled(group_fn):
+    if group_fn not in _compiled_fns:
+        def run_all(args_list, backend):
+            return [group_fn(*args, backend) for args in args_list]
+
         # reduce_retracing: gradients whose shapes change between steps reuse
         # one trace (XLA still compiles per shape, on demand).
-        _compiled_fns[fn] = tf.function(fn, jit_compile=True, autograph=False, reduce_retracing=True)
-    return _compiled_fns[fn]
+        _compiled_fns[group_fn] = tf.function(run_all, jit_compile=True, autograph=False, reduce_retracing=True)
+    return _compiled_fns[group_fn]

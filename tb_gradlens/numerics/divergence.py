@@ -216,7 +216,7 @@ def _kernel_pass(cands, refs, p, min_normal, floor_fraction):
     return out
 
 
-def _group_sums(c, r, p, min_normal, pads, floor_fraction):
+def _group_sums(c, r, p, min_normal, pads, floor_fraction, backend=None):
     """Raw sums ``[k, SUMS]`` of one group (``[k, n]`` matrices; ``pads``
     NaN pads per row are taken out of the non-finite count)."""
     c64, r64 = bits.exact_float64(c), bits.exact_float64(r)
@@ -245,17 +245,9 @@ def _group_sums(c, r, p, min_normal, pads, floor_fraction):
     ], axis=1)
 
 
-def _all_group_sums(cs, rs, ps, min_normals, pads, floor_fraction):
-    return [_group_sums(*args, floor_fraction) for args in zip(cs, rs, ps, min_normals, pads)]
-
-
 def _tf_sums(cands, refs, p, min_normal, floor_fraction, backend):
     groups = packing.pack([cands, refs], [NAN, NAN])
-    run = backends.xla_or_kernels(_all_group_sums, backend)
-    out = run(
-        [g.matrices[0] for g in groups], [g.matrices[1] for g in groups],
-        [tf.constant(p[g.rows], tf.int64) for g in groups],
-        [tf.constant(min_normal[g.rows], tf.int64) for g in groups],
-        [packing.pad_counts(g) for g in groups], floor_fraction,
-    )
-    return packing.unpack(groups, list(out), len(cands))
+    args = [(g.matrices[0], g.matrices[1], tf.constant(p[g.rows], tf.int64),
+             tf.constant(min_normal[g.rows], tf.int64), packing.pad_counts(g), floor_fraction) for g in groups]
+    out = backends.run_groups(_group_sums, args, [g.width is not None for g in groups], backend)
+    return packing.unpack(groups, out, len(cands))

@@ -280,9 +280,9 @@ def _with_none_rows(stats, hist, present, sizes):
 
 
 def _group_sums(matrix, pads, backend):
-    """(sums [k, 4], counts [k, N_BINS]) of one group's float32 matrix:
-    sum, sum of squares (float64), min, max over the finite elements of
-    each row; ``pads`` (int64 [k]) NaN pads come out of the NaN bin."""
+    """``[k, 4 + N_BINS]`` of one group's float32 matrix: sum, sum of
+    squares (float64), min, max over the finite elements of each row, then
+    the bin counts; ``pads`` (int64 [k]) NaN pads come out of the NaN bin."""
     finite = tf.math.is_finite(matrix)
     wide = tf.cast(tf.where(finite, matrix, 0.0), tf.float64)
     sums = tf.stack([
@@ -293,17 +293,14 @@ def _group_sums(matrix, pads, backend):
     ], axis=1)
     counts = histogram.row_counts(matrix, backend)
     pads = tf.cast(pads, tf.float64)[:, None] * tf.one_hot(bits.NAN_BIN, bits.N_BINS, dtype=tf.float64)
-    return sums, counts - pads
-
-
-def _all_group_sums(matrices, pads, backend):
-    outs = [_group_sums(m, p, backend) for m, p in zip(matrices, pads)]
-    return [o[0] for o in outs], [o[1] for o in outs]
+    return tf.concat([sums, counts - pads], axis=1)
 
 
 def _tf_sums(groups, n, backend):
-    """(sums [n, 4], counts [n, N_BINS]) in input order, all groups in one
-    function (XLA-compiled for "xla")."""
-    run = backends.xla_or_kernels(_all_group_sums, backend)
-    sums, counts = run([g.matrices[0] for g in groups], [packing.pad_counts(g) for g in groups], backend)
-    return packing.unpack(groups, list(sums), n), packing.unpack(groups, list(counts), n)
+    """(sums [n, 4], counts [n, N_BINS]) in input order."""
+    out = backends.run_groups(
+        _group_sums, [(g.matrices[0], packing.pad_counts(g)) for g in groups],
+        [g.width is not None for g in groups], backend,
+    )
+    rows = packing.unpack(groups, out, n)
+    return rows[:, :4], rows[:, 4:]

@@ -116,7 +116,7 @@ def _kernel_pass(before, after, grads):
     return out
 
 
-def _group_sums(b, a, g, pads):
+def _group_sums(b, a, g, pads, backend=None):
     """Raw sums ``[k, 4]`` of one group of ``[k, n]`` matrices (zero pads
     change nothing but n, which comes from ``pads``)."""
     b64, a64 = bits.exact_float64(b), bits.exact_float64(a)
@@ -137,14 +137,9 @@ def _group_sums(b, a, g, pads):
     return tf.stack([n, tf.reduce_sum(u * u, axis=1), tf.reduce_sum(b64 * b64, axis=1), lost], axis=1)
 
 
-def _all_group_sums(bs, as_, gs, pads):
-    return [_group_sums(*args) for args in zip(bs, as_, gs, pads)]
-
-
 def _tf_sums(before, after, grads, backend):
     """Raw sums ``[V, 4]``; variables with a gradient (bfloat16 weights)
     and without one are packed apart."""
-    run = backends.xla_or_kernels(_all_group_sums, backend)
     parts, orders = [], []
     for want in (False, True):
         rows = [i for i, g in enumerate(grads) if (g is not None) == want]
@@ -152,10 +147,9 @@ def _tf_sums(before, after, grads, backend):
             continue
         lists = [[before[i] for i in rows], [after[i] for i in rows]] + ([[grads[i] for i in rows]] if want else [])
         groups = packing.pack(lists, [0] * len(lists))
-        out = run(
-            [g.matrices[0] for g in groups], [g.matrices[1] for g in groups],
-            [g.matrices[2] if want else None for g in groups], [packing.pad_counts(g) for g in groups],
-        )
-        parts.append(packing.unpack(groups, list(out), len(rows)))
+        args = [(g.matrices[0], g.matrices[1], g.matrices[2] if want else None, packing.pad_counts(g))
+                for g in groups]
+        out = backends.run_groups(_group_sums, args, [g.width is not None for g in groups], backend)
+        parts.append(packing.unpack(groups, out, len(rows)))
         orders.append(rows)
     return packing.reorder(parts, orders, len(before))
