@@ -21,10 +21,7 @@ caught while it is traced; an op that fails when the traced graph runs
 step itself.
 """
 
-import collections
-import itertools
 import json
-import weakref
 
 import tensorflow as tf
 
@@ -33,7 +30,7 @@ from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens import safety
-from tb_gradlens import tf_internals
+from tb_gradlens import summary_writing
 
 
 def variable_path(variable):
@@ -115,101 +112,16 @@ def write_record(name, record, tensor, step):
     """Write one gradlens record (tensor float32 [rows, columns]) at ``step``.
 
     The tag's metadata goes with its first event to each writer only
-    (``MetadataOnce``).  Returns the tag written to.  Must be called where
+    (``summary_writing.MetadataOnce``).  Returns the tag written to.  Must be called where
     recording is known to be on (inside ``_if_recording`` or eagerly after
     checking).
     """
     tag = metadata.tag_for(name, record)
     serialized = metadata.create_summary_metadata(record).SerializeToString()
-    _METADATA_ONCE.write(tag, tensor, step, serialized)
+    summary_writing.METADATA_ONCE.write(tag, tensor, step, serialized)
     return tag
 
 
-class MetadataOnce:
-    """Writes a tag's metadata with its first event to each writer only.
-
-    TensorBoard keeps the metadata of a tag's first event in a run; every
-    later copy is dead weight (for 10^4 variables the rows and dtypes of a
-    record are ~0.5 MB, as large as the statistics).  Eagerly, a Python set
-    per writer remembers the tags written.  In a traced function, a boolean
-    ``tf.Variable`` per (writer, tag), created outside the function, picks
-    the metadata or nothing when the graph runs and is set by the write.
-    Where such a variable cannot be made (e.g. inside a distribution
-    strategy's replica function), every event carries the metadata, as
-    TensorBoard's own summaries do.  A write that fails raises as before.
-    """
-
-    def __init__(self):
-        self._seen = weakref.WeakKeyDictionary()  # writer -> {tag: True or tf.Variable}
-
-    def _state(self, writer):
-        try:
-            return self._seen.setdefault(writer, {})
-        except TypeError:  # not weak-referenceable: no memory, metadata always
-            return None
-
-    def write(self, tag, tensor, step, serialized):
-        writer = tf_internals.default_summary_writer()
-        seen = self._state(writer) if writer is not None else None
-        if seen is None:
-            return tf.summary.write(tag, tensor, step=step, metadata=serialized)
-        if tf.executing_eagerly():
-            entry = seen.get(tag)
-            done = entry is True or (isinstance(entry, _Flag) and bool(entry.read()))
-            written = tf.summary.write(tag, tensor, step=step, metadata=None if done else serialized)
-            if bool(written) and not done:
-                if isinstance(entry, _Flag):
-                    entry.assign(True)
-                else:
-                    seen[tag] = True
-            return written
-        flag = seen.get(tag)
-        if flag is None or flag is True:
-            flag = seen[tag] = self._flag(flag is True)
-        if flag is None:
-            del seen[tag]
-            return tf.summary.write(tag, tensor, step=step, metadata=serialized)
-        done = flag.read()
-        chosen = tf.where(done, tf.constant(b""), tf.constant(serialized))
-        written = tf.summary.write(tag, tensor, step=step, metadata=chosen)
-        flag.assign(tf.logical_or(done, written))
-        return written
-
-    @staticmethod
-    def _flag(value):
-        """A boolean flag living outside the traced function, or None."""
-        if tf.distribute.has_strategy():
-            return None
-        try:
-            return _Flag(value)
-        except Exception:  # noqa: BLE001 - no resource here: metadata on every event
-            return None
-
-
-class _Flag:
-    """A boolean resource variable made eagerly, read and set in graphs.
-
-    Raw resource ops, not ``tf.Variable``: a ``tf.function`` refuses new
-    variables after its first trace, and a new tag can first appear in any
-    trace."""
-
-    _count = itertools.count()
-
-    def __init__(self, value):
-        with tf.init_scope():
-            self._handle = tf.raw_ops.VarHandleOp(
-                dtype=tf.bool, shape=[], shared_name="gradlens_metadata_written_%d" % next(self._count)
-            )
-            tf.raw_ops.AssignVariableOp(resource=self._handle, value=tf.constant(bool(value)))
-
-    def read(self):
-        return tf.raw_ops.ReadVariableOp(resource=self._handle, dtype=tf.bool)
-
-    def assign(self, value):
-        return tf.raw_ops.AssignVariableOp(resource=self._handle, value=value)
-
-
-_METADATA_ONCE = MetadataOnce()
 
 
 class RecordWriter:
@@ -323,7 +235,7 @@ def _gradients(grads, variables, step, name, histogram):
             kept.append(i)
     grads = [as_gradient(grads[i]) for i in kept]
     variables = [variables[i] for i in kept]
-    stats_record, hist_record = _gradient_records(
+    stats_record, hist_record = summary_writing.gradient_records(
         name, [all_rows[i] for i in kept], [dtype_name(v) for v in variables],
         [dtype_name(g) for g in grads], skipped,
     )
@@ -350,48 +262,6 @@ def _gradients(grads, variables, step, name, histogram):
         return tf.constant(True)
 
     return _if_recording(write_computed)
-
-
-class PreparedRecord:
-    """A record's tag and serialized metadata, made once (for 10^5 rows the
-    JSON and its digest take a large part of a second)."""
-
-    __slots__ = ("record", "tag", "serialized")
-
-    def __init__(self, name, record):
-        self.record = record
-        self.tag = metadata.tag_for(name, record)
-        self.serialized = metadata.create_summary_metadata(record).SerializeToString()
-
-    def write(self, tensor, step):
-        """Write ``tensor`` at ``step`` (metadata with the tag's first event)."""
-        _METADATA_ONCE.write(self.tag, tensor, step, self.serialized)
-        return self.tag
-
-
-_PREPARED = collections.OrderedDict()  # the last few gradient record pairs
-_PREPARED_KEEP = 16
-
-
-def _gradient_records(name, rows, variable_dtypes, gradient_dtypes, skipped):
-    """(grad_stats, grad_histogram) PreparedRecords, cached by their content."""
-    key = (name, tuple(rows), tuple(variable_dtypes), tuple(gradient_dtypes),
-           tuple((d["row"], d["dtype"], d["reason"]) for d in skipped))
-    prepared = _PREPARED.get(key)
-    if prepared is None:
-        extras = records.gradient_extras(variable_dtypes, gradient_dtypes, skipped)
-        prepared = (
-            PreparedRecord(name, metadata.RecordMetadata(
-                metadata.GRAD_STATS, rows, metadata.GRAD_STATS_COLUMNS, extras)),
-            PreparedRecord(name, metadata.RecordMetadata(
-                metadata.GRAD_HISTOGRAM, rows, metadata.HISTOGRAM_COLUMNS, records.histogram_extras())),
-        )
-        _PREPARED[key] = prepared
-        while len(_PREPARED) > _PREPARED_KEEP:
-            _PREPARED.popitem(last=False)
-    else:
-        _PREPARED.move_to_end(key)
-    return prepared
 
 
 @tf.autograph.experimental.do_not_convert

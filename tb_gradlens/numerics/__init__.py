@@ -12,11 +12,13 @@ in its docstring:
 * ``loss``: the loss of both sides of a comparison.
 
 The statistics, divergence and update passes reduce every element once
-into raw sums, then apply the formulas; the sums come from the compiled
-kernel (``kernel``, CPU) or from TensorFlow ops (``backend`` chooses,
-``packing`` groups tensors for row-wise reductions).  Every function works
-in eager mode and inside ``tf.function``; inside an XLA-compiled function
-the TensorFlow ops are used.
+into raw sums, then apply the formulas.  ``backend`` chooses who does it:
+the compiled kernel (``_kernel.c``: found and built by ``kernel``, run as
+TensorFlow ops from ``_op.cc`` or through ``library_calls``) on CPU, or
+TensorFlow ops (``packing`` groups tensors for row-wise reductions;
+``sparse`` turns IndexedSlices into their rows).  Every function works in
+eager mode and inside ``tf.function``; inside an XLA-compiled function the
+TensorFlow ops are used.
 """
 
 from tb_gradlens.numerics.bits import DTYPE_PRECISION  # noqa: F401

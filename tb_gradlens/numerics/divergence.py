@@ -25,6 +25,7 @@ from tb_gradlens import metadata
 from tb_gradlens.numerics import backend as backends
 from tb_gradlens.numerics import bits
 from tb_gradlens.numerics import kernel
+from tb_gradlens.numerics import library_calls
 from tb_gradlens.numerics import packing
 
 # An element is "significant" for sign_flip (and the denominators of max_rel
@@ -209,7 +210,7 @@ def _kernel_pass(cands, refs, p, min_normal, floor_fraction):
         return out
     n = len(cands)
     (out,) = backends.run_kernel(
-        lambda *arrays: (kernel.divergence_metrics(arrays[:n], arrays[n:], p, min_normal, floor_fraction),),
+        lambda *arrays: (library_calls.divergence_metrics(arrays[:n], arrays[n:], p, min_normal, floor_fraction),),
         cands + refs, [tf.float64],
     )
     out.set_shape([n, N_COLUMNS])

@@ -23,6 +23,7 @@ from tb_gradlens.numerics import backend as backends
 from tb_gradlens.numerics import bits
 from tb_gradlens.numerics import histogram
 from tb_gradlens.numerics import kernel
+from tb_gradlens.numerics import library_calls
 from tb_gradlens.numerics import packing
 from tb_gradlens.numerics import sparse
 
@@ -242,7 +243,7 @@ def _kernel_pass(values, implicit, when=None):
             hist.set_shape([len(values), bits.N_BINS])
         return stats, hist
     stats, hist = backends.run_kernel(
-        lambda *arrays: kernel.gradient_statistics(arrays[:-1], arrays[-1], **_LAYOUT),
+        lambda *arrays: library_calls.gradient_statistics(arrays[:-1], arrays[-1], **_LAYOUT),
         values + [_implicit_vector(implicit)], [tf.float32, tf.float32],
     )
     stats.set_shape([len(values), N_COLUMNS])

@@ -31,6 +31,7 @@ from tb_gradlens.numerics import backend as backends
 from tb_gradlens.numerics import bits
 from tb_gradlens.numerics import divergence
 from tb_gradlens.numerics import kernel
+from tb_gradlens.numerics import library_calls
 from tb_gradlens.numerics import packing
 
 N_COLUMNS = len(metadata.UPDATE_STATS_COLUMNS)
@@ -109,7 +110,7 @@ def _kernel_pass(before, after, grads):
         full = [None] * n
         for k, i in enumerate(rows):
             full[i] = arrays[2 * n + k]
-        return (kernel.update_statistics(arrays[:n], arrays[n:2 * n], full),)
+        return (library_calls.update_statistics(arrays[:n], arrays[n:2 * n], full),)
 
     (out,) = backends.run_kernel(compute, before + after + given, [tf.float32])
     out.set_shape([n, N_COLUMNS])
