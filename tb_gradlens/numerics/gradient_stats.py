@@ -193,8 +193,7 @@ def _present_values(gradients, sizes, present, when):
     they are, sparse ones as their unique rows (``sparse.py``), computed
     under ``when`` when given."""
     sparse_at = [k for k, i in enumerate(present) if isinstance(gradients[i], tf.IndexedSlices)]
-    values = [gradients[i] if isinstance(gradients[i], tf.Tensor) else tf.convert_to_tensor(gradients[i])
-              if not isinstance(gradients[i], tf.IndexedSlices) else None for i in present]
+    values = [_dense(gradients[i]) for i in present]
     implicit = [None] * len(present)
     if not sparse_at:
         return values, implicit
@@ -211,6 +210,13 @@ def _present_values(gradients, sizes, present, when):
     for k, r, z in zip(sparse_at, summed, zeros):
         values[k], implicit[k] = r, z
     return values, implicit
+
+
+def _dense(gradient):
+    """A dense gradient as a tensor; None for a sparse one (its rows come later)."""
+    if isinstance(gradient, tf.IndexedSlices):
+        return None
+    return gradient if isinstance(gradient, tf.Tensor) else tf.convert_to_tensor(gradient)
 
 
 def _implicit_vector(implicit):
