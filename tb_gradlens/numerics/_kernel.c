@@ -501,8 +501,9 @@ static void divergence_norms(const job *j, const chunk *c, double *row)
 static void divergence_rest(const job *j, const chunk *c, double *row)
 {
   double cb[BLOCK], rb[BLOCK];
-  double sum_d2 = 0, sum_c2 = 0, sum_cr = 0, sum_u2 = 0, max_abs = 0, max_rel = 0;
-  double significant = 0, flipped = 0, flushed = 0, nonfinite = 0;
+  double sum_d2 = 0, sum_c2 = 0, sum_cr = 0, sum_u2 = 0, max_abs = 0;
+  double rel_num = 0, rel_den = 1;  /* the largest |d| / max(|r|, floor) so far, as a fraction */
+  int64_t significant = 0, flipped = 0, flushed = 0, nonfinite = 0;
   const double *full = j->rows + c->row * j->width; /* n and sum r^2, merged */
   double floor = j->floor_fraction * sqrt(full[DV_SUM_R2] / (full[DV_N] > 0 ? full[DV_N] : 1));
   int p = j->mantissa_bits[c->row], min_normal = j->min_normal[c->row];
@@ -510,25 +511,26 @@ static void divergence_rest(const job *j, const chunk *c, double *row)
   for (int64_t s = c->start; (m = pair_block(j, c, s, cb, rb)) > 0; s += BLOCK) {
     for (int64_t i = 0; i < m; i++) {
       double cv = cb[i], rv = rb[i];
-      if (!isfinite(cv) || !isfinite(rv)) { nonfinite += 1; continue; }
+      if (!isfinite(cv) || !isfinite(rv)) { nonfinite++; continue; }
       double d = cv - rv, ad = fabs(d), ar = fabs(rv);
       double floored = ar > floor ? ar : floor;
       double ulps = d * inverse_spacing(floored, p, min_normal);
       sum_d2 += d * d; sum_c2 += cv * cv; sum_cr += cv * rv; sum_u2 += ulps * ulps;
-      double rel = ad == 0 ? 0.0 : (floored == 0 ? INFINITY : ad / floored);
       if (ad > max_abs) max_abs = ad;
-      if (rel > max_rel) max_rel = rel;
-      if (ar > floor) {
-        significant += 1;
-        flipped += sign_of(cv) != sign_of(rv);
-      }
+      /* ad / floored > rel_num / rel_den, without a division per element
+       * (all >= 0; floored 0 with ad > 0 makes rel_den 0: Inf, kept) */
+      if (ad * rel_den > rel_num * floored) { rel_num = ad; rel_den = floored; }
+      int is_significant = ar > floor;  /* no branch: about half the elements */
+      significant += is_significant;
+      flipped += is_significant & (sign_of(cv) != sign_of(rv));
       flushed += (rv != 0) & (cv == 0);
     }
   }
   row[DV_SUM_D2] = sum_d2; row[DV_SUM_C2] = sum_c2; row[DV_SUM_CR] = sum_cr; row[DV_SUM_ULP2] = sum_u2;
-  row[DV_MAX_ABS] = max_abs; row[DV_MAX_REL] = max_rel;
-  row[DV_SIGNIFICANT] = significant; row[DV_FLIPPED] = flipped; row[DV_FLUSHED] = flushed;
-  row[DV_NONFINITE] = nonfinite;
+  row[DV_MAX_ABS] = max_abs;
+  row[DV_MAX_REL] = rel_den > 0 ? rel_num / rel_den : (rel_num > 0 ? INFINITY : 0.0);
+  row[DV_SIGNIFICANT] = (double)significant; row[DV_FLIPPED] = (double)flipped;
+  row[DV_FLUSHED] = (double)flushed; row[DV_NONFINITE] = (double)nonfinite;
 }
 
 static int divergence_sums(int64_t count, const void *const *candidates, const int32_t *candidate_dtypes,
