@@ -6,9 +6,12 @@
 Full sizes: logging overhead on the MLP, the 0.6M conv net, the ~5M
 transformer, ResNet50 and MobileNetV2 (custom loop and model.fit), the
 statistics pass against one read of the same gradients, the comparison
-step, 10^4 to 10^6 tiny variables, plugin load
+step, 10^4 to 10^6 tiny variables, the lens on keras.applications
+MobileNetV2 and ResNet50 under fit (steps it does not log, the first step),
+plugin load
 and route latency for 20 runs x 10,000 steps x 200 variables with both
-loaders, and the 200 x 10,000 heatmap in headless Chromium. Results go to
+loaders, the 200 x 10,000 heatmap in headless Chromium, and TensorBoard's memory
+on long runs (50,000 steps x 50 variables; 10,000 with histograms). Results go to
 BENCHMARKS.md by hand, with the machine, versions and date this prints.
 """
 
@@ -50,9 +53,10 @@ def machine():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
-    parser.add_argument("--only", help="comma list of: logging,fit,variables,plugin,frontend")
+    parser.add_argument("--only", help="comma list of: logging,fit,variables,real_models,plugin,frontend,writer,"
+                                       "memory")
     args = parser.parse_args(argv)
-    only = set((args.only or "logging,fit,variables,plugin,frontend").split(","))
+    only = set((args.only or "logging,fit,variables,real_models,plugin,frontend,writer,memory").split(","))
     print("machine: " + machine(), flush=True)
     tiny = args.tiny
     jobs = {
@@ -60,13 +64,18 @@ def main(argv=None):
                                             "--pass-rounds", "1"] if tiny else []),
         "fit": ["bench_fit.py"] + (["--tiny", "--models", "mlp", "--rounds", "1", "--batches", "4"] if tiny else []),
         "variables": ["bench_variables.py"] + (["--tiny"] if tiny else []),
+        "real_models": ["bench_real_models.py"] + (["--tiny", "--rounds", "1", "--first-rounds", "1",
+                                                    "--batches", "4", "--batch", "8"] if tiny else []),
         "plugin": ["bench_plugin.py"] + (["--runs", "2", "--steps", "30", "--variables", "4", "--repeats", "2",
                                           "--loaders", "true"] if tiny else []),
         "frontend": ["frontend_heatmap.py"] + (["--rows", "20", "--steps", "100", "--repeat", "1"] if tiny else []),
+        "writer": ["bench_writer.py"] + (["--rounds", "1", "--steps", "3"] if tiny else []),
+        "memory": ["bench_memory.py"] + (["--steps", "200", "--variables", "4", "--loaders", "true"] if tiny else []),
+        "memory_histograms": ["bench_memory.py", "--steps", "10000", "--histograms"] if not tiny else None,
     }
     status = 0
     for name, cmd in jobs.items():
-        if name not in only:
+        if (name not in only and name.split("_")[0] not in only) or cmd is None:
             continue
         print("\n## %s: %s" % (name, " ".join(cmd)), flush=True)
         rc = subprocess.call([sys.executable, os.path.join(HERE, cmd[0])] + cmd[1:])

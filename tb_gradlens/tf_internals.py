@@ -1,7 +1,15 @@
-"""The TensorFlow internals tb_gradlens reads, in one place.
+"""The TensorFlow internals the writing side reads, in one place.
 
 Each is private TensorFlow state with no public getter; each reader
-degrades to a safe answer when an internal moves.
+degrades to a safe answer when an internal moves.  What is where:
+
+* here: the TensorFlow internals of writing and of the numerics backend
+  choice (whether ops are being built for XLA, the default summary
+  writer); no Keras;
+* ``tb_gradlens/keras_private.py``: every private Keras API the lens
+  touches (and the TensorFlow graph internals only the Keras lens and the
+  precision comparison use: keeping a ``tf.cond`` functional, the graph
+  being built).
 """
 
 

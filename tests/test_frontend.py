@@ -366,12 +366,15 @@ def test_overview_headline_alerts_and_alert_click(tensorboard, page):
     rows = {r[0]: r for r in table_rows(p, ".gl-run-row")}
     assert set(rows) == {F32, BF16}
     worst = overview[BF16]["worst_divergence"]
-    # Independent value: the largest rel_l2 written, row HOSTILE (the last row) at the last step.
-    want = float(np.float32(1e-3 * 7 * 1.3 ** (STEPS - 1)))
-    assert number(worst["value"]) == pytest.approx(want, rel=1e-6)
-    assert worst["row"] == HOSTILE and worst["step"] == STEPS - 1
+    # NaN wins the worst divergence (issue 14): the NaN written at DIV_NAN, not the
+    # largest finite rel_l2 (row HOSTILE at the last step).
+    step, row = DIV_NAN
+    div_rows = tag_of(tb, BF16, "divergence")["rows"]
+    assert math.isnan(number(worst["value"])) and worst["nonfinite"] is True
+    assert worst["row"] == div_rows[row] and worst["step"] == step
     bf16 = rows[BF16]
-    assert bf16[1] == "rel_l2" and shown_close(bf16[2], want) and bf16[3] == HOSTILE and bf16[4] == str(STEPS - 1)
+    assert bf16[1] == "rel_l2" and shown_close(bf16[2], math.nan) and bf16[3] == div_rows[row]
+    assert bf16[4] == str(step)
     assert "bf16 candidate" in bf16[5] and "float32 shadow" in bf16[5]
     # The only NaN is in the compared gradients (DIV_NAN): it is the run's first NaN/Inf step.
     assert overview[BF16]["first_nonfinite_step"] == DIV_NAN[0] and bf16[6] == str(DIV_NAN[0])

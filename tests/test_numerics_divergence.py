@@ -230,3 +230,14 @@ def test_ops_split_many_tensors_into_several_calls(monkeypatch):
     gstats, _ = tf.function(lambda g: numerics.gradient_statistics(g, [0] * 5 + [4], backend="kernel"))(grads)
     assert gstats.shape == (6, len(metadata.GRAD_STATS_COLUMNS))
     np.testing.assert_array_equal(gstats.numpy()[:, -2], [3, 70, 5, 600, 9, 4])
+
+
+def test_update_ratio_of_zero_initialized_weights_is_one_not_inf(backend):
+    """Issue 13 item 7: a bias initialized to zero moves by its whole size at its
+    first step: ||w_after - 0|| / max(||0||, ...) is 1 (it was inf); no step is 0."""
+    after = np.array([0.01, -0.02, 0.0], np.float32)
+    got = numerics.update_statistics(
+        [tf.zeros([3]), tf.zeros([3])], [tf.constant(after), tf.zeros([3])], backend=backend
+    ).numpy()
+    assert got[0, 1] == 1.0 and got[1, 1] == 0.0
+    assert np.isfinite(got).all()

@@ -771,7 +771,7 @@ int gl_divergence_metrics(int64_t count, const void *const *candidates, const in
   return result;
 }
 
-/* update columns: update_rms, update_ratio, lost_update_bf16. */
+/* update columns: update_rms, update_ratio (1 for weights that were all zero), lost_update_bf16. */
 enum { UPDATE_COLUMNS = 3 };
 
 int gl_update_statistics(int64_t count, const void *const *before, const void *const *after, const int32_t *dtypes,
@@ -786,7 +786,7 @@ int gl_update_statistics(int64_t count, const void *const *before, const void *c
     const double *s = rows + r * UP_WIDTH;
     double n = s[UP_N], safe_n = n > 1 ? n : 1;
     double values[UPDATE_COLUMNS] = {
-      sqrt(s[UP_SUM_U2] / safe_n), ratio_or(sqrt(s[UP_SUM_U2]), sqrt(s[UP_SUM_B2]), INFINITY, 0.0),
+      sqrt(s[UP_SUM_U2] / safe_n), ratio_or(sqrt(s[UP_SUM_U2]), sqrt(s[UP_SUM_B2]), 1.0, 0.0),
       s[UP_LOST] / safe_n,
     };
     for (int c = 0; c < UPDATE_COLUMNS; c++) out[r * UPDATE_COLUMNS + c] = (float)(n > 0 ? values[c] : NAN);

@@ -6,8 +6,9 @@ u = after - before in float64 over n elements, the raw sums
 ``n, sum u^2, sum before^2, lost``; the columns follow:
 
   update_rms       = sqrt(sum u^2 / n)
-  update_ratio     = ||u|| / ||before||  (0 if both zero, inf if only
-                     before is)
+  update_ratio     = ||u|| / ||before||  (0 if both zero; 1 if only
+                     before is: zero-initialized weights, e.g. biases at
+                     their first step, move by their whole size, u = after)
   lost_update_bf16 = lost / n, where lost counts
                      - for float32 (or wider) weights: the elements the
                        step changed whose bfloat16 rounding did not change,
@@ -44,8 +45,9 @@ def update_rms(n, sum_u2, xp):
 
 
 def update_ratio(sum_u2, sum_before2, xp):
-    """||u|| / ||before|| (0 if both zero, inf if only before is)."""
-    return divergence.ratio_or(xp.sqrt(sum_u2), xp.sqrt(sum_before2), float("inf"), 0.0, xp)
+    """||u|| / ||before|| (0 if both zero; 1 if only before is: weights
+    that were all zero moved by their whole size)."""
+    return divergence.ratio_or(xp.sqrt(sum_u2), xp.sqrt(sum_before2), 1.0, 0.0, xp)
 
 
 def lost_update_fraction(lost, n, xp):
