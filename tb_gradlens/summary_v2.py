@@ -31,6 +31,7 @@ from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens import safety
 from tb_gradlens import summary_writing
+from tb_gradlens import tf_internals
 
 
 def variable_path(variable):
@@ -163,8 +164,14 @@ class RecordWriter:
     def __call__(self, step):
         """Write every record at ``step`` (an int)."""
         write = self._without_metadata if self._metadata_written else self._with_metadata
-        with self._writer.as_default():
+        if tf_internals.default_summary_writer() is self._writer:
+            # Inside the caller's as_default() block, which flushes once for
+            # all of a step's records: a block of its own would flush (and
+            # check the event file) once per record set.
             write(tf.constant(step, tf.int64))
+        else:
+            with self._writer.as_default():
+                write(tf.constant(step, tf.int64))
         self._metadata_written = True
 
 

@@ -260,3 +260,29 @@ def test_a_new_writer_for_the_same_run_gets_the_metadata_again(tmp_path):
         writer.close()
     counts = _events_with_metadata(str(tmp_path / "run"))
     assert all(c == (2, 2) for c in counts.values()), counts
+
+
+def test_a_logged_fit_step_flushes_the_event_file_once(tmp_path, monkeypatch):
+    """Each flush of the callback's writer is a file flush plus a check of the
+    new bytes (event_writer): a logged step's record sets (gradients,
+    updates, loss) are written inside one as_default() block and flushed
+    once, not once per record set."""
+    from tb_gradlens import event_writer
+    from tb_gradlens.keras import GradLensCallback
+
+    flushes = []
+    original = event_writer.ResilientFileWriter._flush_now
+    monkeypatch.setattr(event_writer.ResilientFileWriter, "_flush_now",
+                        lambda self: (flushes.append(1), original(self))[1])
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", jit_compile=False)
+    x = np.random.default_rng(0).normal(size=(80, 5)).astype(np.float32)
+    steps = 10
+    model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0,
+              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)])
+    records = readback.read_records(str(tmp_path))["run"]
+    stats = [v for v in records.values() if v[0].kind == metadata.GRAD_STATS]
+    assert len(stats) == 1 and sorted(d.step for d in stats[0][1]) == list(range(steps))
+    # One per logged step, plus set-up and the end of training.
+    assert len(flushes) <= steps + 3, len(flushes)
