@@ -30,54 +30,14 @@ from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens import safety
+from tb_gradlens import summary_values
 from tb_gradlens import summary_writing
-from tb_gradlens import tf_internals
-
-
-def variable_path(variable):
-    """A variable's display path: Keras 3 ``path``, else ``name`` minus ':0'."""
-    path = getattr(variable, "path", None)
-    if not isinstance(path, str) or not path:
-        path = getattr(variable, "name", None) or "variable"
-    if path.endswith(":0"):
-        path = path[:-2]
-    return path
-
-
-def variable_paths(variables):
-    """Unique display paths of ``variables`` (a repeated one gets ' (2)')."""
-    seen = {}
-    paths = []
-    for v in variables:
-        p = variable_path(v)
-        if p in seen:
-            seen[p] += 1
-            p = "%s (%d)" % (p, seen[p])
-        else:
-            seen[p] = 1
-        paths.append(p)
-    return paths
-
-
-_DTYPE_NAMES = {}  # dtype -> name: tf.as_dtype costs microseconds, per variable
-
-
-def dtype_name(value):
-    """Name of a tensor's or variable's dtype ('none' for None)."""
-    if value is None:
-        return "none"
-    dtype = getattr(value, "dtype", None)
-    if dtype is None:
-        return "unknown"
-    try:
-        return _DTYPE_NAMES[dtype]
-    except (KeyError, TypeError):
-        name = tf.as_dtype(dtype).name
-    try:
-        _DTYPE_NAMES[dtype] = name
-    except TypeError:
-        pass
-    return name
+from tb_gradlens.summary_values import as_gradient  # noqa: F401 - the documented names
+from tb_gradlens.summary_values import dtype_name
+from tb_gradlens.summary_values import unsupported_dtype_reason
+from tb_gradlens.summary_values import variable_path  # noqa: F401
+from tb_gradlens.summary_values import variable_paths
+from tb_gradlens.summary_writing import RecordWriter  # noqa: F401 - the Keras lens writes with it
 
 
 def resolve_step(step):
@@ -121,58 +81,6 @@ def write_record(name, record, tensor, step):
     serialized = metadata.create_summary_metadata(record).SerializeToString()
     summary_writing.METADATA_ONCE.write(tag, tensor, step, serialized)
     return tag
-
-
-
-
-class RecordWriter:
-    """Writes a fixed set of records to one summary writer, all in one graph
-    call per step (the Keras callback's writes, outside the train step).
-
-    ``records`` is a list of ``(name, RecordMetadata, value_fn)``;
-    ``value_fn()`` returns the record's float32 ``[rows, columns]`` tensor
-    (e.g. reads a buffer variable).  TensorBoard keeps the metadata of a
-    tag's first event, so only the first call writes it: every later
-    event holds the step and the tensor alone (for 200 variables the
-    metadata, rows and extras, is as large as the statistics).  Calling
-    eagerly, ``tf.summary.write`` per record costs ~1 ms of Python and op
-    dispatch; traced, the whole set is one function call.
-    """
-
-    def __init__(self, writer, records):
-        self._writer = writer
-        self._records = []
-        for name, record, value_fn in records:
-            metadata.validate(record)
-            serialized = metadata.create_summary_metadata(record).SerializeToString()
-            self._records.append((metadata.tag_for(name, record), serialized, record, value_fn))
-        self._with_metadata = tf.function(lambda step: self._write(step, True), autograph=False)
-        self._without_metadata = tf.function(lambda step: self._write(step, False), autograph=False)
-        self._metadata_written = False
-
-    @property
-    def tags(self):
-        return [tag for tag, _, _, _ in self._records]
-
-    def _write(self, step, with_metadata):
-        for tag, serialized, record, value_fn in self._records:
-            values = tf.cast(value_fn(), tf.float32)
-            metadata.check_tensor_shape(record, values.shape)
-            tf.summary.write(tag, values, step=step, metadata=serialized if with_metadata else None)
-        return tf.constant(True)
-
-    def __call__(self, step):
-        """Write every record at ``step`` (an int)."""
-        write = self._without_metadata if self._metadata_written else self._with_metadata
-        if tf_internals.default_summary_writer() is self._writer:
-            # Inside the caller's as_default() block, which flushes once for
-            # all of a step's records: a block of its own would flush (and
-            # check the event file) once per record set.
-            write(tf.constant(step, tf.int64))
-        else:
-            with self._writer.as_default():
-                write(tf.constant(step, tf.int64))
-        self._metadata_written = True
 
 
 @tf.autograph.experimental.do_not_convert
@@ -246,7 +154,7 @@ def _gradients(grads, variables, step, name, histogram):
         name, [all_rows[i] for i in kept], [dtype_name(v) for v in variables],
         [dtype_name(g) for g in grads], skipped,
     )
-    sizes = [_static_size(v) for v in variables]
+    sizes = [summary_values.static_size(v) for v in variables]
     if tf.executing_eagerly():
         def write():
             stats, hist = numerics.gradient_statistics(grads, sizes)
@@ -315,69 +223,6 @@ def lens_status(status, step=None, name="model"):
     with safety.guard("tb_gradlens.summary.lens_status"):
         return _if_recording(write)
     return tf.constant(False)
-
-
-def _static_size(variable):
-    shape = getattr(variable, "shape", None)
-    if isinstance(shape, tf.TensorShape):
-        return shape.num_elements() or 0
-    try:
-        n = 1
-        for d in shape:
-            n *= int(d)
-        return n
-    except (TypeError, ValueError):
-        return 0
-
-
-def as_gradient(gradient):
-    """A gradient as ``numerics.gradient_statistics`` takes it: None,
-    ``tf.IndexedSlices`` (kept sparse) or a tensor."""
-    if gradient is None or isinstance(gradient, (tf.IndexedSlices, tf.Tensor)):
-        return gradient
-    return tf.convert_to_tensor(gradient)
-
-
-# Kept for callers of the former name; no longer densifies IndexedSlices.
-_dense = as_gradient
-
-
-_REASONS = {}  # dtype -> unsupported_dtype_reason
-
-
-def unsupported_dtype_reason(value):
-    """None if ``value`` (a tensor, variable or None) has a real float dtype;
-    else (dtype name, why it has no gradient statistics)."""
-    if value is None:
-        return None
-    dtype = getattr(value, "dtype", None)
-    if dtype is None:
-        return None
-    try:
-        return _REASONS[dtype]
-    except (KeyError, TypeError):
-        reason = _dtype_reason(dtype)
-    try:
-        _REASONS[dtype] = reason
-    except TypeError:
-        pass
-    return reason
-
-
-def _dtype_reason(dtype):
-    try:
-        dtype = tf.as_dtype(dtype)
-    except TypeError:
-        return (str(dtype), "not a TensorFlow dtype")
-    if dtype.is_floating:
-        return None
-    if dtype.is_complex:
-        why = "complex: statistics are defined for real floating-point gradients"
-    elif dtype.is_integer or dtype.is_bool:
-        why = "integer or boolean: not differentiable, no floating-point statistics"
-    else:
-        why = "not a floating-point dtype"
-    return (dtype.name, why)
 
 
 @tf.autograph.experimental.do_not_convert
