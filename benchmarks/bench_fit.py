@@ -11,12 +11,15 @@ as the noise.
 Variants:
   callback_not_logging  the callback attached, logging nothing in the window
   gradients_every_step  gradient statistics + histogram + update stats every step
+  gradients_every_4     the same every 4th step: its logged steps and the steps between them
+                        (which must cost 1.00x: same trace, no host sync) reported apart
   compare_every_step    a bf16-vs-f32 comparison (gradients, activations, loss) every step
                         (target: <= 2.5x a plain step, one extra float32 forward+backward)
   in_step_gradients     what gradients_every_step costs when written inside the train step
                         (tb_gradlens.summary in the traced step; a prototype for the callback)
 
-Run: python benchmarks/bench_fit.py [--models mlp,convnet,transformer,resnet50,mobilenet_v2] [--tiny]
+Run: python benchmarks/bench_fit.py [--models mlp,convnet,transformer,resnet50,mobilenet_v2]
+       [--variants callback_not_logging,gradients_every_step,...] [--tiny]
 """
 
 import argparse
@@ -48,6 +51,10 @@ class BatchTimer:
             def __init__(self):
                 super().__init__()
                 self.times = []
+                self.first_step = 0
+
+            def on_train_begin(self, logs=None):
+                self.first_step = int(self.model.optimizer.iterations.numpy())
 
             def on_train_batch_begin(self, batch, logs=None):
                 self._t = time.perf_counter()
@@ -106,7 +113,10 @@ def in_step_gradients(log_dir):
     return InStep()
 
 
-def bench_model(name, tiny, rounds, batches, batch_size):
+EVERY = 4  # the gradients_every_4 variant
+
+
+def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     import keras
 
     from tb_gradlens.keras import GradLensCallback
@@ -120,17 +130,23 @@ def bench_model(name, tiny, rounds, batches, batch_size):
                                                           compare_every=10**9, start_step=10**9)],
         "gradients_every_step": lambda: [GradLensCallback(os.path.join(tmp, "grads"), gradient_every=1,
                                                           compare_every=0)],
+        "gradients_every_4": lambda: [GradLensCallback(os.path.join(tmp, "every4"), gradient_every=EVERY,
+                                                       compare_every=0)],
         "compare_every_step": lambda: [GradLensCallback(os.path.join(tmp, "compare"), gradient_every=0,
                                                         compare_every=1, update_stats=False)],
         "in_step_gradients": lambda: [in_step_gradients(os.path.join(tmp, "in_step"))],
     }
+    if only:
+        variants = {v: make for v, make in variants.items() if v == "plain" or v in only}
     fitted = {}
     for v in variants:
         keras.utils.set_random_seed(0)
         model = models.build(name, "mixed_bfloat16", tiny=tiny)
         model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
         fitted[v] = model
-    per_round = {v: [] for v in variants}
+    per_round = {v: [] for v in variants if v != "gradients_every_4"}
+    if "gradients_every_4" in variants:
+        per_round.update(every_4_logged_steps=[], every_4_steps_between=[])
     # One callback per variant for all rounds: a second fit() reuses its trace.
     callbacks = {v: make_callbacks() for v, make_callbacks in variants.items()}
     for _ in range(rounds):
@@ -138,7 +154,13 @@ def bench_model(name, tiny, rounds, batches, batch_size):
             timer = BatchTimer()
             fitted[v].fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False,
                           callbacks=callbacks[v] + [timer])
-            per_round[v].append(float(np.median(timer.times[2:])))
+            if v == "gradients_every_4":
+                logged = [t for i, t in enumerate(timer.times) if i >= 2 and (timer.first_step + i) % EVERY == 0]
+                between = [t for i, t in enumerate(timer.times) if i >= 2 and (timer.first_step + i) % EVERY]
+                per_round["every_4_logged_steps"].append(float(np.median(logged)))
+                per_round["every_4_steps_between"].append(float(np.median(between)))
+            else:
+                per_round[v].append(float(np.median(timer.times[2:])))
     base = np.array(per_round["plain"])
     result = {
         "model": name,
@@ -157,22 +179,29 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, help="batches per fit call (default: 2 + models.DEFAULT_STEPS)")
     parser.add_argument("--batch", type=int, help="batch size (default: models.DEFAULT_BATCH)")
+    parser.add_argument("--variants", help="comma list of the variants to run beside plain (default: all)")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     results = []
     for name in args.models.split(","):
         r = bench_model(name, args.tiny, args.rounds, args.batches or 2 + models.DEFAULT_STEPS[name],
-                        args.batch or models.DEFAULT_BATCH[name])
+                        args.batch or models.DEFAULT_BATCH[name],
+                        args.variants.split(",") if args.variants else None)
         results.append(r)
         print(json.dumps(r), flush=True)
-    print("| model | batch | plain ms/step | callback, step not logged | gradients every step | "
-          "comparison every step | gradients written in the step (prototype) |")
-    print("|---|---|---|---|---|---|---|")
+    columns = [("callback_not_logging", "callback, step not logged"),
+               ("gradients_every_step", "gradients every step"),
+               ("every_4_logged_steps", "every 4: logged steps"),
+               ("every_4_steps_between", "every 4: steps between"),
+               ("compare_every_step", "comparison every step"),
+               ("in_step_gradients", "gradients written in the step (prototype)")]
+    columns = [c for c in columns if any(c[0] in r["spread"] for r in results)]
+    print("| model | batch | plain ms/step | " + " | ".join(title for _, title in columns) + " |")
+    print("|---|---|---|" + "---|" * len(columns))
     for r in results:
         q = r["spread"]
-        print("| %s | %d | %.1f | %s | %s | %s | %s |" % (
-            r["model"], r["batch"], r["plain_ms_per_step"], _cell(q["callback_not_logging"]),
-            _cell(q["gradients_every_step"]), _cell(q["compare_every_step"]), _cell(q["in_step_gradients"])))
+        print("| %s | %d | %.1f | %s |" % (r["model"], r["batch"], r["plain_ms_per_step"], " | ".join(
+            _cell(q[key]) if key in q else "–" for key, _ in columns)))
     write_json(args.json, results)
     return 0
 
