@@ -1,8 +1,9 @@
 """Which implementation computes the raw sums: the compiled kernel or TensorFlow.
 
-  "kernel"  the C library (``kernel.py``), called through
-            ``tf.numpy_function`` inside a graph: one multi-threaded pass,
-            float64 sums; CPU tensors only, not inside XLA.
+  "kernel"  the compiled kernel (``kernel.py``): one multi-threaded pass,
+            float64 sums; in a graph as TensorFlow ops (else the C library
+            through ``tf.numpy_function``), eagerly the C library called
+            directly; CPU tensors only, not inside XLA.
   "tf"      TensorFlow ops, one row-wise reduction per group of
             equal-size tensors (``packing.py``): multi-threaded on CPU.
   "xla"     the same ops compiled by XLA (``jit_compile``): what runs
