@@ -58,6 +58,7 @@ class Schedule:
         return begin < end
 
 
+@tf.autograph.experimental.do_not_convert  # plain Python: called from user steps autograph converts
 def select(variables, pattern):
     """Indices of the variables whose path matches ``pattern`` (``re.search``
     semantics, bounded time: ``tb_gradlens.patterns``; a refused pattern
