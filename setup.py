@@ -38,7 +38,13 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["tb_gradlens", "tb_gradlens.*"])
     + ["tb_gradlens.frontend_static"],
     package_dir={"tb_gradlens.frontend_static": "frontend_static"},
-    package_data={"tb_gradlens.frontend_static": ["*.js", "*.css", "*.html", "*/*.js"]},
+    package_data={
+        "tb_gradlens.frontend_static": ["*.js", "*.css", "*.html", "*/*.js"],
+        # The optional compiled kernel ships as source: it is built on first
+        # use where a compiler exists (tb_gradlens/numerics/kernel.py), so
+        # installing needs none.
+        "tb_gradlens.numerics": ["_kernel.c", "_op.cc"],
+    },
     include_package_data=False,
     install_requires=[
         "tensorboard>=2.16",

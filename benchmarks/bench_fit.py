@@ -5,15 +5,21 @@ default: no XLA on CPU). Each variant trains with model.fit for one epoch of
 N batches per round; a timing callback records per-batch wall time
 (on_train_batch_begin -> end), the first 2 batches of each fit call (tracing)
 are dropped, and the ratio variant / plain of the same round is reported as
-the median over rounds.
+the median over rounds, with the interquartile range of the per-round ratios
+as the noise.
 
 Variants:
   callback_not_logging  the callback attached, logging nothing in the window
   gradients_every_step  gradient statistics + histogram + update stats every step
+  gradients_every_4     the same every 4th step: its logged steps and the steps between them
+                        (which must cost 1.00x: same trace, no host sync) reported apart
   compare_every_step    a bf16-vs-f32 comparison (gradients, activations, loss) every step
-                        (target: <= 2.2x a plain step, about one extra float32 forward+backward)
+                        (target: <= 2.5x a plain step, one extra float32 forward+backward)
+  in_step_gradients     what gradients_every_step costs when written inside the train step
+                        (tb_gradlens.summary in the traced step; a prototype for the callback)
 
-Run: python benchmarks/bench_fit.py [--models mlp,convnet,transformer] [--tiny]
+Run: python benchmarks/bench_fit.py [--models mlp,convnet,transformer,resnet50,mobilenet_v2]
+       [--variants callback_not_logging,gradients_every_step,...] [--tiny]
 """
 
 import argparse
@@ -30,6 +36,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import models  # noqa: E402
+from bench_logging import _cell  # noqa: E402
+from bench_logging import spread  # noqa: E402
+from bench_logging import write_json  # noqa: E402
 
 
 class BatchTimer:
@@ -42,6 +51,10 @@ class BatchTimer:
             def __init__(self):
                 super().__init__()
                 self.times = []
+                self.first_step = 0
+
+            def on_train_begin(self, logs=None):
+                self.first_step = int(self.model.optimizer.iterations.numpy())
 
             def on_train_batch_begin(self, batch, logs=None):
                 self._t = time.perf_counter()
@@ -52,7 +65,58 @@ class BatchTimer:
         return _Timer()
 
 
-def bench_model(name, tiny, rounds, batches, batch_size):
+def in_step_gradients(log_dir):
+    """A prototype of what GradLensCallback costs when it writes inside the
+    train step (``tb_gradlens.summary`` in the traced step: no buffers, no
+    eager write call, no host sync), as the callback could without XLA:
+    gradient statistics, histogram and update statistics every step."""
+    import keras
+    import tensorflow as tf
+
+    from tb_gradlens import numerics
+    from tb_gradlens import records
+    from tb_gradlens import summary
+    from tb_gradlens import summary_v2
+
+    class InStep(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            optimizer = self.model.optimizer
+            if not hasattr(self, "writer"):
+                self.writer = tf.summary.create_file_writer(log_dir)
+            original = self.original = optimizer.apply_gradients
+            writer = self.writer
+
+            def apply_gradients(grads_and_vars):
+                pairs = list(grads_and_vars)
+                grads, variables = [g for g, _ in pairs], [v for _, v in pairs]
+                step = tf.identity(optimizer.iterations)
+                before = [tf.identity(v.value) for v in variables]
+                with writer.as_default():
+                    summary.gradients(grads, variables, step=step)
+                result = original(pairs)
+                with writer.as_default():
+                    after = [tf.identity(v.value) for v in variables]
+                    summary.update_stats(
+                        numerics.update_statistics(before, after), summary_v2.variable_paths(variables),
+                        step=step, extras=records.update_extras([v.dtype for v in variables]))
+                return result
+
+            object.__setattr__(optimizer, "apply_gradients", apply_gradients)
+            if getattr(self, "train_function", None) is None:
+                self.model.make_train_function(force=True)
+                self.train_function = self.model.train_function
+            self.model.train_function = self.train_function
+
+        def on_train_end(self, logs=None):
+            object.__delattr__(self.model.optimizer, "apply_gradients")
+
+    return InStep()
+
+
+EVERY = 4  # the gradients_every_4 variant
+
+
+def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     import keras
 
     from tb_gradlens.keras import GradLensCallback
@@ -66,16 +130,23 @@ def bench_model(name, tiny, rounds, batches, batch_size):
                                                           compare_every=10**9, start_step=10**9)],
         "gradients_every_step": lambda: [GradLensCallback(os.path.join(tmp, "grads"), gradient_every=1,
                                                           compare_every=0)],
+        "gradients_every_4": lambda: [GradLensCallback(os.path.join(tmp, "every4"), gradient_every=EVERY,
+                                                       compare_every=0)],
         "compare_every_step": lambda: [GradLensCallback(os.path.join(tmp, "compare"), gradient_every=0,
                                                         compare_every=1, update_stats=False)],
+        "in_step_gradients": lambda: [in_step_gradients(os.path.join(tmp, "in_step"))],
     }
+    if only:
+        variants = {v: make for v, make in variants.items() if v == "plain" or v in only}
     fitted = {}
     for v in variants:
         keras.utils.set_random_seed(0)
         model = models.build(name, "mixed_bfloat16", tiny=tiny)
         model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
         fitted[v] = model
-    per_round = {v: [] for v in variants}
+    per_round = {v: [] for v in variants if v != "gradients_every_4"}
+    if "gradients_every_4" in variants:
+        per_round.update(every_4_logged_steps=[], every_4_steps_between=[])
     # One callback per variant for all rounds: a second fit() reuses its trace.
     callbacks = {v: make_callbacks() for v, make_callbacks in variants.items()}
     for _ in range(rounds):
@@ -83,39 +154,55 @@ def bench_model(name, tiny, rounds, batches, batch_size):
             timer = BatchTimer()
             fitted[v].fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False,
                           callbacks=callbacks[v] + [timer])
-            per_round[v].append(float(np.median(timer.times[2:])))
+            if v == "gradients_every_4":
+                logged = [t for i, t in enumerate(timer.times) if i >= 2 and (timer.first_step + i) % EVERY == 0]
+                between = [t for i, t in enumerate(timer.times) if i >= 2 and (timer.first_step + i) % EVERY]
+                per_round["every_4_logged_steps"].append(float(np.median(logged)))
+                per_round["every_4_steps_between"].append(float(np.median(between)))
+            else:
+                per_round[v].append(float(np.median(timer.times[2:])))
     base = np.array(per_round["plain"])
     result = {
         "model": name,
+        "batch": batch_size,
         "plain_ms_per_step": 1000 * float(np.median(base)),
         "ratio": {v: float(np.median(np.array(t) / base)) for v, t in per_round.items() if v != "plain"},
+        "spread": {v: spread(np.array(t) / base) for v, t in per_round.items() if v != "plain"},
     }
     return result
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="mlp,convnet,transformer")
+    parser.add_argument("--models", default=",".join(models.NAMES))
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=12)
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batches", type=int, help="batches per fit call (default: 2 + models.DEFAULT_STEPS)")
+    parser.add_argument("--batch", type=int, help="batch size (default: models.DEFAULT_BATCH)")
+    parser.add_argument("--variants", help="comma list of the variants to run beside plain (default: all)")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     results = []
     for name in args.models.split(","):
-        r = bench_model(name, args.tiny, args.rounds, args.batches, args.batch)
+        r = bench_model(name, args.tiny, args.rounds, args.batches or 2 + models.DEFAULT_STEPS[name],
+                        args.batch or models.DEFAULT_BATCH[name],
+                        args.variants.split(",") if args.variants else None)
         results.append(r)
         print(json.dumps(r), flush=True)
-    print("| model | plain ms/step | callback, step not logged | gradients every step | comparison every step |")
-    print("|---|---|---|---|---|")
+    columns = [("callback_not_logging", "callback, step not logged"),
+               ("gradients_every_step", "gradients every step"),
+               ("every_4_logged_steps", "every 4: logged steps"),
+               ("every_4_steps_between", "every 4: steps between"),
+               ("compare_every_step", "comparison every step"),
+               ("in_step_gradients", "gradients written in the step (prototype)")]
+    columns = [c for c in columns if any(c[0] in r["spread"] for r in results)]
+    print("| model | batch | plain ms/step | " + " | ".join(title for _, title in columns) + " |")
+    print("|---|---|---|" + "---|" * len(columns))
     for r in results:
-        q = r["ratio"]
-        print("| %s | %.1f | %.3fx | %.3fx | %.3fx |" % (r["model"], r["plain_ms_per_step"], q["callback_not_logging"],
-                                                       q["gradients_every_step"], q["compare_every_step"]))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+        q = r["spread"]
+        print("| %s | %d | %.1f | %s |" % (r["model"], r["batch"], r["plain_ms_per_step"], " | ".join(
+            _cell(q[key]) if key in q else "–" for key, _ in columns)))
+    write_json(args.json, results)
     return 0
 
 

@@ -4,7 +4,8 @@ For each model (mixed_bfloat16, custom GradientTape loop, jit off as Keras'
 "auto" is on CPU), every variant is traced and warmed up, then timed in
 interleaved rounds (baseline, variant, baseline, variant, ...); the figure
 reported is the median over rounds of variant time / baseline time of the
-same round, so machine noise hits both sides alike.
+same round, with the interquartile range of those ratios as the noise, so
+machine noise hits both sides alike.
 
 Variants:
   baseline             the plain training step
@@ -15,9 +16,13 @@ Variants:
   histogram_per_var    tf.summary.histogram per variable
   check_numerics       tf.debugging.enable_check_numerics() (global; timed last)
 
-Also: event-file bytes per logged step of each writing variant.
+Also, on the gradients of one step of each model: the statistics pass
+(``numerics.gradient_statistics``, every column and the histogram) of each
+backend against a floor measured in the same rounds, one read of the same
+gradients (a reduce_sum of each, added up); and the event-file bytes per
+logged step of each writing variant.
 
-Run: python benchmarks/bench_logging.py [--models mlp,convnet,transformer] [--tiny]
+Run: python benchmarks/bench_logging.py [--models mlp,convnet,transformer,resnet50,mobilenet_v2] [--tiny]
 """
 
 import argparse
@@ -35,7 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import models  # noqa: E402
 
-HAND_WRITTEN_STATS = ("norm", "mean", "std", "min", "max", "max_abs", "rms", "zero_fraction", "nan_count")
+VARIANTS = ["lens_every_step", "lens_stats_only", "lens_not_logged", "scalars_per_variable", "histogram_per_var"]
+PASS_BACKENDS = ("kernel", "tf", "xla")
 
 
 def hand_written_scalars(grads, variables, step):
@@ -117,7 +123,66 @@ def dir_bytes(path):
     )
 
 
-def bench_model(name, tiny, rounds, steps_per_round, batch_size):
+def write_json(path, results):
+    """The results of a run as JSON (``--json``), for benchmarks/results/."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def spread(ratios):
+    """{"median", "p25", "p75", "rounds"} of per-round ratios."""
+    r = np.asarray(ratios, np.float64)
+    return {"median": float(np.median(r)), "p25": float(np.percentile(r, 25)),
+            "p75": float(np.percentile(r, 75)), "rounds": int(r.size)}
+
+
+def pass_versus_floor(grads, rounds, reps):
+    """The statistics pass of each backend against one read of the same
+    gradients, interleaved; ratios per round, and ns per element."""
+    import tensorflow as tf
+
+    from tb_gradlens import numerics
+    from tb_gradlens.numerics import kernel
+
+    def dense_part(g):
+        return g.values if isinstance(g, tf.IndexedSlices) else g
+
+    elements = int(sum(int(tf.size(dense_part(g))) for g in grads if g is not None))
+    present = [g for g in grads if g is not None]
+    fns = {"floor": tf.function(lambda gs: tf.add_n([tf.reduce_sum(dense_part(g)) for g in gs]))}
+    backends = [b for b in PASS_BACKENDS if b != "kernel" or kernel.library() is not None]
+    for b in backends:
+        fns[b] = tf.function(lambda gs, b=b: numerics.gradient_statistics(gs, backend=b))
+
+    def run(fn):
+        start = time.perf_counter()
+        for _ in range(reps):
+            out = fn(present)
+        tf.nest.map_structure(lambda t: t.numpy(), out)
+        return (time.perf_counter() - start) / reps
+
+    for fn in fns.values():  # trace, compile, warm up
+        run(fn)
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            times[k].append(run(fn))
+    floor = np.array(times["floor"])
+    return {
+        "elements": elements,
+        "floor_ms": 1000 * float(np.median(floor)),
+        "floor_ns_per_element": 1e9 * float(np.median(floor)) / max(elements, 1),
+        "pass": {
+            b: dict(spread(np.array(times[b]) / floor), ms=1000 * float(np.median(times[b])),
+                    ns_per_element=1e9 * float(np.median(times[b])) / max(elements, 1))
+            for b in backends
+        },
+        "kernel": kernel.status(),
+    }
+
+
+def bench_model(name, tiny, rounds, steps_per_round, batch_size, pass_rounds):
     import keras
     import tensorflow as tf
 
@@ -132,29 +197,22 @@ def bench_model(name, tiny, rounds, steps_per_round, batch_size):
         tuple(tf.constant(a) for a in models.batch(name, batch_size, rng, tiny))
         for _ in range(steps_per_round)
     ]
-    variants = [
-        "lens_every_step",
-        "lens_stats_only",
-        "lens_not_logged",
-        "scalars_per_variable",
-        "histogram_per_var",
-    ]
     tmp = tempfile.mkdtemp(prefix="gradlens_bench_")
-    writers = {v: tf.summary.create_file_writer(os.path.join(tmp, v)) for v in variants}
+    writers = {v: tf.summary.create_file_writer(os.path.join(tmp, v)) for v in VARIANTS}
     fns = {"baseline": make_step(model, loss_fn, optimizer, "baseline", None)}
-    for v in variants:
+    for v in VARIANTS:
         fns[v] = make_step(model, loss_fn, optimizer, v, writers[v])
-    logged_steps = {v: 0 for v in variants}
+    logged_steps = {v: 0 for v in VARIANTS}
     step = 0
     for v, fn in fns.items():  # trace and warm up
         time_steps(fn, batches[:2], step)
         step += 2
         if v in logged_steps and v != "lens_not_logged":
             logged_steps[v] += 2
-    ratios = {v: [] for v in variants}
+    ratios = {v: [] for v in VARIANTS}
     base_times = []
     for _ in range(rounds):
-        for v in variants:
+        for v in VARIANTS:
             t_base = time_steps(fns["baseline"], batches, step)
             step += len(batches)
             t_var = time_steps(fns[v], batches, step)
@@ -169,14 +227,22 @@ def bench_model(name, tiny, rounds, steps_per_round, batch_size):
         "model": name,
         "parameters": n_params,
         "variables": len(model.trainable_variables),
+        "batch": batch_size,
         "baseline_ms_per_step": 1000 * float(np.median(base_times)),
         "ratio": {v: float(np.median(r)) for v, r in ratios.items()},
+        "spread": {v: spread(r) for v, r in ratios.items()},
         "bytes_per_logged_step": {
             v: dir_bytes(os.path.join(tmp, v)) / logged_steps[v]
-            for v in variants
+            for v in VARIANTS
             if logged_steps[v]
         },
     }
+    # The statistics pass alone, on this model's gradients of one step.
+    x, y = batches[0]
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    result["pass_vs_floor"] = pass_versus_floor(grads, pass_rounds, 1 if tiny else 5)
     # check_numerics is global: measure it last, on its own, then turn it off.
     fn_cn = make_step(model, loss_fn, optimizer, "baseline", None)
     tf.debugging.enable_check_numerics()
@@ -190,51 +256,75 @@ def bench_model(name, tiny, rounds, steps_per_round, batch_size):
             tf.debugging.enable_check_numerics()
             cn.append(t_cn / t_base)
         result["ratio"]["check_numerics"] = float(np.median(cn))
+        result["spread"]["check_numerics"] = spread(cn)
     finally:
         tf.debugging.disable_check_numerics()
     return result
 
 
+def _cell(s):
+    return "%.3fx (%.2f-%.2f)" % (s["median"], s["p25"], s["p75"])
+
+
 def format_table(results):
     lines = []
-    header = "| model | params | vars | base ms/step | " + " | ".join(
-        ["lens every step", "lens stats only", "lens, step not logged", "scalars/var", "histogram/var", "check_numerics"]
-    ) + " | bytes/logged step: lens | scalars/var | histogram/var |"
+    header = "| model | params | vars | batch | base ms/step | " + " | ".join(
+        ["lens every step", "lens stats only", "lens, step not logged", "scalars/var", "histogram/var",
+         "check_numerics"]
+    ) + " | bytes/logged step: lens | lens stats only | scalars/var | histogram/var |"
     lines.append(header)
     lines.append("|" + "---|" * (header.count("|") - 1))
     for r in results:
-        q = r["ratio"]
+        q = r["spread"]
         b = r["bytes_per_logged_step"]
         lines.append(
-            "| %s | %d | %d | %.1f | %.3fx | %.3fx | %.3fx | %.3fx | %.3fx | %.3fx | %d | %d | %d |"
+            "| %s | %d | %d | %d | %.1f | %s | %s | %s | %s | %s | %s | %d | %d | %d | %d |"
             % (
-                r["model"], r["parameters"], r["variables"], r["baseline_ms_per_step"],
-                q["lens_every_step"], q["lens_stats_only"], q["lens_not_logged"],
-                q["scalars_per_variable"], q["histogram_per_var"], q.get("check_numerics", float("nan")),
-                b["lens_every_step"], b["scalars_per_variable"], b["histogram_per_var"],
+                r["model"], r["parameters"], r["variables"], r["batch"], r["baseline_ms_per_step"],
+                _cell(q["lens_every_step"]), _cell(q["lens_stats_only"]), _cell(q["lens_not_logged"]),
+                _cell(q["scalars_per_variable"]), _cell(q["histogram_per_var"]), _cell(q["check_numerics"]),
+                b["lens_every_step"], b["lens_stats_only"], b["scalars_per_variable"], b["histogram_per_var"],
             )
         )
+    lines.append("")
+    lines.append("Statistics pass (all columns + histogram) vs one read of the same gradients, same rounds:")
+    lines.append("")
+    lines.append("| model | elements | floor ms (ns/element) | " + " | ".join(
+        "%s: ms, x floor (IQR)" % b for b in PASS_BACKENDS) + " |")
+    lines.append("|---|---|---|" + "---|" * len(PASS_BACKENDS))
+    for r in results:
+        p = r["pass_vs_floor"]
+        cells = []
+        for b in PASS_BACKENDS:
+            s = p["pass"].get(b)
+            cells.append("%.2f, %s" % (s["ms"], _cell(s)) if s else "n/a")
+        lines.append("| %s | %d | %.2f (%.2f) | %s |" % (
+            r["model"], p["elements"], p["floor_ms"], p["floor_ns_per_element"], " | ".join(cells)))
+    if results:
+        lines.append("")
+        lines.append("kernel: " + results[0]["pass_vs_floor"]["kernel"])
     return "\n".join(lines)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default="mlp,convnet,transformer")
+    parser.add_argument("--models", default=",".join(models.NAMES))
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (for the test suite)")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--steps", type=int, default=20, help="steps per timed round")
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--pass-rounds", type=int, default=15, help="rounds of the pass-vs-floor timing")
+    parser.add_argument("--steps", type=int, help="steps per timed round (default: models.DEFAULT_STEPS)")
+    parser.add_argument("--batch", type=int, help="batch size (default: models.DEFAULT_BATCH)")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     results = []
     for name in args.models.split(","):
-        r = bench_model(name, args.tiny, args.rounds, args.steps, args.batch)
+        batch = args.batch or models.DEFAULT_BATCH[name]
+        r = bench_model(name, args.tiny, args.rounds, args.steps or models.DEFAULT_STEPS[name], batch,
+                        args.pass_rounds)
         results.append(r)
         print(json.dumps(r), flush=True)
     print(format_table(results))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    write_json(args.json, results)
     return 0
 
 

@@ -3,10 +3,12 @@
     python benchmarks/run.py            # full sizes (about an hour on 2 cores)
     python benchmarks/run.py --tiny     # seconds: checks that everything runs
 
-Full sizes: logging overhead on the MLP, the 0.8M conv net and the ~5M
-transformer (custom loop and model.fit), the comparison step, the lens on
-keras.applications MobileNetV2 and ResNet50 under fit (steps it does not
-log, the first step), plugin load
+Full sizes: logging overhead on the MLP, the 0.6M conv net, the ~5M
+transformer, ResNet50 and MobileNetV2 (custom loop and model.fit), the
+statistics pass against one read of the same gradients, the comparison
+step, 10^4 to 10^6 tiny variables, the lens on keras.applications
+MobileNetV2 and ResNet50 under fit (steps it does not log, the first step),
+plugin load
 and route latency for 20 runs x 10,000 steps x 200 variables with both
 loaders, the 200 x 10,000 heatmap in headless Chromium, and TensorBoard's memory
 on long runs (50,000 steps x 50 variables; 10,000 with histograms). Results go to
@@ -51,15 +53,17 @@ def machine():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
-    parser.add_argument("--only", help="comma list of: logging,fit,real_models,plugin,frontend,writer,memory")
+    parser.add_argument("--only", help="comma list of: logging,fit,variables,real_models,plugin,frontend,writer,"
+                                       "memory")
     args = parser.parse_args(argv)
-    only = set((args.only or "logging,fit,real_models,plugin,frontend,writer,memory").split(","))
+    only = set((args.only or "logging,fit,variables,real_models,plugin,frontend,writer,memory").split(","))
     print("machine: " + machine(), flush=True)
     tiny = args.tiny
     jobs = {
-        "logging": ["bench_logging.py"] + (["--tiny", "--models", "mlp,transformer", "--rounds", "1", "--steps", "2"]
-                                           if tiny else []),
+        "logging": ["bench_logging.py"] + (["--tiny", "--models", "mlp,transformer", "--rounds", "1", "--steps", "2",
+                                            "--pass-rounds", "1"] if tiny else []),
         "fit": ["bench_fit.py"] + (["--tiny", "--models", "mlp", "--rounds", "1", "--batches", "4"] if tiny else []),
+        "variables": ["bench_variables.py"] + (["--tiny"] if tiny else []),
         "real_models": ["bench_real_models.py"] + (["--tiny", "--rounds", "1", "--first-rounds", "1",
                                                     "--batches", "4", "--batch", "8"] if tiny else []),
         "plugin": ["bench_plugin.py"] + (["--runs", "2", "--steps", "30", "--variables", "4", "--repeats", "2",

@@ -12,7 +12,11 @@ For a format with ``mantissa_bits`` p explicit fraction bits:
   ``2^(min_normal - p)``; the smallest is ``2^min_subnormal`` with
   ``min_subnormal = min_normal - p``;
 * ``unit_roundoff = 2^-(p + 1)``: the largest relative error of one
-  round-to-nearest.
+  round-to-nearest;
+* stored (IEEE-754 binary interchange formats, bfloat16 alike): a sign bit,
+  an exponent field of ``exponent_bits`` holding ``e + bias`` with
+  ``bias = max`` (field 0: zero and subnormals, all ones: Inf and NaN),
+  then the ``p`` fraction bits.
 """
 
 import collections
@@ -63,3 +67,18 @@ def exponent_limits(names=("float32", "bfloat16", "float16")):
         n: {"min_subnormal": get(n).min_subnormal, "min_normal": get(n).min_normal, "max": get(n).max}
         for n in names
     }
+
+
+def bias(name):
+    """The exponent bias: 2^e is stored with exponent field e + bias (= max)."""
+    return get(name).max
+
+
+def exponent_bits(name):
+    """Width of the exponent field: the all-ones field 2 * bias + 1 is Inf/NaN."""
+    return (2 * bias(name) + 1).bit_length()
+
+
+def total_bits(name):
+    """Storage width: sign, exponent field and fraction bits."""
+    return 1 + exponent_bits(name) + get(name).mantissa_bits

@@ -30,39 +30,14 @@ from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens import safety
-
-
-def variable_path(variable):
-    """A variable's display path: Keras 3 ``path``, else ``name`` minus ':0'."""
-    path = getattr(variable, "path", None)
-    if not isinstance(path, str) or not path:
-        path = getattr(variable, "name", None) or "variable"
-    if path.endswith(":0"):
-        path = path[:-2]
-    return path
-
-
-def variable_paths(variables):
-    """Unique display paths of ``variables`` (a repeated one gets ' (2)')."""
-    seen = {}
-    paths = []
-    for v in variables:
-        p = variable_path(v)
-        if p in seen:
-            seen[p] += 1
-            p = "%s (%d)" % (p, seen[p])
-        else:
-            seen[p] = 1
-        paths.append(p)
-    return paths
-
-
-def dtype_name(value):
-    """Name of a tensor's or variable's dtype ('none' for None)."""
-    if value is None:
-        return "none"
-    dtype = getattr(value, "dtype", None)
-    return tf.as_dtype(dtype).name if dtype is not None else "unknown"
+from tb_gradlens import summary_values
+from tb_gradlens import summary_writing
+from tb_gradlens.summary_values import as_gradient  # noqa: F401 - the documented names
+from tb_gradlens.summary_values import dtype_name
+from tb_gradlens.summary_values import unsupported_dtype_reason
+from tb_gradlens.summary_values import variable_path  # noqa: F401
+from tb_gradlens.summary_values import variable_paths
+from tb_gradlens.summary_writing import RecordWriter  # noqa: F401 - the Keras lens writes with it
 
 
 def resolve_step(step):
@@ -97,63 +72,18 @@ def _if_recording(write_fn):
 def write_record(name, record, tensor, step):
     """Write one gradlens record (tensor float32 [rows, columns]) at ``step``.
 
-    Returns the tag written to.  Must be called where recording is known to
-    be on (inside ``_if_recording`` or eagerly after checking).
+    The tag's metadata goes with its first event to each writer only
+    (``summary_writing.MetadataOnce``).  Returns the tag written to.  Must be called where
+    recording is known to be on (inside ``_if_recording`` or eagerly after
+    checking).
     """
     tag = metadata.tag_for(name, record)
     serialized = metadata.create_summary_metadata(record).SerializeToString()
-    tf.summary.write(tag, tensor, step=step, metadata=serialized)
+    summary_writing.METADATA_ONCE.write(tag, tensor, step, serialized)
     return tag
 
 
-class RecordWriter:
-    """Writes a fixed set of records to one summary writer, all in one graph
-    call per step (the Keras callback's writes, outside the train step).
-
-    ``records`` is a list of ``(name, RecordMetadata, value_fn)``;
-    ``value_fn()`` returns the record's float32 ``[rows, columns]`` tensor
-    (e.g. reads a buffer variable).  TensorBoard keeps the metadata of a
-    tag's first event, so only the first call writes it: every later
-    event holds the step and the tensor alone (for 200 variables the
-    metadata, rows and extras, is as large as the statistics).  Calling
-    eagerly, ``tf.summary.write`` per record costs ~1 ms of Python and op
-    dispatch; traced, the whole set is one function call.
-    """
-
-    def __init__(self, writer, records):
-        self._writer = writer
-        self._records = []
-        for name, record, value_fn in records:
-            metadata.validate(record)
-            serialized = metadata.create_summary_metadata(record).SerializeToString()
-            self._records.append((metadata.tag_for(name, record), serialized, record, value_fn))
-        from tb_gradlens import keras_private  # TensorFlow's own flag for once-per-object functions
-
-        self._with_metadata = keras_private.function_per_instance(lambda step: self._write(step, True),
-                                                                  autograph=False)
-        self._without_metadata = keras_private.function_per_instance(lambda step: self._write(step, False),
-                                                                     autograph=False)
-        self._metadata_written = False
-
-    @property
-    def tags(self):
-        return [tag for tag, _, _, _ in self._records]
-
-    def _write(self, step, with_metadata):
-        for tag, serialized, record, value_fn in self._records:
-            values = tf.cast(value_fn(), tf.float32)
-            metadata.check_tensor_shape(record, values.shape)
-            tf.summary.write(tag, values, step=step, metadata=serialized if with_metadata else None)
-        return tf.constant(True)
-
-    def __call__(self, step):
-        """Write every record at ``step`` (an int)."""
-        write = self._without_metadata if self._metadata_written else self._with_metadata
-        with self._writer.as_default():
-            write(tf.constant(step, tf.int64))
-        self._metadata_written = True
-
-
+@tf.autograph.experimental.do_not_convert
 def gradients(grads, variables, step=None, name="gradients", histogram=True, aggregate=True):
     """Write per-variable gradient statistics (and log2 histograms).
 
@@ -211,8 +141,7 @@ def gradients(grads, variables, step=None, name="gradients", histogram=True, agg
 
 def _gradients(grads, variables, step, name, histogram):
     all_rows = variable_paths(variables)
-    skipped = []
-    kept = []
+    skipped, kept = [], []
     for i, (g, v) in enumerate(zip(grads, variables)):
         reason = unsupported_dtype_reason(g) or unsupported_dtype_reason(v)
         if reason:
@@ -221,31 +150,36 @@ def _gradients(grads, variables, step, name, histogram):
             kept.append(i)
     grads = [as_gradient(grads[i]) for i in kept]
     variables = [variables[i] for i in kept]
-    rows = [all_rows[i] for i in kept]
-    extras = records.gradient_extras(
-        [dtype_name(v) for v in variables], [dtype_name(g) for g in grads], skipped
+    stats_record, hist_record = summary_writing.gradient_records(
+        name, [all_rows[i] for i in kept], [dtype_name(v) for v in variables],
+        [dtype_name(g) for g in grads], skipped,
     )
-    stats_record = metadata.RecordMetadata(
-        metadata.GRAD_STATS, rows, metadata.GRAD_STATS_COLUMNS, extras
-    )
-    hist_record = metadata.RecordMetadata(
-        metadata.GRAD_HISTOGRAM,
-        rows,
-        metadata.HISTOGRAM_COLUMNS,
-        records.histogram_extras(),
-    )
-    sizes = [_static_size(v) for v in variables]
+    sizes = [summary_values.static_size(v) for v in variables]
+    if tf.executing_eagerly():
+        def write():
+            stats, hist = numerics.gradient_statistics(grads, sizes)
+            stats_record.write(stats, step)
+            if histogram:
+                hist_record.write(hist, step)
+            return tf.constant(True)
 
-    def write():
-        stats, hist = numerics.gradient_statistics(grads, sizes)
-        write_record(name, stats_record, stats, step)
+        return _if_recording(write)
+    # In a graph the pass takes the recording condition itself (nothing is
+    # computed when it is false): a tf.cond around it would capture every
+    # gradient, which TensorFlow takes seconds to set up for 10^4 of them.
+    _, condition = _recording()
+    stats, hist = numerics.gradient_statistics(grads, sizes, when=condition)
+
+    def write_computed():
+        stats_record.write(tf.ensure_shape(stats, [len(sizes), len(metadata.GRAD_STATS_COLUMNS)]), step)
         if histogram:
-            write_record(name, hist_record, hist, step)
+            hist_record.write(tf.ensure_shape(hist, [len(sizes), len(metadata.HISTOGRAM_COLUMNS)]), step)
         return tf.constant(True)
 
-    return _if_recording(write)
+    return _if_recording(write_computed)
 
 
+@tf.autograph.experimental.do_not_convert
 def dtypes(dtype_map, step=None, name="model"):
     """Write a dtype map (a JSON-ready dict) as a ``dtypes`` record.
 
@@ -269,6 +203,7 @@ def dtypes(dtype_map, step=None, name="model"):
     return tf.constant(False)
 
 
+@tf.autograph.experimental.do_not_convert
 def lens_status(status, step=None, name="model"):
     """Write the lens status (``records.lens_status``) as a ``lens_status``
     record: what the writer was asked to log and what it cannot log, and why.
@@ -290,52 +225,7 @@ def lens_status(status, step=None, name="model"):
     return tf.constant(False)
 
 
-def _static_size(variable):
-    shape = getattr(variable, "shape", None)
-    try:
-        n = 1
-        for d in shape:
-            n *= int(d)
-        return n
-    except (TypeError, ValueError):
-        return 0
-
-
-def as_gradient(gradient):
-    """A gradient as ``numerics.gradient_statistics`` takes it: None,
-    ``tf.IndexedSlices`` (kept sparse) or a tensor."""
-    if gradient is None or isinstance(gradient, (tf.IndexedSlices, tf.Tensor)):
-        return gradient
-    return tf.convert_to_tensor(gradient)
-
-
-# Kept for callers of the former name; no longer densifies IndexedSlices.
-_dense = as_gradient
-
-
-def unsupported_dtype_reason(value):
-    """None if ``value`` (a tensor, variable or None) has a real float dtype;
-    else (dtype name, why it has no gradient statistics)."""
-    if value is None:
-        return None
-    dtype = getattr(value, "dtype", None)
-    if dtype is None:
-        return None
-    try:
-        dtype = tf.as_dtype(dtype)
-    except TypeError:
-        return (str(dtype), "not a TensorFlow dtype")
-    if dtype.is_floating:
-        return None
-    if dtype.is_complex:
-        why = "complex: statistics are defined for real floating-point gradients"
-    elif dtype.is_integer or dtype.is_bool:
-        why = "integer or boolean: not differentiable, no floating-point statistics"
-    else:
-        why = "not a floating-point dtype"
-    return (dtype.name, why)
-
-
+@tf.autograph.experimental.do_not_convert
 def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.DIVERGENCE):
     """Write precomputed divergence metrics (``numerics.divergence_metrics``).
 
@@ -354,6 +244,7 @@ def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.D
     return _write_float_record(name, record, metrics, step)
 
 
+@tf.autograph.experimental.do_not_convert
 def loss_comparison(values, extras, step=None, name="compare"):
     """Write a ``loss_comparison`` record (``numerics.loss_comparison``, [1, 4])."""
     record = metadata.RecordMetadata(
@@ -362,6 +253,7 @@ def loss_comparison(values, extras, step=None, name="compare"):
     return _write_float_record(name, record, values, step)
 
 
+@tf.autograph.experimental.do_not_convert
 def update_stats(stats, rows, step=None, name="updates", extras=None):
     """Write ``update_stats`` (``numerics.update_statistics``, [V, 3]);
     ``extras`` from ``records.update_extras`` (the weights' dtypes)."""
@@ -391,6 +283,7 @@ def _write_float_record(name, record, values, step):
     return tf.constant(False)
 
 
+@tf.autograph.experimental.do_not_convert
 def replica_divergence(grads, variables, step=None, name="replicas", extras=None):
     """Write how far each replica's gradient is from the mean over replicas.
 
@@ -422,6 +315,7 @@ def replica_divergence(grads, variables, step=None, name="replicas", extras=None
     return write_replica_divergence(gathered, variable_paths(variables), step, name, extras)
 
 
+@tf.autograph.experimental.do_not_convert
 def write_replica_divergence(gathered, rows, step=None, name="replicas", extras=None):
     """Write ``[R, V, 9]`` replica-vs-mean metrics as R ``divergence`` records."""
     extras = extras or distribute.replica_extras()

@@ -16,9 +16,16 @@ def test_benchmark_command_runs_at_tiny_size():
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     assert out.startswith("machine: ")
-    # One row per model in the logging table, with every variant's ratio.
-    assert "| mlp | 55050 | 6 |" in out and "| transformer |" in out
-    assert "| mlp |" in out.split("## fit")[1]
+    # One row per model in the logging table, with every variant's ratio and its noise.
+    assert "| mlp | 55050 | 6 | 64 |" in out and "| transformer |" in out
+    logging_part = out.split("## logging")[1].split("## fit")[0]
+    assert "Statistics pass (all columns + histogram) vs one read of the same gradients" in logging_part
+    assert logging_part.count("| mlp | 55050 |") == 2  # step overhead and the pass vs its floor
+    assert "kernel: compiled kernel as TensorFlow ops" in logging_part
+    fit_part = out.split("## fit")[1].split("## variables")[0]
+    assert "| mlp | 64 |" in fit_part and "gradients written in the step (prototype)" in fit_part
+    variables_part = out.split("## variables")[1].split("## real_models")[0]
+    assert "| 1000 | yes |" in variables_part and "| 100 | no |" in variables_part
     assert "| bn_dropout_cnn | False |" in out.split("## real_models")[1]
     assert "rust (--load_fast=true): logdir loaded in" in out
     assert "| series 1 column, max_steps=2000 (as the tab asks) |" in out

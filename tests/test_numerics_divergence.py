@@ -8,6 +8,7 @@ import tensorflow as tf
 from divergence_reference import np_divergence, np_spacing
 from tb_gradlens import metadata
 from tb_gradlens import numerics
+from test_gradient_stats import backend  # noqa: F401 - the fixture: every backend
 
 SUB = np.float32(1e-40)  # a float32 subnormal (TF's CPU kernels treat it as 0)
 
@@ -30,19 +31,19 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
-def test_every_metric_matches_numpy(case, dtype):
+def test_every_metric_matches_numpy(case, dtype, backend):
     c, r = (np.asarray(a, np.float32) for a in CASES[case])
-    got = numerics.divergence_metrics([tf.constant(c)], [tf.constant(r)], [dtype]).numpy()
+    got = numerics.divergence_metrics([tf.constant(c)], [tf.constant(r)], [dtype], backend=backend).numpy()
     assert got.shape == (1, len(metadata.DIVERGENCE_COLUMNS))
     want = np_divergence(c, r, dtype)
     np.testing.assert_allclose(got[0], want.astype(np.float32), rtol=2e-6, equal_nan=True)
 
 
-def test_defined_edge_cases():
+def test_defined_edge_cases(backend):
     cols = {n: i for i, n in enumerate(metadata.DIVERGENCE_COLUMNS)}
     rows = numerics.divergence_metrics(
         [tf.zeros([3]), tf.ones([2]), tf.zeros([0]), tf.constant([np.nan])],
-        [tf.zeros([3]), tf.zeros([2]), tf.zeros([0]), tf.constant([1.0])],
+        [tf.zeros([3]), tf.zeros([2]), tf.zeros([0]), tf.constant([1.0])], backend=backend,
     ).numpy()
     both_zero, only_r_zero, empty, nonfinite = rows
     assert both_zero[cols["rel_l2"]] == 0 and both_zero[cols["cosine"]] == 1
@@ -51,11 +52,11 @@ def test_defined_edge_cases():
     assert np.isnan(nonfinite[:-1]).all() and nonfinite[cols["nonfinite"]] == 1
 
 
-def test_flush_to_zero_sees_subnormals_on_cpu():
+def test_flush_to_zero_sees_subnormals_on_cpu(backend):
     # r holds subnormals only; c flushed them.  A float cast would see r == 0.
     r = np.array([SUB, -SUB, 3 * SUB, 0.0], np.float32)
     c = np.array([0.0, 0.0, 3 * SUB, 0.0], np.float32)
-    got = numerics.tensor_divergence(tf.constant(c), tf.constant(r)).numpy()
+    got = numerics.tensor_divergence(tf.constant(c), tf.constant(r), backend=backend).numpy()
     assert got[list(metadata.DIVERGENCE_COLUMNS).index("flush_to_zero")] == 0.5
     np.testing.assert_allclose(got, np_divergence(c, r, "float32"), rtol=1e-12)
 
@@ -66,11 +67,11 @@ def test_float32_vs_itself_is_exactly_zero():
     np.testing.assert_array_equal(got, [0, 1, 1, 0, 0, 0, 0, 0, 0])
 
 
-def test_pairs_with_none_and_mixed_dtypes():
+def test_pairs_with_none_and_mixed_dtypes(backend):
     r = np.random.default_rng(2).normal(size=30).astype(np.float32)
     c16 = r.astype(ml_dtypes.bfloat16)
     got = numerics.divergence_metrics(
-        [None, tf.constant(c16)], [tf.constant(r), tf.constant(r)]
+        [None, tf.constant(c16)], [tf.constant(r), tf.constant(r)], backend=backend
     ).numpy()
     assert np.isnan(got[0, :-1]).all() and got[0, -1] == 0
     np.testing.assert_allclose(got[1], np_divergence(c16, r, "bfloat16"), rtol=2e-6)
@@ -128,7 +129,7 @@ def _np_update(before, after, grad=None):
     return np.array([rms, ratio, lost])
 
 
-def test_update_statistics_float32_and_bfloat16_weights():
+def test_update_statistics_float32_and_bfloat16_weights(backend):
     rng = np.random.default_rng(4)
     w = rng.normal(size=100).astype(np.float32)
     step = np.where(np.arange(100) % 2 == 0, 1e-5, 1e-1).astype(np.float32) * np.sign(rng.normal(size=100)).astype(np.float32)
@@ -139,20 +140,104 @@ def test_update_statistics_float32_and_bfloat16_weights():
     grad = -step
     got = numerics.update_statistics(
         [tf.constant(w), tf.constant(w16)], [tf.constant(w_after), tf.constant(w16_after)],
-        [tf.constant(grad), tf.constant(grad)],
+        [tf.constant(grad), tf.constant(grad)], backend=backend,
     ).numpy()
     np.testing.assert_allclose(got[0], _np_update(w, w_after), rtol=1e-6)
     np.testing.assert_allclose(got[1], _np_update(w16, w16_after, grad), rtol=1e-6)
     assert 0.3 < got[0, 2] < 0.5  # the 1e-5 steps are lost in bfloat16
-    assert np.isnan(numerics.update_statistics([tf.zeros([0])], [tf.zeros([0])]).numpy()).all()
+    assert np.isnan(numerics.update_statistics([tf.zeros([0])], [tf.zeros([0])], backend=backend).numpy()).all()
 
 
-def test_update_ratio_of_zero_initialized_weights_is_one_not_inf():
+def _pair(n, seed, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    r = rng.normal(size=n).astype(np.float32)
+    c = (r * (1 + rng.normal(scale=1e-2, size=n))).astype(np.float32)
+    c[::11] = 0.0  # flushed
+    c[1::13] *= -1  # flips
+    r[2::17] = 0.0
+    if n > 100:
+        c[n // 2], r[n // 3], c[n // 4] = np.nan, np.inf, np.float32(1e-40)
+    return c.astype(dtype), r
+
+
+def test_many_pairs_of_every_size_match_numpy(backend):
+    """Pairs around the kernel's chunk (65,536) and the packing limits, with
+    mixed candidate dtypes, a float64 reference and non-finite elements."""
+    pairs = [_pair(n, n) for n in (1, 7, 513, 4095, 4096, 4096, 65537, 140_003)]
+    pairs.append(_pair(9_000, 1, ml_dtypes.bfloat16))
+    pairs.append((pairs[3][0], pairs[3][1].astype(np.float64)))
+    dtypes = ["bfloat16"] * 8 + ["bfloat16", "float32"]
+    got = numerics.divergence_metrics(
+        [tf.constant(c) for c, _ in pairs], [tf.constant(r) for _, r in pairs], dtypes, backend=backend
+    ).numpy()
+    for i, (c, r) in enumerate(pairs):
+        np.testing.assert_allclose(got[i], np_divergence(c, r, dtypes[i]).astype(np.float32), rtol=2e-6,
+                                   equal_nan=True, err_msg="pair %d" % i)
+
+
+def test_divergence_inside_tf_function_equals_eager(backend):
+    c, r = _pair(70_000, 3)
+    fn = tf.function(lambda a, b: numerics.divergence_metrics([a, b], [b, a], ["bfloat16"] * 2, backend=backend))
+    np.testing.assert_array_equal(
+        fn(tf.constant(c), tf.constant(r)).numpy(),
+        numerics.divergence_metrics([c, r], [r, c], ["bfloat16"] * 2, backend=backend).numpy(),
+    )
+
+
+def _weights(n, seed, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=n).astype(np.float32)
+    step = (np.where(np.arange(n) % 3 == 0, 1e-6, 1e-2) * np.sign(rng.normal(size=n))).astype(np.float32)
+    step[::7] = 0.0
+    return w.astype(dtype), (w + step).astype(dtype), -step
+
+
+def test_update_statistics_of_every_size_and_dtype_match_numpy(backend):
+    cases = [_weights(n, n) for n in (1, 5, 4096, 4096, 65537, 140_001)]
+    cases.append(_weights(3000, 1, ml_dtypes.bfloat16))
+    cases.append(_weights(70_000, 2, np.float64))
+    cases.append(_weights(900, 3, np.float16))
+    before, after, grads = zip(*cases)
+    got = numerics.update_statistics(
+        [tf.constant(b) for b in before], [tf.constant(a) for a in after],
+        [tf.constant(g) for g in grads], backend=backend,
+    ).numpy()
+    for i, (b, a, g) in enumerate(cases):
+        np.testing.assert_allclose(got[i], _np_update(b, a, g), rtol=2e-6, err_msg="variable %d" % i)
+    no_grads = numerics.update_statistics([tf.constant(before[6])], [tf.constant(after[6])], backend=backend).numpy()
+    assert np.isnan(no_grads[0, 2]) and not np.isnan(no_grads[0, :2]).any()
+
+
+def test_ops_split_many_tensors_into_several_calls(monkeypatch):
+    """The kernel's ops take at most kernel.OP_INPUTS tensors each (TensorFlow
+    sets up one op of 10^4 inputs slowly); the rows come back in order."""
+    from tb_gradlens.numerics import kernel
+
+    monkeypatch.setattr(kernel, "OP_INPUTS", 2)
+    pairs = [_pair(n, n) for n in (3, 70, 5, 600, 9)]
+    got = tf.function(lambda c, r: numerics.divergence_metrics(c, r, ["bfloat16"] * 5, backend="kernel"))(
+        [tf.constant(c) for c, _ in pairs], [tf.constant(r) for _, r in pairs]).numpy()
+    for i, (c, r) in enumerate(pairs):
+        np.testing.assert_allclose(got[i], np_divergence(c, r, "bfloat16").astype(np.float32), rtol=2e-6,
+                                   equal_nan=True)
+    cases = [_weights(n, n) for n in (4, 9)] + [_weights(7, 1, ml_dtypes.bfloat16)] + [_weights(300, 2)]
+    before, after, grads = zip(*cases)
+    stats = tf.function(lambda b, a, g: numerics.update_statistics(b, a, g, backend="kernel"))(
+        [tf.constant(b) for b in before], [tf.constant(a) for a in after], [tf.constant(g) for g in grads]).numpy()
+    for i, (b, a, g) in enumerate(cases):
+        np.testing.assert_allclose(stats[i], _np_update(b, a, g), rtol=2e-6)
+    grads = [tf.constant(c) for c, _ in pairs] + [None]
+    gstats, _ = tf.function(lambda g: numerics.gradient_statistics(g, [0] * 5 + [4], backend="kernel"))(grads)
+    assert gstats.shape == (6, len(metadata.GRAD_STATS_COLUMNS))
+    np.testing.assert_array_equal(gstats.numpy()[:, -2], [3, 70, 5, 600, 9, 4])
+
+
+def test_update_ratio_of_zero_initialized_weights_is_one_not_inf(backend):
     """Issue 13 item 7: a bias initialized to zero moves by its whole size at its
     first step: ||w_after - 0|| / max(||0||, ...) is 1 (it was inf); no step is 0."""
     after = np.array([0.01, -0.02, 0.0], np.float32)
     got = numerics.update_statistics(
-        [tf.zeros([3]), tf.zeros([3])], [tf.constant(after), tf.zeros([3])]
+        [tf.zeros([3]), tf.zeros([3])], [tf.constant(after), tf.zeros([3])], backend=backend
     ).numpy()
     assert got[0, 1] == 1.0 and got[1, 1] == 0.0
     assert np.isfinite(got).all()

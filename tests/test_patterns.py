@@ -111,7 +111,7 @@ def test_callback_variables_pattern_is_the_safe_matcher():
     import keras
 
     from tb_gradlens import safety
-    from tb_gradlens.keras import _select
+    from tb_gradlens.keras.schedule import select as _select
 
     variables = [keras.Variable(np.zeros(2, np.float32), name=n) for n in ("k" * 62, "bias")]
     assert _select(variables, r"^(\w+)+!") == []

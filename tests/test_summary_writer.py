@@ -89,9 +89,15 @@ def test_nothing_is_computed_without_writer_or_when_record_if_is_false(tmp_path,
     calls = tf.Variable(0, dtype=tf.int64)
     original = numerics.gradient_statistics
 
-    def counting(grads, sizes=None):
-        calls.assign_add(1)
-        return original(grads, sizes)
+    def counting(grads, sizes=None, when=None):
+        """Counts the passes that compute: in a graph the pass takes the
+        recording condition (test_gradient_stats checks each backend
+        computes nothing and returns no row when it is false)."""
+        if when is None:
+            calls.assign_add(1)
+        else:
+            tf.cond(when, lambda: calls.assign_add(1), lambda: calls.assign_add(0))
+        return original(grads, sizes, when=when)
 
     monkeypatch.setattr(numerics, "gradient_statistics", counting)
     variables = _variables()
@@ -193,3 +199,90 @@ def test_keras_custom_loop_reads_back_every_step_exactly(tmp_path, policy):
     for datum in hist[::50]:
         for i, g in enumerate(all_grads[datum.step]):
             np.testing.assert_array_equal(datum.numpy[i], reference_histogram(g))
+
+
+def _events_with_metadata(logdir):
+    """{tag: (events, events carrying metadata)} of the event files under logdir."""
+    from tensorboard.backend.event_processing import event_file_loader
+
+    out = {}
+    for path in sorted(str(p) for p in __import__("pathlib").Path(logdir).rglob("events.out.tfevents.*")):
+        for event in event_file_loader.EventFileLoader(path).Load():
+            for value in event.summary.value:
+                n, with_meta = out.get(value.tag, (0, 0))
+                out[value.tag] = (n + 1, with_meta + bool(value.metadata.plugin_data.content))
+    return out
+
+
+def test_metadata_goes_with_each_tags_first_event_per_writer(tmp_path):
+    """TensorBoard keeps a tag's first metadata: every later copy is bytes
+    per step that grow with the variable count.  Each writer (each run) gets
+    it once, from a traced step, an eager call, or both."""
+    variables = _variables()
+    writers = {run: tf.summary.create_file_writer(str(tmp_path / run)) for run in ("a", "b")}
+
+    def make_step(writer):
+        @tf.function
+        def step_fn(g0, g1, step):
+            with writer.as_default(), tf.summary.record_if(step % 2 == 0):
+                return summary.gradients([g0, g1, None], variables, step=step)
+        return step_fn
+
+    steps = {run: make_step(w) for run, w in writers.items()}
+    for step in range(6):
+        for run in ("a", "b"):
+            grads = _grads(step)
+            steps[run](grads[0], grads[1], tf.constant(step, tf.int64))
+    with writers["b"].as_default():
+        summary.gradients(_grads(6), variables, step=6)  # eager, after the traced steps
+    for w in writers.values():
+        w.close()
+    for run, logged in (("a", 3), ("b", 4)):
+        counts = _events_with_metadata(str(tmp_path / run))
+        assert len(counts) == 2  # grad_stats and grad_histogram
+        assert all(c == (logged, 1) for c in counts.values()), counts
+    records = readback.read_records(str(tmp_path))
+    for run, steps_logged in (("a", [0, 2, 4]), ("b", [0, 2, 4, 6])):
+        _, data = readback.only_tag(records, run, metadata.GRAD_STATS)
+        assert [d.step for d in data] == steps_logged
+        for datum in data:
+            assert_stats_match(datum.numpy[0], reference_statistics(_grads(datum.step)[0].numpy()))
+
+
+def test_a_new_writer_for_the_same_run_gets_the_metadata_again(tmp_path):
+    """A writer made anew (e.g. after a failed write) starts a new event
+    file: it carries the metadata again, so the file stands on its own."""
+    variables = _variables()
+    for step in range(2):
+        writer = tf.summary.create_file_writer(str(tmp_path / "run"), filename_suffix=".%d" % step)
+        with writer.as_default():
+            summary.gradients(_grads(step), variables, step=step)
+        writer.close()
+    counts = _events_with_metadata(str(tmp_path / "run"))
+    assert all(c == (2, 2) for c in counts.values()), counts
+
+
+def test_a_logged_fit_step_flushes_the_event_file_once(tmp_path, monkeypatch):
+    """Each flush of the callback's writer is a file flush plus a check of the
+    new bytes (event_writer): a logged step's record sets (gradients,
+    updates, loss) are written inside one as_default() block and flushed
+    once, not once per record set."""
+    from tb_gradlens import event_writer
+    from tb_gradlens.keras import GradLensCallback
+
+    flushes = []
+    original = event_writer.ResilientFileWriter._flush_now
+    monkeypatch.setattr(event_writer.ResilientFileWriter, "_flush_now",
+                        lambda self: (flushes.append(1), original(self))[1])
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", jit_compile=False)
+    x = np.random.default_rng(0).normal(size=(80, 5)).astype(np.float32)
+    steps = 10
+    model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0,
+              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)])
+    records = readback.read_records(str(tmp_path))["run"]
+    stats = [v for v in records.values() if v[0].kind == metadata.GRAD_STATS]
+    assert len(stats) == 1 and sorted(d.step for d in stats[0][1]) == list(range(steps))
+    # One per logged step, plus set-up and the end of training.
+    assert len(flushes) <= steps + 3, len(flushes)

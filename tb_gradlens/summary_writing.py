@@ -1,0 +1,202 @@
+"""How gradlens records reach a summary writer: metadata once, prepared records.
+
+TensorBoard keeps the metadata (rows, columns, extras) of a tag's first
+event in a run; every later copy is bytes per step that grow with the
+variable count.  ``MetadataOnce`` writes it with each tag's first event to
+each writer only; ``PreparedRecord`` makes a record's tag and serialized
+metadata once; ``RecordWriter`` writes a fixed set of records in one graph
+call per step (the Keras lens, outside its train step).
+"""
+
+import collections
+import itertools
+import weakref
+
+import tensorflow as tf
+
+from tb_gradlens import metadata
+from tb_gradlens import records
+from tb_gradlens import tf_internals
+
+
+class MetadataOnce:
+    """Writes a tag's metadata with its first event to each writer only.
+
+    TensorBoard keeps the metadata of a tag's first event in a run; every
+    later copy is dead weight (for 10^4 variables the rows and dtypes of a
+    record are ~0.5 MB, as large as the statistics).  Eagerly, a Python set
+    per writer remembers the tags written.  In a traced function, a boolean
+    ``tf.Variable`` per (writer, tag), created outside the function, picks
+    the metadata or nothing when the graph runs and is set by the write.
+    Where such a variable cannot be made (e.g. inside a distribution
+    strategy's replica function), every event carries the metadata, as
+    TensorBoard's own summaries do.  A write that fails raises as before.
+    """
+
+    def __init__(self):
+        self._seen = weakref.WeakKeyDictionary()  # writer -> {tag: True or tf.Variable}
+
+    def _state(self, writer):
+        try:
+            return self._seen.setdefault(writer, {})
+        except TypeError:  # not weak-referenceable: no memory, metadata always
+            return None
+
+    def write(self, tag, tensor, step, serialized):
+        writer = tf_internals.default_summary_writer()
+        seen = self._state(writer) if writer is not None else None
+        if seen is None:
+            return tf.summary.write(tag, tensor, step=step, metadata=serialized)
+        if tf.executing_eagerly():
+            entry = seen.get(tag)
+            done = entry is True or (isinstance(entry, _Flag) and bool(entry.read()))
+            written = tf.summary.write(tag, tensor, step=step, metadata=None if done else serialized)
+            if bool(written) and not done:
+                if isinstance(entry, _Flag):
+                    entry.assign(True)
+                else:
+                    seen[tag] = True
+            return written
+        flag = seen.get(tag)
+        if flag is None or flag is True:
+            flag = seen[tag] = self._flag(flag is True)
+        if flag is None:
+            del seen[tag]
+            return tf.summary.write(tag, tensor, step=step, metadata=serialized)
+        done = flag.read()
+        chosen = tf.where(done, tf.constant(b""), tf.constant(serialized))
+        written = tf.summary.write(tag, tensor, step=step, metadata=chosen)
+        flag.assign(tf.logical_or(done, written))
+        return written
+
+    @staticmethod
+    def _flag(value):
+        """A boolean flag living outside the traced function, or None."""
+        if tf.distribute.has_strategy():
+            return None
+        try:
+            return _Flag(value)
+        except Exception:  # noqa: BLE001 - no resource here: metadata on every event
+            return None
+
+
+class _Flag:
+    """A boolean resource variable made eagerly, read and set in graphs.
+
+    Raw resource ops, not ``tf.Variable``: a ``tf.function`` refuses new
+    variables after its first trace, and a new tag can first appear in any
+    trace."""
+
+    _count = itertools.count()
+
+    def __init__(self, value):
+        with tf.init_scope():
+            self._handle = tf.raw_ops.VarHandleOp(
+                dtype=tf.bool, shape=[], shared_name="gradlens_metadata_written_%d" % next(self._count)
+            )
+            tf.raw_ops.AssignVariableOp(resource=self._handle, value=tf.constant(bool(value)))
+
+    def read(self):
+        return tf.raw_ops.ReadVariableOp(resource=self._handle, dtype=tf.bool)
+
+    def assign(self, value):
+        return tf.raw_ops.AssignVariableOp(resource=self._handle, value=value)
+
+
+METADATA_ONCE = MetadataOnce()
+
+
+class PreparedRecord:
+    """A record's tag and serialized metadata, made once (for 10^5 rows the
+    JSON and its digest take a large part of a second)."""
+
+    __slots__ = ("record", "tag", "serialized")
+
+    def __init__(self, name, record):
+        self.record = record
+        self.tag = metadata.tag_for(name, record)
+        self.serialized = metadata.create_summary_metadata(record).SerializeToString()
+
+    def write(self, tensor, step):
+        """Write ``tensor`` at ``step`` (metadata with the tag's first event)."""
+        METADATA_ONCE.write(self.tag, tensor, step, self.serialized)
+        return self.tag
+
+
+_PREPARED = collections.OrderedDict()  # the last few gradient record pairs
+_PREPARED_KEEP = 16
+
+
+def gradient_records(name, rows, variable_dtypes, gradient_dtypes, skipped):
+    """(grad_stats, grad_histogram) PreparedRecords, cached by their content."""
+    key = (name, tuple(rows), tuple(variable_dtypes), tuple(gradient_dtypes),
+           tuple((d["row"], d["dtype"], d["reason"]) for d in skipped))
+    prepared = _PREPARED.get(key)
+    if prepared is None:
+        extras = records.gradient_extras(variable_dtypes, gradient_dtypes, skipped)
+        prepared = (
+            PreparedRecord(name, metadata.RecordMetadata(
+                metadata.GRAD_STATS, rows, metadata.GRAD_STATS_COLUMNS, extras)),
+            PreparedRecord(name, metadata.RecordMetadata(
+                metadata.GRAD_HISTOGRAM, rows, metadata.HISTOGRAM_COLUMNS, records.histogram_extras())),
+        )
+        _PREPARED[key] = prepared
+        while len(_PREPARED) > _PREPARED_KEEP:
+            _PREPARED.popitem(last=False)
+    else:
+        _PREPARED.move_to_end(key)
+    return prepared
+
+
+class RecordWriter:
+    """Writes a fixed set of records to one summary writer, all in one graph
+    call per step (the Keras callback's writes, outside the train step).
+
+    ``records`` is a list of ``(name, RecordMetadata, value_fn)``;
+    ``value_fn()`` returns the record's float32 ``[rows, columns]`` tensor
+    (e.g. reads a buffer variable).  TensorBoard keeps the metadata of a
+    tag's first event, so only the first call writes it: every later
+    event holds the step and the tensor alone (for 200 variables the
+    metadata, rows and extras, is as large as the statistics).  Calling
+    eagerly, ``tf.summary.write`` per record costs ~1 ms of Python and op
+    dispatch; traced, the whole set is one function call.
+    """
+
+    def __init__(self, writer, records):
+        self._writer = writer
+        self._records = []
+        for name, record, value_fn in records:
+            metadata.validate(record)
+            serialized = metadata.create_summary_metadata(record).SerializeToString()
+            self._records.append((metadata.tag_for(name, record), serialized, record, value_fn))
+        from tb_gradlens import keras_private  # TensorFlow's own flag for once-per-object functions
+
+        self._with_metadata = keras_private.function_per_instance(lambda step: self._write(step, True),
+                                                                  autograph=False)
+        self._without_metadata = keras_private.function_per_instance(lambda step: self._write(step, False),
+                                                                     autograph=False)
+        self._metadata_written = False
+
+    @property
+    def tags(self):
+        return [tag for tag, _, _, _ in self._records]
+
+    def _write(self, step, with_metadata):
+        for tag, serialized, record, value_fn in self._records:
+            values = tf.cast(value_fn(), tf.float32)
+            metadata.check_tensor_shape(record, values.shape)
+            tf.summary.write(tag, values, step=step, metadata=serialized if with_metadata else None)
+        return tf.constant(True)
+
+    def __call__(self, step):
+        """Write every record at ``step`` (an int)."""
+        write = self._without_metadata if self._metadata_written else self._with_metadata
+        if tf_internals.default_summary_writer() is self._writer:
+            # Inside the caller's as_default() block, which flushes once for
+            # all of a step's records: a block of its own would flush (and
+            # check the event file) once per record set.
+            write(tf.constant(step, tf.int64))
+        else:
+            with self._writer.as_default():
+                write(tf.constant(step, tf.int64))
+        self._metadata_written = True
