@@ -15,12 +15,16 @@ import numpy as np
 from werkzeug import wrappers
 
 from tb_gradlens import analysis
+from tb_gradlens import filtered_source
 from tb_gradlens import metadata
 from tb_gradlens.json_encoding import encode_array  # noqa: F401 (tests, callers)
 from tb_gradlens.json_encoding import encode_json
 from tb_gradlens import reading
 
 _STATIC_PREFIX = "/static/"
+# Steps of a log2 histogram read for the tab when it names none (histograms route).
+HISTOGRAM_STEPS = 500
+MAX_HISTOGRAM_STEPS = 5000
 _CONTENT_TYPES = {
     ".js": "text/javascript",
     ".css": "text/css",
@@ -70,6 +74,26 @@ def respond_json(request, obj):
     return http_util.Respond(request, encode_json(obj), "application/json")
 
 
+def series_answer(series, rows, columns, steps):
+    """The JSON-ready answer of the series and histograms routes: rows,
+    columns and steps (index lists) of a Series, ``values[column][row][step]``."""
+    record = series.record
+    index = np.ix_(steps, np.asarray(rows, np.intp), np.asarray(columns, np.intp))
+    values = series.values[index]  # [steps, rows, columns]
+    return {
+        "run": series.run,
+        "tag": series.tag,
+        "kind": record.kind,
+        "rows": [record.rows[i] for i in rows],
+        "columns": [record.columns[i] for i in columns],
+        "extras": record.extras,
+        "sampled": series.sampled,
+        "steps": series.steps[steps],
+        "wall_times": series.wall_times[steps],
+        "values": np.ascontiguousarray(values.transpose(2, 1, 0)),
+    }
+
+
 # ---------------------------------------------------------------------------
 # Request parameters.
 # ---------------------------------------------------------------------------
@@ -115,6 +139,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
             "/static/*": self._serve_static,
             "/runs": self._serve_runs,
             "/series": self._serve_series,
+            "/histograms": self._serve_histograms,
             "/dtypes": self._serve_dtypes,
             "/scalars": self._serve_scalars,
             "/alerts": self._serve_alerts,
@@ -135,6 +160,18 @@ class GradLensPlugin(base_plugin.TBPlugin):
 
     def _source(self, request):
         return reading.Source.from_request(self._data_provider, request, self._cache)
+
+    def _filtered_source(self, request, rows=True):
+        """The source seen through the tab's filters: ``rows`` (regex, when
+        ``rows``), ``step_min``, ``step_max`` (filtered_source.py)."""
+        source = self._source(request)
+        pattern = _arg(request, "rows") if rows else None
+        step_min, step_max = _int_arg(request, "step_min"), _int_arg(request, "step_max")
+        if not filtered_source.is_filtered(pattern, step_min, step_max):
+            return source
+        if pattern is not None:
+            reading.select_rows([], pattern)  # 400 for an invalid regex
+        return filtered_source.FilteredSource(source, pattern, step_min, step_max)
 
     @wrappers.Request.application
     def _serve_static(self, request):
@@ -184,21 +221,27 @@ class GradLensPlugin(base_plugin.TBPlugin):
             [c.strip() for c in columns_arg.split(",") if c.strip()] if columns_arg else None,
         )
         steps = reading.select_steps(series.steps, step_min, step_max, max_steps)
-        index = np.ix_(steps, np.asarray(rows, np.intp), np.asarray(columns, np.intp))
-        values = series.values[index]  # [steps, rows, columns]
-        body = {
-            "run": run,
-            "tag": tag,
-            "kind": record.kind,
-            "rows": [record.rows[i] for i in rows],
-            "columns": [record.columns[i] for i in columns],
-            "extras": record.extras,
-            "sampled": series.sampled,
-            "steps": series.steps[steps],
-            "wall_times": series.wall_times[steps],
-            "values": np.ascontiguousarray(values.transpose(2, 1, 0)),
-        }
-        return respond_json(request, body)
+        return respond_json(request, series_answer(series, rows, columns, steps))
+
+    @wrappers.Request.application
+    def _serve_histograms(self, request):
+        run = _arg(request, "run", required=True)
+        tag = _arg(request, "tag", required=True)
+        max_steps = min(
+            _int_arg(request, "max_steps", minimum=1) or HISTOGRAM_STEPS, MAX_HISTOGRAM_STEPS
+        )
+        source = self._source(request)
+        if source.entry(run, tag).kind != metadata.GRAD_HISTOGRAM:
+            raise errors.InvalidArgumentError("tag %r is not a grad_histogram record" % tag)
+        series = source.sampled_series(run, tag, max_steps)
+        rows = reading.select_rows(
+            series.record.rows, _arg(request, "rows"), request.args.getlist("row")
+        )
+        columns = list(range(len(series.record.columns)))
+        steps = reading.select_steps(
+            series.steps, _int_arg(request, "step_min"), _int_arg(request, "step_max")
+        )
+        return respond_json(request, series_answer(series, rows, columns, steps))
 
     @wrappers.Request.application
     def _serve_dtypes(self, request):
@@ -232,7 +275,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def _serve_alerts(self, request):
         run = _arg(request, "run")
-        source = self._source(request)
+        source = self._filtered_source(request)
         if run is not None:
             source.entries(run)  # 404 for an unknown run
         alerts, problems = analysis.run_alerts(
@@ -244,7 +287,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_overview(self, request):
-        runs = analysis.overview(self._source(request), self._thresholds)
+        runs = analysis.overview(self._filtered_source(request), self._thresholds)
         return respond_json(request, {"runs": runs})
 
     @wrappers.Request.application
@@ -258,6 +301,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
             column=_arg(request, "column"),
         )
         body = analysis.compare(
-            self._source(request), run_a, run_b, quantity, _arg(request, "noise_run")
+            self._filtered_source(request, rows=False), run_a, run_b, quantity,
+            _arg(request, "noise_run"),
         )
         return respond_json(request, body)
