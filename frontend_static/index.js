@@ -8,7 +8,8 @@
 
 import * as api from './api.js';
 import {el, clear, message} from './dom.js';
-import {connectToHost, followTheme} from './host.js';
+import {connectToHost} from './host.js';
+import {followTheme} from './theme.js';
 import * as state from './state.js';
 import {HOW_TO_LOG} from './views/common.js';
 import * as overview from './views/overview.js';
@@ -54,14 +55,14 @@ function buildShell() {
   for (const view of VIEWS) {
     const tab = el('button', {
       type: 'button', role: 'tab', id: `gl-tab-${view.name}`, text: view.label,
-      dataset: {view: view.name}, onclick: () => state.update({view: view.name}),
+      dataset: {view: view.name}, onclick: () => state.update({view: view.name, focus: '', alert: ''}),
     });
     tab.addEventListener('keydown', (event) => {
       const i = VIEWS.indexOf(view);
       const delta = event.key === 'ArrowRight' ? 1 : event.key === 'ArrowLeft' ? -1 : 0;
       if (!delta) return;
       const next = VIEWS[(i + delta + VIEWS.length) % VIEWS.length];
-      state.update({view: next.name});
+      state.update({view: next.name, focus: '', alert: ''});
       tabs.querySelector(`[data-view="${next.name}"]`).focus();
     });
     tabs.appendChild(tab);
@@ -156,7 +157,9 @@ function renderControls(current, view) {
   }
   runSelect.value = current.run && runs.some((r) => r.run === current.run) ? current.run
     : view.name === 'overview' ? '' : (runs[0] ? runs[0].run : '');
-  runSelect.addEventListener('change', () => state.update({run: runSelect.value}));
+  // Another run: what was selected in the old one (record, variable, step, alert) no longer applies.
+  runSelect.addEventListener('change', () => state.update({run: runSelect.value, tag: '', utag: '', row: '',
+    step: '', focus: '', alert: ''}));
 
   const regex = el('input', {
     type: 'search', class: 'gl-regex', 'aria-label': 'Variable regex',
@@ -178,7 +181,7 @@ function renderControls(current, view) {
     ? document.activeElement.className : null;
   app.controls.replaceChildren(
     view.name === 'compare' ? '' : el('label', {class: 'gl-field'}, [el('span', {text: 'Run'}), runSelect]),
-    el('label', {class: 'gl-field'}, [el('span', {text: 'Variable regex'}), regex]),
+    view.name === 'compare' ? '' : el('label', {class: 'gl-field'}, [el('span', {text: 'Variable regex'}), regex]),
     el('label', {class: 'gl-field'}, [el('span', {text: 'From step'}), stepInput('smin', 'From step')]),
     el('label', {class: 'gl-field'}, [el('span', {text: 'To step'}), stepInput('smax', 'To step')]),
   );

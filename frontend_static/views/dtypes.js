@@ -5,7 +5,7 @@
 import {getJson, RouteError} from '../api.js';
 import {el, labelled, select} from '../dom.js';
 import {table} from '../table.js';
-import {HOW_TO_LOG, chooseRun, emptyState, runsWithKind} from './common.js';
+import {HOW_TO_LOG, chooseRun, emptyState, focusSection, runsWithKind} from './common.js';
 
 const KIND = 'dtypes';
 const LOW_PRECISION = new Set(['bfloat16', 'float16', 'float8_e4m3fn', 'float8_e5m2']);
@@ -48,9 +48,11 @@ export async function render(container, ctx) {
   const map = chosen.map || {};
   const output = map.model_output_dtype;
   if (output && LOW_PRECISION.has(output)) {
-    container.appendChild(el('p', {class: 'gl-message gl-warning gl-output-warning', role: 'alert',
+    const warning = el('p', {class: 'gl-message gl-warning gl-output-warning', role: 'alert',
       text: `The model output is ${output}: the loss is computed from ${output} values. Keep the last `
-        + 'layer or activation in float32 (dtype="float32"), as the mixed-precision guides advise.'}));
+        + 'layer or activation in float32 (dtype="float32"), as the mixed-precision guides advise.'});
+    container.appendChild(warning);
+    if (state.focus === 'dtypes') focusSection(warning);
   } else if (output) {
     container.appendChild(el('p', {class: 'gl-message gl-output-ok', text: `Model output dtype: ${output}.`}));
   }
@@ -70,7 +72,8 @@ export async function render(container, ctx) {
     columns: ['path', 'class', 'policy', 'compute_dtype', 'variable_dtype', 'output_dtype', 'mixed']
       .map((k) => ({key: k, label: k.replace('_', ' ')})),
     rows: layers.map((l) => ({...l, mixed: mixed(l) ? 'mixed' : ''})),
-    rowClass: (row) => `gl-layer-row${row.mixed ? ' gl-mixed' : ''}`,
+    rowKey: (row) => row.path,
+    rowClass: (row) => `gl-layer-row${row.mixed ? ' gl-mixed' : ''}${row.path === state.row ? ' gl-selected' : ''}`,
   }));
   const variables = (map.variables || []).filter((v) => keep(v.path || ''));
   if (variables.length) {
