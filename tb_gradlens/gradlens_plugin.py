@@ -16,6 +16,7 @@ from werkzeug import wrappers
 
 from tb_gradlens import analysis
 from tb_gradlens import filtered_source
+from tb_gradlens import health
 from tb_gradlens import metadata
 from tb_gradlens.json_encoding import encode_array  # noqa: F401 (tests, callers)
 from tb_gradlens.json_encoding import encode_json
@@ -25,6 +26,9 @@ _STATIC_PREFIX = "/static/"
 # Steps of a log2 histogram read for the tab when it names none (histograms route).
 HISTOGRAM_STEPS = 500
 MAX_HISTOGRAM_STEPS = 5000
+# Buckets of steps of the health route (about one per pixel column of the tab's heatmap).
+HEALTH_BUCKETS = 1000
+MAX_HEALTH_BUCKETS = 5000
 _CONTENT_TYPES = {
     ".js": "text/javascript",
     ".css": "text/css",
@@ -140,6 +144,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
             "/runs": self._serve_runs,
             "/series": self._serve_series,
             "/histograms": self._serve_histograms,
+            "/health": self._serve_health,
             "/dtypes": self._serve_dtypes,
             "/scalars": self._serve_scalars,
             "/alerts": self._serve_alerts,
@@ -242,6 +247,25 @@ class GradLensPlugin(base_plugin.TBPlugin):
             series.steps, _int_arg(request, "step_min"), _int_arg(request, "step_max")
         )
         return respond_json(request, series_answer(series, rows, columns, steps))
+
+    @wrappers.Request.application
+    def _serve_health(self, request):
+        run = _arg(request, "run", required=True)
+        tag = _arg(request, "tag", required=True)
+        buckets = min(_int_arg(request, "buckets", minimum=1) or HEALTH_BUCKETS, MAX_HEALTH_BUCKETS)
+        series = self._source(request).series(run, tag)
+        record = series.record
+        if record.kind != metadata.GRAD_STATS:
+            raise errors.InvalidArgumentError("tag %r is not a grad_stats record" % tag)
+        rows = reading.select_rows(record.rows, _arg(request, "rows"), request.args.getlist("row"))
+        steps = reading.select_steps(
+            series.steps, _int_arg(request, "step_min"), _int_arg(request, "step_max")
+        )
+        index = np.ix_(steps, np.asarray(rows, np.intp))
+        columns = {c: series.column(c)[index].astype(np.float64) for c in health.COLUMNS}
+        body = health.gradient_health(series.steps[steps], columns, buckets)
+        body.update(run=run, tag=tag, rows=[record.rows[i] for i in rows])
+        return respond_json(request, body)
 
     @wrappers.Request.application
     def _serve_dtypes(self, request):

@@ -109,3 +109,35 @@ def test_restrict_record_slices_per_row_extras():
     assert sliced.rows == ("b",) and sliced.extras["row_dtypes"] == ["float32"]
     assert records.read_comparison(sliced).row_dtypes == ("float32",)
     assert record.extras["row_dtypes"] == ["bfloat16", "float32", "bfloat16"]  # the original is untouched
+
+
+def test_health_route_keeps_the_worst_of_each_bucket(client):  # noqa: F811
+    tag = tag_of(client, "f32", "grad_stats")
+    data = get_json(client, "health", run="f32", tag=tag)
+    assert data["rows"] == list(logs.VARIABLES) and data["steps"] == logs.F32_STEPS
+    assert data["last_steps"] == logs.F32_STEPS
+    kernel, bias, frozen = range(3)
+    # dense/bias has a NaN at step 3 only; frozen is None at every step; dense/kernel is never all zero.
+    assert data["status"][bias] == [4 if s == logs.NAN_STEP else 1 for s in logs.F32_STEPS]
+    assert data["status"][frozen] == [3] * len(logs.F32_STEPS)
+    assert data["status"][kernel] == [1] * len(logs.F32_STEPS)
+    assert [number(v) for v in data["nonfinite"][bias]] == [1 if s == logs.NAN_STEP else 0 for s in logs.F32_STEPS]
+    assert data["first_nonfinite"] == [None, logs.NAN_STEP, None]
+    assert data["first_none"] == [None, None, 0] and data["first_dead"] == [None, None, None]
+    want = max(np.abs(logs.gradients_at("f32", s)[0]).max() for s in logs.F32_STEPS)
+    assert data["max_abs"][kernel] == pytest.approx(float(want), rel=1e-6) and data["max_abs"][frozen] is None
+    # Two buckets of three steps: the NaN at step 3 is kept in the second, never thinned away.
+    two = get_json(client, "health", run="f32", tag=tag, buckets=2)
+    assert two["steps"] == [0, 3] and two["last_steps"] == [2, 5]
+    assert two["status"][bias] == [1, 4] and [number(v) for v in two["nonfinite"][bias]] == [0, 1]
+    ranged = get_json(client, "health", run="f32", tag=tag, rows="bias", step_min=4)
+    assert ranged["rows"] == ["dense/bias"] and ranged["steps"] == [4, 5] and ranged["first_nonfinite"] == [None]
+
+
+def test_health_route_errors(client):  # noqa: F811
+    stats = tag_of(client, "f32", "grad_stats")
+    assert get(client, "health", run="f32", tag=tag_of(client, "f32", "divergence"))[0] == 400
+    assert get(client, "health", run="f32", tag=stats, buckets=0)[0] == 400
+    assert get(client, "health", run="f32", tag=stats, rows="(")[0] == 400
+    assert get(client, "health", run="nope", tag=stats)[0] == 404
+    assert get(client, "health", run="f32", tag=stats, row="nope")[0] == 404
