@@ -145,21 +145,21 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
 /** Q4 in one sentence. */
 function verdictLine(v, {runA, runB, noise, what}) {
   const p = el('p', {class: `gl-headline gl-verdict gl-verdict-${v.kind}`});
-  const numbers = ` max |(B − A) / A| ${fmt(v.maxB)}`;
+  const maxB = () => el('span', {class: 'gl-max-rel', text: fmt(v.maxB)});
   if (v.kind === 'beyond') {
     p.append(el('b', {class: 'gl-verdict-text', text: 'Beyond noise'}), ` from step `,
       el('b', {class: 'gl-verdict-step', text: String(v.first)}),
-      `: ${runB} differs from ${runA} in ${what} by more than ${noise} does (${numbers.trim()} vs noise floor `,
+      `: ${runB} differs from ${runA} in ${what} by more than ${noise} does (max |(B − A) / A| `, maxB(), ' vs noise floor ',
       el('span', {class: 'gl-noise-max', text: fmt(v.maxNoise)}), `, over ${v.shared} common steps).`);
   } else if (v.kind === 'within') {
     p.append(el('b', {class: 'gl-verdict-text', text: 'Within noise'}),
-      `: ${runB} differs from ${runA} in ${what} no more than ${noise} does (${numbers.trim()} vs noise floor `,
+      `: ${runB} differs from ${runA} in ${what} no more than ${noise} does (max |(B − A) / A| `, maxB(), ' vs noise floor ',
       el('span', {class: 'gl-noise-max', text: fmt(v.maxNoise)}), `, over ${v.shared} common steps).`);
   } else if (v.kind === 'no-overlap') {
     p.append('The noise-floor run shares no step with A and B here: no verdict.');
   } else {
-    p.append(`No noise-floor run: pick one (${runA}'s precision with another seed) to tell a real difference from noise.`
-      + `${numbers}.`);
+    p.append(`No noise-floor run: pick one (${runA}'s precision with another seed) to tell a real difference from noise;`
+      + ' max |(B − A) / A| ', maxB(), '.');
   }
   p.dataset.kind = v.kind;
   return p;

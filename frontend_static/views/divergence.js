@@ -25,6 +25,11 @@ import {COMPARISON_KINDS, chooseComparison, comparisons, sideDetails, sideLabel}
 const METRICS = ['rel_l2', 'cosine', 'norm_ratio', 'max_abs', 'max_rel', 'ulp_rms', 'sign_flip',
   'flush_to_zero', 'nonfinite'];
 
+/** The alerts of the state's run, asked for while the runs listing loads. */
+export function prefetch(state) {
+  if (state.run) getJson('alerts', {run: state.run}).catch(() => null);
+}
+
 export async function render(container, ctx) {
   const {state, runs, navigate} = ctx;
   const run = chooseRun(runs, state.run, ...COMPARISON_KINDS);
@@ -176,7 +181,8 @@ async function renderStepTable(section, {ctx, run, entry, metric, series, found,
     return row;
   });
   const selected = ctx.state.row;
-  rows.sort((a, b) => (b.ratio ?? -1) - (a.ratio ?? -1));
+  const key = (r) => (r.ratio === null ? -1 : Number.isNaN(r.ratio) ? Infinity : r.ratio);
+  rows.sort((a, b) => key(b) - key(a));
   const pick = rows.findIndex((r) => r.variable === selected);
   if (pick >= 25) rows.unshift(...rows.splice(pick, 1));
   section.appendChild(table({

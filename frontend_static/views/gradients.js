@@ -1,10 +1,11 @@
 // Gradients: where NaN/Inf started, which variables have dead (all-zero)
 // or disconnected (None) gradients, and how the gradients evolve.  A
 // sentence answers first (from the alert rules), then a health heatmap of
-// every variable x step, L2 norm / max |g| / zero fraction / NaN+Inf count
-// (log scale) for the top-K variables, the variables at the marked step,
-// the selected variable's log2 |g| histogram (histogram.js) and the
-// optimizer's update statistics (updates.js).
+// every variable x step (the health route: each pixel column keeps its
+// worst status, so a single NaN step is never thinned away), L2 norm /
+// max |g| / zero fraction / NaN+Inf count (log scale) for the top-K
+// variables, the variables at the marked step, the selected variable's log2
+// |g| histogram (histogram.js) and the optimizer's updates (updates.js).
 
 import {getJson} from '../api.js';
 import {el, labelled, select} from '../dom.js';
@@ -15,15 +16,21 @@ import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {
   HOW_TO_LOG, chartControls, chooseRun, emptyState, filterParams, focusSection, markedStep, maxSteps,
-  runsWithKind, seriesColumn, smoothingOf, stepIndex, stepParams, tagsOfKind, topK,
+  runsWithKind, seriesColumn, smoothingOf, stepParams, tagsOfKind, topK,
 } from './common.js';
-import {COLUMNS, cellTexts, gradientHealth, rowSizes} from './gradient_health.js';
+import {COLUMNS, cellTexts, gradientHealth} from './gradient_health.js';
 import {renderHistogram} from './histogram.js';
 import {gradientOrder, gradientProblems} from './rank.js';
 import {chooseTag, recordLabel} from './records.js';
 import {renderUpdates} from './updates.js';
 
 const KIND = 'grad_stats';
+const STATUS_TEXT = {1: 'ok', 2: 'dead: all-zero gradient', 3: 'None (disconnected)', 4: 'NaN/Inf'};
+
+/** The alerts of the state's run, asked for while the runs listing loads. */
+export function prefetch(state) {
+  if (state.run) getJson('alerts', {run: state.run, ...filterParams(state)}).catch(() => null);
+}
 
 export async function render(container, ctx) {
   const {state, runs, navigate} = ctx;
@@ -42,62 +49,43 @@ export async function render(container, ctx) {
     ...chartControls(state, navigate, {logLabel: 'log y (norms)'}),
   ]));
   container.appendChild(el('h2', {}, ['Gradients in run ', el('span', {class: 'gl-run-name', text: run.run})]));
-  const [series, alerts] = await Promise.all([
-    getJson('series', {run: run.run, tag: entry.tag, rows: state.filter, columns: COLUMNS.join(','),
-      ...stepParams(state), max_steps: maxSteps()}),
+  const [health, alerts] = await Promise.all([
+    getJson('health', {run: run.run, tag: entry.tag, rows: state.filter, ...stepParams(state), buckets: maxSteps()}),
     getJson('alerts', {run: run.run, ...filterParams(state)}),
   ]);
   if (!ctx.isCurrent()) return;
-  if (!series.steps.length || !series.rows.length) {
-    container.appendChild(emptyState(series.rows.length ? 'No steps in this step range.'
+  if (!health.steps.length || !health.rows.length) {
+    container.appendChild(emptyState(health.rows.length ? 'No steps in this step range.'
       : 'No variable matches the variable regex.'));
     return;
   }
-  const col = Object.fromEntries(COLUMNS.map((c) => [c, seriesColumn(series, c)]));
-  const health = gradientHealth(col);
-  const problems = gradientProblems(health.status, colorers.STATUS);
-  const ranked = gradientOrder(problems, rowSizes(health), state.rank);
-  let selected = series.rows.indexOf(state.row);
+  const ranked = gradientOrder(gradientProblems(health), health.max_abs.map((v) => v ?? 0), state.rank);
+  const selected = health.rows.indexOf(state.row);
   const shown = ranked.slice(0, topK(state));
   if (selected >= 0 && !shown.includes(selected)) shown.push(selected);
-  const mark = markedStep(state, series.steps);
-  const highlight = series.rows[selected];
+  const last = health.last_steps[health.last_steps.length - 1];
+  const mark = markedStep({step: state.step}, [health.steps[0], last]);
+  const at = mark ?? last;
+  const names = shown.map((r) => health.rows[r]);
+  const columns = COLUMNS.join(',');
+  const [lines, atStep] = await Promise.all([
+    getJson('series', {run: run.run, tag: entry.tag, row: names, columns, ...stepParams(state),
+      max_steps: Math.round(maxSteps() / 2)}),
+    // The logged step at or before the marked one (max_steps=1 keeps the last step of the range).
+    getJson('series', {run: run.run, tag: entry.tag, rows: state.filter, columns, step_min: state.smin, step_max: at,
+      max_steps: 1}),
+  ]);
+  if (!ctx.isCurrent()) return;
+  const focused = health.rows[selected >= 0 ? selected : ranked[0]];
   container.appendChild(headline(alerts.alerts.filter((a) => a.tag === entry.tag)));
-
-  const healthSection = el('section', {class: 'gl-section gl-sec-health'});
-  healthSection.appendChild(heatmap({
-    title: 'Gradient health: variables × steps (click selects a variable and step)',
-    rows: series.rows, steps: series.steps, values: health.status, colors: colorers.status(),
-    selectedRow: selected, markStep: mark,
-    shown: health.nonfinite,
-    describe: (r, i) => [`step ${series.steps[i]}`, cellTexts(health, col, r, i).status,
-      `zero fraction ${fmt(col.zero_fraction[r][i])}`],
-    onSelect: (r, i) => navigate({row: series.rows[r], step: series.steps[i]}),
-  }));
+  const healthSection = el('section', {class: 'gl-section gl-sec-health'}, [healthMap(health, selected, mark, navigate)]);
   container.appendChild(healthSection);
-  const lines = (values, extra = {}) => shown.map((r) => ({
-    name: series.rows[r], steps: series.steps, values: values[r], none: health.none[r],
-    flags: extra.flags ? health.partial[r] : undefined,
-  }));
-  const common = {markStep: mark, highlight, smoothing: smoothingOf(state), onClick: (s) => navigate({step: s})};
-  const yScale = state.logy === '0' ? 'linear' : 'log';
-  const charts = el('section', {class: 'gl-section gl-sec-charts'}, [el('div', {class: 'gl-grid2'}, [
-    lineChart({...common, title: 'L2 norm ‖g‖₂ (finite elements)', yLabel: 'l2_norm', yScale,
-      series: lines(health.l2, {flags: true})}),
-    lineChart({...common, title: 'max |g|', yLabel: 'max_abs', yScale, series: lines(health.maxAbs, {flags: true})}),
-    lineChart({...common, title: 'zero fraction (exact zeros)', yLabel: 'zero_fraction',
-      series: lines(health.zero)}),
-    lineChart({...common, title: 'NaN + Inf count (log scale)', yLabel: 'elements', yScale: 'count',
-      smoothing: 0, series: lines(health.nonfinite)}),
-  ])]);
-  container.appendChild(charts);
-  const at = stepIndex(series.steps, mark);
-  if (selected < 0) selected = ranked[0];
-  container.appendChild(stepTable(series, col, health, at, series.rows[selected], navigate));
+  container.appendChild(charts(lines, health, shown, {mark, state, navigate}));
+  container.appendChild(stepTable(atStep, focused, navigate));
   if (state.focus === 'grad_stats') focusSection(healthSection);
   // The histogram and the updates come after: the view is usable before they are drawn.
   const more = Promise.all([
-    renderHistogram(container, {ctx, run, entry, variable: series.rows[selected], mark}),
+    renderHistogram(container, {ctx, run, entry, variable: focused, mark}),
     tagsOfKind(run, 'update_stats').length ? renderUpdates(container, {ctx, run, entry, alerts: alerts.alerts})
       : null,
   ]);
@@ -132,16 +120,59 @@ function headline(alerts) {
   return box;
 }
 
+/** Every variable x step: ok, dead, None, NaN/Inf (the worst of each bucket of steps). */
+function healthMap(health, selected, mark, navigate) {
+  const status = health.status.map((row) => Float64Array.from(row));
+  const counts = health.nonfinite.map((row) => Float64Array.from(row, Number));
+  return heatmap({
+    title: 'Gradient health: variables × steps (click selects a variable and step)',
+    note: health.steps.length < health.last_steps[health.last_steps.length - 1] - health.steps[0] + 1
+      ? 'each column shows the worst of its steps' : '',
+    rows: health.rows, steps: health.steps, values: status, shown: counts, colors: colorers.status(),
+    selectedRow: selected, markStep: mark,
+    describe: (r, i, v) => [
+      health.steps[i] === health.last_steps[i] ? `step ${health.steps[i]}` : `steps ${health.steps[i]}–${health.last_steps[i]}`,
+      STATUS_TEXT[status[r][i]] || '', status[r][i] === 4 ? `up to ${fmt(v)} NaN/Inf elements` : ''].filter(Boolean),
+    onSelect: (r, i) => navigate({row: health.rows[r], step: health.steps[i]}),
+  });
+}
+
+/** L2 norm, max |g|, zero fraction (top-K series) and NaN + Inf count (the health route's bucket maxima). */
+function charts(series, health, shown, {mark, state, navigate}) {
+  const col = Object.fromEntries(COLUMNS.map((c) => [c, seriesColumn(series, c)]));
+  const h = gradientHealth(col);
+  const highlight = state.row && health.rows.includes(state.row) ? state.row : undefined;
+  const common = {markStep: mark, highlight, smoothing: smoothingOf(state), onClick: (s) => navigate({step: s})};
+  const yScale = state.logy === '0' ? 'linear' : 'log';
+  const order = shown.map((r) => series.rows.indexOf(health.rows[r])).filter((r) => r >= 0); // ranked first
+  const lines = (values, flags) => order.map((r) => ({
+    name: series.rows[r], steps: series.steps, values: values[r], none: h.none[r], flags: flags ? h.partial[r] : undefined,
+  }));
+  const counts = shown.map((r) => ({
+    name: health.rows[r], steps: health.steps, values: health.nonfinite[r].map(Number),
+    none: Uint8Array.from(health.status[r], (c) => (c === 3 ? 1 : 0)),
+  }));
+  return el('section', {class: 'gl-section gl-sec-charts'}, [el('div', {class: 'gl-grid2'}, [
+    lineChart({...common, title: 'L2 norm ‖g‖₂ (finite elements)', yLabel: 'l2_norm', yScale, series: lines(h.l2, true)}),
+    lineChart({...common, title: 'max |g|', yLabel: 'max_abs', yScale, series: lines(h.maxAbs, true)}),
+    lineChart({...common, title: 'zero fraction (exact zeros)', yLabel: 'zero_fraction', series: lines(h.zero)}),
+    lineChart({...common, title: 'NaN + Inf count (log scale)', yLabel: 'elements', yScale: 'count', smoothing: 0,
+      series: counts}),
+  ])]);
+}
+
 /** The variables at one step: status, l2, max |g|, zero fraction, NaN/Inf; None and NaN said in words. */
-function stepTable(series, col, health, s, selectedName, navigate) {
+function stepTable(series, selectedName, navigate) {
+  const col = Object.fromEntries(COLUMNS.map((c) => [c, seriesColumn(series, c)]));
+  const h = gradientHealth(col);
   const rows = series.rows.map((name, r) => {
-    const t = cellTexts(health, col, r, s);
-    return {variable: name, status: t.status, l2_norm: col.l2_norm[r][s], max_abs: col.max_abs[r][s],
-      zero_fraction: col.zero_fraction[r][s], nonfinite: health.nonfinite[r][s], count: col.count[r][s], texts: t};
+    const texts = cellTexts(h, col, r, 0);
+    return {variable: name, status: texts.status, l2_norm: col.l2_norm[r][0], max_abs: col.max_abs[r][0],
+      zero_fraction: col.zero_fraction[r][0], nonfinite: h.nonfinite[r][0], count: col.count[r][0], texts};
   });
   const text = (key) => (v, row) => row.texts[key] ?? fmt(v);
   return table({
-    caption: `Variables at step ${series.steps[s]} (click a step in a chart to move; select a variable for its histogram)`,
+    caption: `Variables at step ${series.steps[0]} (click a step in a chart to move; select a variable for its histogram)`,
     columns: [
       {key: 'variable', label: 'variable'},
       {key: 'status', label: 'status'},

@@ -93,6 +93,7 @@ export async function renderHistogram(container, {ctx, run, entry, variable, mar
   const hist = await getJson('histograms', {run: run.run, tag: tag.tag, row: variable, ...stepParams(ctx.state),
     max_steps: HIST_STEPS});
   loading.remove();
+  section.dataset.loadedAt = performance.now().toFixed(1);
   section.dataset.loaded = '1';
   if (!ctx.isCurrent()) return section;
   if (!hist.steps.length) {

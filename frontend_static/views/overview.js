@@ -15,6 +15,13 @@ import {comparisonLabel} from './records.js';
 
 const LISTED = 4;
 
+/** The routes the Overview reads, asked for while the runs listing loads. */
+export function prefetch(state) {
+  const params = filterParams(state);
+  return [getJson('overview', params), getJson('alerts', {run: state.run || '', ...params})]
+    .map((p) => p.catch(() => null));
+}
+
 export async function render(container, ctx) {
   const {state, navigate, runs: runEntries} = ctx;
   const runFilter = state.run || '';

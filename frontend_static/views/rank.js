@@ -7,10 +7,12 @@ import {num} from '../format.js';
 
 /**
  * How bad a metric value is (larger = worse): cosine -> 1 - v,
- * norm_ratio -> |log2 v|, others -> |v|; NaN/Inf -> Infinity.
+ * norm_ratio -> |log2 v|, others -> |v|; +-Inf -> Infinity; NaN stays NaN
+ * (a NaN is no distance: it has its own alert and its own color).
  */
 export function badness(metric, value) {
   const v = num(value);
+  if (Number.isNaN(v)) return NaN;
   if (!Number.isFinite(v)) return Infinity;
   if (metric === 'cosine') return 1 - v;
   if (metric === 'norm_ratio') return v > 0 ? Math.abs(Math.log2(v)) : Infinity;
@@ -57,8 +59,9 @@ export function exceedances(values, limits) {
 
 /** Row indices ordered by `rank` ('worst' | 'first') from exceedances(). */
 export function order(found, rank) {
-  const byWorst = (a, b) => (Number.isNaN(b.ratio) ? -Infinity : b.ratio) - (Number.isNaN(a.ratio) ? -Infinity : a.ratio)
-    || Number(b.nonfinite) - Number(a.nonfinite) || a.row - b.row;
+  // A NaN/Inf in the comparison is worse than any finite distance.
+  const byWorst = (a, b) => Number(b.nonfinite) - Number(a.nonfinite)
+    || (Number.isNaN(b.ratio) ? -Infinity : b.ratio) - (Number.isNaN(a.ratio) ? -Infinity : a.ratio) || a.row - b.row;
   const sorted = [...found];
   if (rank === 'first') {
     sorted.sort((a, b) => {
@@ -73,19 +76,16 @@ export function order(found, rank) {
 }
 
 /**
- * Gradient health per row: first step index of a NaN/Inf, of a None and of
- * an all-zero gradient (-1: never), and a severity (3 NaN/Inf, 2 None,
- * 1 dead at some step, 0 healthy).  status[row][step] are STATUS codes.
+ * Gradient health per row from the health route: the first step of a
+ * NaN/Inf, of a None and of an all-zero gradient (-1: never), a severity
+ * (3 NaN/Inf, 2 None, 1 dead at some step, 0 healthy) and the first step of
+ * any of them (`start`).
  */
-export function gradientProblems(status, codes) {
-  return status.map((row, r) => {
-    const first = {nonfinite: -1, none: -1, dead: -1};
-    for (let i = 0; i < row.length; i++) {
-      const v = row[i];
-      if (v === codes.nonfinite && first.nonfinite < 0) first.nonfinite = i;
-      else if (v === codes.none && first.none < 0) first.none = i;
-      else if (v === codes.dead && first.dead < 0) first.dead = i;
-    }
+export function gradientProblems(health) {
+  const step = (v) => (v === null || v === undefined ? -1 : v);
+  return health.rows.map((_, r) => {
+    const first = {nonfinite: step(health.first_nonfinite[r]), none: step(health.first_none[r]),
+      dead: step(health.first_dead[r])};
     const severity = first.nonfinite >= 0 ? 3 : first.none >= 0 ? 2 : first.dead >= 0 ? 1 : 0;
     const starts = [first.nonfinite, first.none, first.dead].filter((i) => i >= 0);
     return {row: r, first, severity, start: starts.length ? Math.min(...starts) : -1};
@@ -93,8 +93,9 @@ export function gradientProblems(status, codes) {
 }
 
 /**
- * Gradient rows ordered by `rank`: 'worst' by severity then `size` (e.g.
- * the largest max |g|); 'first' by the first step anything went wrong.
+ * Gradient rows ordered by `rank`: 'worst' by severity (the earliest NaN
+ * first) then `size` (the largest max |g|); 'first' by the first step
+ * anything went wrong.
  */
 export function gradientOrder(problems, size, rank) {
   const byWorst = (a, b) => b.severity - a.severity
