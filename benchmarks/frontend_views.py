@@ -17,7 +17,7 @@ histogram drawn), in ms since the page started loading.
 Prints one table per size and loader; asserts nothing.
 
     python benchmarks/frontend_views.py [--sizes demo,128x3000,200x10000] [--loaders false,true]
-    python benchmarks/frontend_views.py --tiny      # seconds: what the test suite runs
+    python benchmarks/frontend_views.py --tiny      # seconds, one TensorBoard: what the test suite runs
 """
 
 import argparse
@@ -96,17 +96,25 @@ def open_view(browser, url):
         context.close()
 
 
-def bench(browser, logdir, load_fast, rounds, expect_runs):
-    """{view: {"cold": (usable, complete), "warm": (usable, complete)}}."""
+def bench(browser, logdir, load_fast, rounds, expect_runs, restart=True):
+    """{view: {"cold": (usable, complete), "warm": (usable, complete)}}.
+
+    restart=False shares one TensorBoard between the views (a view's "cold"
+    then finds what earlier views read cached: only for --tiny)."""
     out = {}
-    for view, state in VIEWS.items():
-        tb = start(logdir, load_fast, expect_runs)
-        try:
+    tb = None
+    try:
+        for view, state in VIEWS.items():
+            if tb is None or restart:
+                if tb is not None:
+                    tb.stop()
+                tb = start(logdir, load_fast, expect_runs)
             url = tb.url + "/data/plugin_entry.html?name=gradlens#" + state
             cold = open_view(browser, url)
             warm = [open_view(browser, url) for _ in range(rounds)]
             out[view] = {"cold": cold, "warm": tuple(statistics.median(w[i] for w in warm) for i in (0, 1))}
-        finally:
+    finally:
+        if tb is not None:
             tb.stop()
     return out
 
@@ -154,7 +162,7 @@ def main(argv=None):
                 runs = 3
             for lf in args.loaders.split(","):
                 name = "rust (--load_fast=true)" if lf.strip() == "true" else "python (--load_fast=false)"
-                results = bench(browser, path, lf.strip() == "true", args.rounds, runs)
+                results = bench(browser, path, lf.strip() == "true", args.rounds, runs, restart=not args.tiny)
                 report.setdefault(size, {})[name] = results
                 print("\n%s, %s: ms until usable / complete" % (described, name))
                 print("| view | cold usable | cold complete | warm usable | warm complete |")

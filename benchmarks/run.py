@@ -6,7 +6,8 @@
 Full sizes: logging overhead on the MLP, the 0.8M conv net and the ~5M
 transformer (custom loop and model.fit), the comparison step, plugin load
 and route latency for 20 runs x 10,000 steps x 200 variables with both
-loaders, and the 200 x 10,000 heatmap in headless Chromium. Results go to
+loaders, the tab's views until usable (cold and warm) on the demo, 128 x 3,000
+and 200 x 10,000, and the 200 x 10,000 heatmap in headless Chromium. Results go to
 BENCHMARKS.md by hand, with the machine, versions and date this prints.
 """
 
@@ -48,9 +49,9 @@ def machine():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
-    parser.add_argument("--only", help="comma list of: logging,fit,plugin,frontend")
+    parser.add_argument("--only", help="comma list of: logging,fit,plugin,frontend,views")
     args = parser.parse_args(argv)
-    only = set((args.only or "logging,fit,plugin,frontend").split(","))
+    only = set((args.only or "logging,fit,plugin,frontend,views").split(","))
     print("machine: " + machine(), flush=True)
     tiny = args.tiny
     jobs = {
@@ -60,6 +61,7 @@ def main(argv=None):
         "plugin": ["bench_plugin.py"] + (["--runs", "2", "--steps", "30", "--variables", "4", "--repeats", "2",
                                           "--loaders", "true"] if tiny else []),
         "frontend": ["frontend_heatmap.py"] + (["--rows", "20", "--steps", "100", "--repeat", "1"] if tiny else []),
+        "views": ["frontend_views.py"] + (["--tiny"] if tiny else []),
     }
     status = 0
     for name, cmd in jobs.items():

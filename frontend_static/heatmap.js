@@ -23,7 +23,8 @@ const LABEL_PX = 12;
  *   rows: names; steps: sorted step numbers; values: values[row][stepIndex] (what is colored)
  *   colors: a colorer (heatmap_colors.js); legendTitle; shown: values shown on hover (default values)
  *   title, note, selectedRow, markStep, onSelect(row, stepIndex)
- *   yTicks: [{row, label}] instead of row labels; lines: [{row, label, color}] (fractional rows)
+ *   yTicks: [{row, label, priority?}] instead of row labels (kept by priority, never overlapping);
+ *   lines: [{row, label, color}] (fractional rows)
  *   rowHeight, maxHeight, describe(row, stepIndex, value): tooltip lines after the title
  */
 export function heatmap(o) {
@@ -166,15 +167,16 @@ function drawHeatmap(canvas, o, zoom, width) {
   ctx.textAlign = 'right';
   ctx.textBaseline = 'middle';
   if (o.yTicks) {
-    let lastY = -Infinity;
-    for (const tick of o.yTicks) {
+    // Never overlapping: labels are kept by priority, each at least LABEL_PX from those kept.
+    const byPriority = [...o.yTicks].sort((a, b) => (b.priority || 0) - (a.priority || 0));
+    for (const tick of byPriority) {
       const py = plot.y0 + (tick.row + 0.5) * rowHeight;
-      if (py - lastY < LABEL_PX) continue; // never overlap, at any zoom
-      lastY = py;
+      if (labelY.some((y) => Math.abs(y - py) < LABEL_PX)) continue;
       labelY.push(py);
       ctx.fillStyle = colors.fg;
       ctx.fillText(tick.label, plot.x0 - 6, py);
     }
+    labelY.sort((a, b) => a - b);
   }
   for (const r of labelled) {
     const chosen = r === selected;

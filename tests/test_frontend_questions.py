@@ -318,3 +318,26 @@ def test_defect_10_overview_names_variables_and_says_none(tensorboard, page):
     assert all(v != "" for r in cells.values() for v in r.values())
     screenshot(page, "overview-questions")
     page.assert_clean()
+
+
+@pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
+@pytest.mark.parametrize("view, state", [
+    ("overview", "view=overview"),
+    ("divergence", "view=divergence&run=mixed_bfloat16&rank=first"),
+    ("gradients", "view=gradients&run=nan_dead_unused&row=gate&step=150"),
+    ("compare", "view=compare"),
+])
+def test_screenshots_of_every_view(tensorboard, browser, view, state, dark):
+    """test-artifacts/frontend/questions-<view>-<theme>.png: looked at by a person, in both themes."""
+    page = Page(browser, dark=dark)
+    try:
+        p = open_tab(tensorboard, page, state)
+        wait_complete(p)
+        theme = "dark" if dark else "light"
+        assert p.evaluate("document.documentElement.dataset.theme") == theme
+        themes = p.eval_on_selector_all(".gl-plot canvas", "cs => cs.map(c => JSON.parse(c.dataset.plot).theme)")
+        assert set(themes) <= {theme}
+        screenshot(page, "questions-%s-%s" % (view, theme))
+        page.assert_clean()
+    finally:
+        page.close()

@@ -52,9 +52,10 @@ export function limitLines(limits, shown) {
   return {lines: [...lines.values()].map((l) => ({row: l.row, label: l.names.join(' = '), color: l.color})), outside};
 }
 
-/** Labels of the special rows (from `first`): each its own when rows are tall, else "0" and "±Inf NaN". */
+/** Labels of the special rows (from `first`): each its own when rows are tall, else "0" and "±Inf NaN", else one. */
 export function specialTicks(names, first, rowHeight) {
   if (rowHeight >= 12) return names.map((name, k) => ({row: first + k, label: SPECIAL[name] || name}));
+  if (rowHeight * 2 < 12) return [{row: first + (names.length - 1) / 2, label: '0 ±Inf NaN'}];
   const zero = names.indexOf('zero');
   const others = names.map((_, k) => k).filter((k) => k !== zero);
   const ticks = zero >= 0 ? [{row: first + zero, label: '0'}] : [];
@@ -118,7 +119,7 @@ export async function renderHistogram(container, {ctx, run, entry, variable, mar
   const rowHeight = Math.max(2, Math.min(14, Math.floor(480 / rows.length)));
   const stride = [1, 2, 4, 8, 16, 32, 64].find((k) => k * rowHeight >= 13);
   const yTicks = shown.map((e, r) => ({row: r, label: `2^${e}`})).filter((t, r) => shown[r] % stride === 0);
-  yTicks.push(...specialTicks(specials.map((s) => s.name), shown.length + 1, rowHeight));
+  yTicks.push(...specialTicks(specials.map((s) => s.name), shown.length + 1, rowHeight).map((t) => ({...t, priority: 1})));
   const {lines, outside} = limitLines(tag.extras && tag.extras.dtype_exponent_limits, shown);
   const sampled = hist.sampled ? ` · ${hist.steps.length} sampled steps` : '';
   section.appendChild(heatmap({
