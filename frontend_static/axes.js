@@ -63,6 +63,31 @@ export function drawRule(ctx, x, plot, step, colors, label = `step ${step}`) {
   ctx.restore();
 }
 
+/** A dashed horizontal line across the plot at py with its label at the right end (on a background box). */
+export function drawLabelledLine(ctx, plot, py, label, color, colors) {
+  ctx.save();
+  ctx.font = FONT;
+  ctx.strokeStyle = color;
+  ctx.lineWidth = 1.25;
+  ctx.setLineDash([7, 4]);
+  ctx.beginPath();
+  ctx.moveTo(plot.x0, py);
+  ctx.lineTo(plot.x1, py);
+  ctx.stroke();
+  ctx.setLineDash([]);
+  const w = ctx.measureText(label).width;
+  const top = py - 14 >= plot.y0 ? py - 14 : py + 2;
+  ctx.globalAlpha = 0.85;
+  ctx.fillStyle = colors.bg;
+  ctx.fillRect(plot.x1 - w - 8, top, w + 6, 13);
+  ctx.globalAlpha = 1;
+  ctx.fillStyle = color;
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'top';
+  ctx.fillText(label, plot.x1 - 5, top + 1);
+  ctx.restore();
+}
+
 /** A y-axis title along the left edge. */
 export function drawYTitle(ctx, text, plot, colors) {
   if (!text) return;

@@ -8,7 +8,7 @@
 // value; click (or Enter) selects; a rule marks the marked step.
 
 import {themeColors, hexToRgb} from './colors.js';
-import {FONT, drawFrame, drawRule, drawStepAxis} from './axes.js';
+import {FONT, drawFrame, drawLabelledLine, drawRule, drawStepAxis} from './axes.js';
 import {chartFrame, fillTooltip, placeTooltip, sizeCanvas} from './chart_frame.js';
 import {fmt} from './format.js';
 import {blit, columnSpans, paintImage} from './heatmap_paint.js';
@@ -225,23 +225,7 @@ function lastAtOrBefore(steps, target) {
 function drawLines(ctx, lines, plot, rowH, colors) {
   for (const line of lines) {
     const py = Math.round(plot.y0 + line.row * rowH) + 0.5;
-    if (py < plot.y0 || py > plot.y1) continue;
-    ctx.strokeStyle = line.color || colors.fg;
-    ctx.lineWidth = 1;
-    ctx.setLineDash([6, 3]);
-    ctx.beginPath();
-    ctx.moveTo(plot.x0, py);
-    ctx.lineTo(plot.x1, py);
-    ctx.stroke();
-    ctx.setLineDash([]);
-    ctx.textAlign = 'right';
-    ctx.textBaseline = 'top';
-    const w = ctx.measureText(line.label).width;
-    const top = py - 13 >= plot.y0 ? py - 13 : py + 1;
-    ctx.fillStyle = colors.bg;
-    ctx.fillRect(plot.x1 - w - 6, top, w + 4, 12);
-    ctx.fillStyle = line.color || colors.fg;
-    ctx.fillText(line.label, plot.x1 - 4, top);
+    if (py >= plot.y0 && py <= plot.y1) drawLabelledLine(ctx, plot, py, line.label, line.color || colors.fg, colors);
   }
 }
 

@@ -5,7 +5,7 @@
 // highlighted series drawn over the others.
 
 import {NONFINITE_CSS, NONE_CSS, themeColors} from './colors.js';
-import {FONT, drawFrame, drawRule, drawStepAxis, drawYTitle} from './axes.js';
+import {FONT, drawFrame, drawLabelledLine, drawRule, drawStepAxis, drawYTitle} from './axes.js';
 import {sizeCanvas} from './chart_frame.js';
 import {extent, linear, log10, tickText} from './scale.js';
 import {smooth} from './smoothing.js';
@@ -209,29 +209,8 @@ function drawMarkers(ctx, series, x, plot, domain) {
 
 /** Dashed horizontal tolerance lines with their label at the right end. */
 function drawLimits(ctx, limits, y, plot, colors) {
-  ctx.save();
-  ctx.font = FONT;
   for (const limit of limits) {
     const py = Math.round(y(limit.value)) + 0.5;
-    if (!(py >= plot.y0 && py <= plot.y1)) continue;
-    ctx.strokeStyle = colors.fg;
-    ctx.lineWidth = 1.25;
-    ctx.setLineDash([7, 4]);
-    ctx.beginPath();
-    ctx.moveTo(plot.x0, py);
-    ctx.lineTo(plot.x1, py);
-    ctx.stroke();
-    ctx.setLineDash([]);
-    const w = ctx.measureText(limit.label).width;
-    const top = py - 14 >= plot.y0 ? py - 14 : py + 2;
-    ctx.globalAlpha = 0.85;
-    ctx.fillStyle = colors.bg;
-    ctx.fillRect(plot.x1 - w - 8, top, w + 6, 13);
-    ctx.globalAlpha = 1;
-    ctx.fillStyle = colors.fg;
-    ctx.textAlign = 'right';
-    ctx.textBaseline = 'top';
-    ctx.fillText(limit.label, plot.x1 - 5, top + 1);
+    if (py >= plot.y0 && py <= plot.y1) drawLabelledLine(ctx, plot, py, limit.label, colors.fg, colors);
   }
-  ctx.restore();
 }

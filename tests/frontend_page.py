@@ -44,6 +44,26 @@ def launch(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for a test module (import this fixture into the module)."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser):
+    """A fresh page (its own browser context) for one test."""
+    p = Page(browser)
+    yield p
+    p.close()
+
+
 class Page:
     """A browser page that records console errors, page errors and dialogs.
 

@@ -23,9 +23,9 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from frontend_page import (
-    PREFIX, Page, chart, column_index, launch, navigate, number, open_tab, plot_of, require_browser, route,
-    screenshot, shown_close, step_x, table_dicts, table_rows, tag_of, wait_complete, wait_drawn,
+from frontend_page import (  # noqa: F401 (browser, page: fixtures)
+    PREFIX, Page, browser, chart, navigate, number, open_tab, page, plot_of, require_browser, route, screenshot,
+    shown_close, step_x, table_dicts, table_rows, tag_of, wait_complete, wait_drawn,
 )
 from tb_server import TensorBoardProcess
 
@@ -165,24 +165,6 @@ def tensorboard(logdir):
             timeout=120,
         )
         yield tb
-
-
-@pytest.fixture(scope="module")
-def browser():
-    require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
-
-
-@pytest.fixture()
-def page(browser):
-    p = Page(browser)
-    yield p
-    p.close()
 
 
 def tab_frame(p):

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import frontend_questions_logs as q
-from frontend_page import (
-    DEAD, MAGENTA, NONE_GREY, ZERO_GREY, Page, chart, close_to, heatmap_cell, launch, navigate, open_tab,
+from frontend_page import (  # noqa: F401 (browser, page: fixtures)
+    DEAD, MAGENTA, NONE_GREY, ZERO_GREY, Page, browser, chart, close_to, heatmap_cell, navigate, open_tab, page,
     plot_of, pixels, require_browser, route, rule_at, screenshot, step_x, table_dicts, wait_complete,
 )
 from tb_server import TensorBoardProcess
@@ -36,24 +36,6 @@ def tensorboard(tmp_path_factory):
             "/data/plugin/gradlens/runs", timeout=120,
         )
         yield tb
-
-
-@pytest.fixture(scope="module")
-def browser():
-    require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
-
-
-@pytest.fixture()
-def page(browser):
-    p = Page(browser)
-    yield p
-    p.close()
 
 
 def click_alert(page, code, run):
