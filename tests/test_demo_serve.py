@@ -37,7 +37,8 @@ def test_demo_trains_then_serves_the_tab(tmp_path):
                                                      "mixed_bfloat16"]
         kinds = {t["kind"] for r in runs["runs"] if r["run"] == "mixed_bfloat16" for t in r["tags"]}
         assert {"grad_stats", "divergence", "activation_divergence", "loss_comparison", "dtypes"} <= kinds
-        # Compare answers Q4 on the demo's own data: bfloat16 vs float32 against the float32 noise floor.
+        # Issue 15 defect 12: Compare answers Q4 on the demo's own data, bfloat16 vs float32 against the
+        # float32 noise floor.
         compare = json.load(urllib.request.urlopen(
             url + "data/plugin/gradlens/compare?run_a=float32&run_b=mixed_bfloat16&noise_run=float32_seed1"
             "&kind=scalar&tag=loss", timeout=60))

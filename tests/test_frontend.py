@@ -181,6 +181,7 @@ def tab_frame(p):
 
 
 def test_tab_in_tensorboard_follows_reload_hash_and_dark_mode_live(tensorboard, page):
+    """Issue 15 defect 9: dark mode switched while a view is open, and a changed address, take effect."""
     tb = tensorboard
     listing = tb.get_json("/data/plugins_listing")
     assert listing["gradlens"]["enabled"] and listing["gradlens"]["tab_name"] == "GradLens"
@@ -358,6 +359,7 @@ def test_divergence_filter_step_range_and_error_state(tensorboard, page):
 
 
 def test_gradients_view_numbers_histogram_and_requests(tensorboard, page):
+    """Every number against the routes; issue 15 defect 13: only what is drawn is asked for."""
     tb = tensorboard
     tag = tag_of(tb, F32, "grad_stats", "gradients")
     series = route(tb, "series", run=F32, tag=tag["tag"], max_steps=STEPS)
@@ -397,6 +399,7 @@ def test_gradients_view_numbers_histogram_and_requests(tensorboard, page):
 
 
 def test_charts_zoom_legend_smoothing_and_download(tensorboard, page):
+    """Issue 15 defect 11: drag-to-zoom and reset, legend toggles, smoothing, CSV/JSON per chart."""
     p = open_tab(tensorboard, page, "view=gradients&run=%s&k=3" % F32)
     figure = chart(p, "L2 norm")
     canvas = figure.locator("canvas").first

@@ -83,8 +83,10 @@ export async function renderActivations(section, {ctx, run, metric, alerts, entr
   const over = found.filter((f) => f.first >= 0).sort((a, b) => a.first - b.first || a.row - b.row);
   const p = el('p', {class: 'gl-headline gl-act-headline'});
   if (over.length) {
-    p.append('First layer above its tolerance: ', el('b', {class: 'gl-act-first', text: series.rows[over[0].row]}),
-      ` at step ${series.steps[over[0].first]} (depth ${over[0].row}); ${over.length} of ${series.rows.length} layers exceed.`);
+    const f = over[0];
+    p.append('First layer above its tolerance: ', el('b', {class: 'gl-act-first', text: series.rows[f.row]}),
+      ` at step ${series.steps[f.first]} (depth ${f.row}; tolerance ${fmt(f.limit)}, worst ${fmt(f.worst)} = `
+      + `${fmtRatio(f.ratio)}× at step ${series.steps[f.worstAt]}); ${over.length} of ${series.rows.length} layers exceed.`);
   } else if (limits.some((l) => l > 0)) {
     p.append(`No layer exceeds its tolerance (${basisText(limits, basis)}).`);
   }
