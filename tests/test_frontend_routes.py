@@ -141,3 +141,28 @@ def test_health_route_errors(client):  # noqa: F811
     assert get(client, "health", run="f32", tag=stats, rows="(")[0] == 400
     assert get(client, "health", run="nope", tag=stats)[0] == 404
     assert get(client, "health", run="f32", tag=stats, row="nope")[0] == 404
+
+
+def test_concurrent_cache_misses_compute_once():
+    """The tab asks for overview and alerts at once: a cold record is read once, not per request."""
+    import threading
+    import time
+
+    from tb_gradlens import reading
+
+    cache = reading.Cache()
+    calls = []
+
+    def compute():
+        calls.append(1)
+        time.sleep(0.2)
+        return np.zeros(3)
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get("k", 1, compute))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(results) == 4
+    assert cache.get("k", 2, compute) is not results[0] and len(calls) == 2  # a new version is computed again
