@@ -15,7 +15,7 @@ import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {
   HOW_TO_LOG, chartControls, chooseRun, emptyState, filterParams, focusSection, markedStep, maxSteps,
-  runsWithKind, seriesColumn, smoothingOf, stepIndex, stepParams, topK,
+  runsWithKind, seriesColumn, smoothingOf, stepParams, topK,
 } from './common.js';
 import {renderActivations, renderLoss} from './divergence_sections.js';
 import {basisText, columnLimits, limitLines, limitsFor} from './limits.js';
@@ -85,10 +85,14 @@ export async function render(container, ctx) {
 /** The variables section: headline, chart, heatmap and the table at the marked step. */
 async function renderGradients(section, {ctx, run, metric, alerts, entry}) {
   const {state, navigate} = ctx;
-  const [tolerances, series] = await Promise.all([
+  const [tolerances, series, atStep] = await Promise.all([
     limitsFor(run, entry),
     getJson('series', {run, tag: entry.tag, rows: state.filter, columns: metric, ...stepParams(state),
       max_steps: maxSteps()}),
+    // Every metric at the marked step (the logged step at or before it; the last one without a mark):
+    // max_steps=1 keeps the last step of the range, so this needs no answer of the other request.
+    getJson('series', {run, tag: entry.tag, rows: state.filter, step_min: state.smin,
+      step_max: state.step !== undefined && state.step !== '' ? state.step : state.smax, max_steps: 1}),
   ]);
   if (!ctx.isCurrent()) return;
   section.appendChild(el('h2', {text: `Gradients: ${metric} per variable`}));
@@ -128,7 +132,7 @@ async function renderGradients(section, {ctx, run, metric, alerts, entry}) {
       limits[r] > 0 ? `${fmtRatio(bad[r][i] / limits[r])}× tolerance ${fmt(limits[r])}` : 'no tolerance'],
     onSelect: (r, i) => navigate({row: series.rows[r], step: series.steps[i]}),
   }));
-  await renderStepTable(section, {ctx, run, entry, metric, series, found, limits, step: mark});
+  renderStepTable(section, {ctx, metric, series, found, limits, data: atStep});
 }
 
 /** Q1 in one sentence: which variable exceeded its tolerance first, how badly, and the worst. */
@@ -157,16 +161,12 @@ function headline(found, series, metric) {
 }
 
 /** The variables at the marked (or last) step: every metric, ranked by value / tolerance. */
-async function renderStepTable(section, {ctx, run, entry, metric, series, found, limits, step}) {
-  const at = step === null ? series.steps[series.steps.length - 1] : series.steps[stepIndex(series.steps, step)];
-  const data = await getJson('series', {run, tag: entry.tag, rows: ctx.state.filter, step_min: at, step_max: at,
-    max_steps: 1});
-  if (!ctx.isCurrent()) return;
-  section.appendChild(el('h3', {class: 'gl-step-title', text: `Variables at step ${at}`}));
+function renderStepTable(section, {ctx, metric, series, found, limits, data}) {
   if (!data.steps.length) {
-    section.appendChild(emptyState(`No record at step ${at}.`));
+    section.appendChild(emptyState('No record at or before the marked step.'));
     return;
   }
+  section.appendChild(el('h3', {class: 'gl-step-title', text: `Variables at step ${data.steps[0]}`}));
   const columns = data.columns.map((c) => seriesColumn(data, c));
   const rows = data.rows.map((name, r) => {
     const i = series.rows.indexOf(name);
