@@ -68,8 +68,12 @@ def wait_idle(pid, quiet=2.0, timeout=1800):
             return
 
 
+# Run TensorBoard from this checkout (--repo: another one, e.g. an older tab for a side-by-side run).
+REPO = [None]
+
+
 def start(logdir, load_fast, expect_runs):
-    tb = TensorBoardProcess(logdir, load_fast=load_fast, timeout=600)
+    tb = TensorBoardProcess(logdir, load_fast=load_fast, timeout=600, cwd=REPO[0])
     tb.start()
     tb.wait_for(lambda d: len(d.get("runs", [])) >= expect_runs, "/data/plugin/gradlens/runs", timeout=1800)
     wait_idle(tb.process.pid)
@@ -143,9 +147,11 @@ def main(argv=None):
     parser.add_argument("--workdir", help="keep the logdirs here and reuse them (default: a temporary one)")
     parser.add_argument("--tiny", action="store_true", help="a tiny logdir, one loader, one warm round")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--repo", help="run TensorBoard from this checkout (its tb_gradlens and tab)")
     args = parser.parse_args(argv)
     if args.tiny:
         args.sizes, args.loaders, args.rounds = "tiny", "true", 1
+    REPO[0] = args.repo
     workdir = args.workdir or tempfile.mkdtemp(prefix="gradlens_views_bench_")
     from playwright.sync_api import sync_playwright
 
