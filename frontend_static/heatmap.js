@@ -10,6 +10,7 @@
 import {themeColors, hexToRgb} from './colors.js';
 import {FONT, drawFrame, drawLabelledLine, drawRule, drawStepAxis} from './axes.js';
 import {chartFrame, fillTooltip, placeTooltip, sizeCanvas} from './chart_frame.js';
+import {remember} from './chart_memory.js';
 import {fmt} from './format.js';
 import {blit, columnSpans, paintImage} from './heatmap_paint.js';
 import {linear} from './scale.js';
@@ -39,7 +40,8 @@ export function heatmap(o) {
   frame.legend.appendChild(o.colors.legend(o.legendTitle || ''));
   figure.dataset.markStep = o.markStep ?? '';
   figure.dataset.selectedRow = o.selectedRow >= 0 ? o.rows[o.selectedRow] : '';
-  const view = {layout: null, cursor: null, zoom: null};
+  const kept = remember(`heatmap:${o.title}`);
+  const view = {layout: null, cursor: null, zoom: kept.zoom};
   const draw = (width) => {
     view.layout = drawHeatmap(canvas, o, view.zoom, Math.max(width, 240));
     if (view.cursor) drawCursor(canvas, view.layout, view.cursor, o.steps);
@@ -48,9 +50,11 @@ export function heatmap(o) {
   figure.redraw = frame.redraw;
   const setZoom = (range) => {
     view.zoom = range;
+    kept.zoom = range;
     frame.setZoomed(Boolean(range));
     frame.redraw();
   };
+  frame.setZoomed(Boolean(view.zoom));
 
   const show = (cell, px, py) => {
     if (!cell) {

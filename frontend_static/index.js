@@ -10,6 +10,7 @@ import * as api from './api.js';
 import {el, clear, message} from './dom.js';
 import {connectToHost} from './host.js';
 import {followTheme} from './theme.js';
+import {beginDraw} from './chart_memory.js';
 import * as state from './state.js';
 import {HOW_TO_LOG} from './views/common.js';
 import * as overview from './views/overview.js';
@@ -152,6 +153,7 @@ async function show({quiet}) {
     return;
   }
   if (!quiet) clear(app.content).appendChild(message('loading', 'Loading…'));
+  beginDraw(current); // the charts keep their zoom and hidden series while they show the same data
   const next = el('div', {class: `gl-view gl-view-${view.name}`});
   const context = {
     state: current,

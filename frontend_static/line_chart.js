@@ -6,6 +6,7 @@
 
 import {NONFINITE_CSS, NONE_CSS, PALETTE} from './colors.js';
 import {chartFrame, fillTooltip, placeTooltip} from './chart_frame.js';
+import {remember} from './chart_memory.js';
 import {el} from './dom.js';
 import {fmt} from './format.js';
 import {drawLines, drawnValues} from './line_draw.js';
@@ -22,8 +23,9 @@ import {attachZoom} from './zoom.js';
  */
 export function lineChart(o) {
   const series = o.series.map((s, i) => ({...s, color: s.color || PALETTE[i % PALETTE.length]}));
+  const kept = remember(`line:${o.title}`);
   const model = {
-    series, hidden: new Set(), zoom: null, height: o.height || 220,
+    series, hidden: kept.hidden, zoom: kept.zoom, height: o.height || 220,
     yScale: o.yScale || (o.logY ? 'log' : 'linear'), yLabel: o.yLabel || '', limits: o.limits || [],
     markStep: o.markStep, highlight: o.highlight, smoothing: Number(o.smoothing) || 0,
   };
@@ -44,9 +46,11 @@ export function lineChart(o) {
   frame.draw(draw);
   const setZoom = (range) => {
     model.zoom = range;
+    kept.zoom = range;
     frame.setZoomed(Boolean(range));
     frame.redraw();
   };
+  frame.setZoomed(Boolean(model.zoom));
   frame.legend.appendChild(legend(series, model, () => frame.redraw(), o.legendNote));
   figure.dataset.markStep = model.markStep ?? '';
   figure.dataset.highlight = model.highlight || '';
@@ -135,9 +139,10 @@ function tooltipLines(series, model, step) {
 function legend(series, model, redraw, extra = []) {
   const list = el('ul', {class: 'gl-legend'});
   for (const s of series) {
+    const off = model.hidden.has(s.name);
     const button = el('button', {
-      type: 'button', class: `gl-legend-item${s.name === model.highlight ? ' gl-legend-highlight' : ''}`,
-      'aria-pressed': 'true', title: 'Click to hide or show this series',
+      type: 'button', class: `gl-legend-item${s.name === model.highlight ? ' gl-legend-highlight' : ''}${off ? ' gl-legend-off' : ''}`,
+      'aria-pressed': String(!off), title: 'Click to hide or show this series',
     }, [el('span', {class: s.dashed ? 'gl-swatch gl-dashed' : 'gl-swatch', style: `background:${s.color}`}),
       el('span', {class: 'gl-legend-name', text: s.name})]);
     button.addEventListener('click', () => {

@@ -44,9 +44,12 @@ export function init(hostState = {}) {
   window.addEventListener('hashchange', () => adopt(parseHash(window.location.hash), false));
   try {
     if (window.parent !== window) {
+      // A TensorBoard address without p.gradlens.* keys (TensorBoard's own navigation back to the
+      // tab) keeps the view: the keys are written back.
       const follow = () => {
         const host = hostHashState();
-        if (host) adopt(host, true);
+        if (host && Object.keys(host).length) adopt(host, true);
+        else if (host) mirrorToHost();
       };
       window.parent.addEventListener('hashchange', follow);
       window.parent.addEventListener('popstate', follow);

@@ -138,6 +138,8 @@ def open_tab(tb, page, hash_state=""):
 
 
 def wait_drawn(frame):
+    """Wait until the view is drawn in a Playwright page or frame (or a Page of this module)."""
+    frame = frame.page if isinstance(frame, Page) else frame
     frame.wait_for_selector(".gl-view:not(.gl-pending)", timeout=60000)
     frame.wait_for_function("!document.querySelector('.gl-loading')", timeout=60000)
 

@@ -29,6 +29,8 @@ from frontend_page import (  # noqa: F401 (browser, page: fixtures)
 )
 from tb_server import TensorBoardProcess
 
+_require_browser = require_browser  # the name test_hostile_names.py imports from here
+
 HOSTILE = "<img src=x onerror=alert(1)>"
 STEPS = 12
 BF16 = "mixed_bfloat16"
@@ -417,6 +419,15 @@ def test_charts_zoom_legend_smoothing_and_download(tensorboard, page):
     zoomed = plot_of(figure)["domain"]
     assert 1 <= zoomed[0] <= 3 and 7 <= zoomed[1] <= 9
     assert p.evaluate("location.hash").count("step=") == 0  # a drag is no click
+    # The zoom survives a reload (TensorBoard's auto-reload redraws the view every 30 s).
+    reloads = int(p.evaluate("document.documentElement.dataset.reloads"))
+    p.click(".gl-reload")
+    p.wait_for_function("(n) => Number(document.documentElement.dataset.reloads) > n", arg=reloads)
+    wait_drawn(p)
+    figure = chart(p, "L2 norm")
+    p.wait_for_function("(d) => document.querySelector('.gl-view:not(.gl-pending) .gl-line canvas').dataset.plot"
+                        ".includes(d)", arg=json.dumps(zoomed, separators=(",", ":")))
+    assert plot_of(figure)["domain"] == zoomed
     figure.locator(".gl-reset-zoom").click()
     assert plot_of(figure)["domain"] == [0, STEPS - 1]
     assert figure.locator(".gl-reset-zoom").is_hidden()

@@ -147,12 +147,12 @@ function verdictLine(v, {runA, runB, noise, what}) {
   const p = el('p', {class: `gl-headline gl-verdict gl-verdict-${v.kind}`});
   const maxB = () => el('span', {class: 'gl-max-rel', text: fmt(v.maxB)});
   if (v.kind === 'beyond') {
-    p.append(el('b', {class: 'gl-verdict-text', text: 'Beyond noise'}), ` from step `,
-      el('b', {class: 'gl-verdict-step', text: String(v.first)}),
+    p.append(el('strong', {class: 'gl-verdict-text', text: 'Beyond noise'}), ` from step `,
+      el('strong', {class: 'gl-verdict-step', text: String(v.first)}),
       `: ${runB} differs from ${runA} in ${what} by more than ${noise} does (max |(B − A) / A| `, maxB(), ' vs noise floor ',
       el('span', {class: 'gl-noise-max', text: fmt(v.maxNoise)}), `, over ${v.shared} common steps).`);
   } else if (v.kind === 'within') {
-    p.append(el('b', {class: 'gl-verdict-text', text: 'Within noise'}),
+    p.append(el('strong', {class: 'gl-verdict-text', text: 'Within noise'}),
       `: ${runB} differs from ${runA} in ${what} no more than ${noise} does (max |(B − A) / A| `, maxB(), ' vs noise floor ',
       el('span', {class: 'gl-noise-max', text: fmt(v.maxNoise)}), `, over ${v.shared} common steps).`);
   } else if (v.kind === 'no-overlap') {

@@ -54,8 +54,8 @@ export async function render(container, ctx) {
     el('span', {class: 'gl-cmp-label', text: cmp.label}), ' in run ', el('span', {class: 'gl-run-name', text: run.run}),
   ]));
   container.appendChild(el('p', {class: 'gl-variants'}, [
-    'candidate ', el('b', {class: 'gl-candidate', text: sideLabel(e.candidate)}), ` (${sideDetails(e.candidate)})`,
-    ' vs reference ', el('b', {class: 'gl-reference', text: sideLabel(e.reference)}), ` (${sideDetails(e.reference)})`,
+    'candidate ', el('strong', {class: 'gl-candidate', text: sideLabel(e.candidate)}), ` (${sideDetails(e.candidate)})`,
+    ' vs reference ', el('strong', {class: 'gl-reference', text: sideLabel(e.reference)}), ` (${sideDetails(e.reference)})`,
   ]));
   const alerts = (await getJson('alerts', {run: run.run})).alerts;
   if (!ctx.isCurrent()) return;
@@ -144,15 +144,15 @@ function headline(found, series, metric) {
   if (over.length) {
     const f = over[0];
     const v = found[f.row];
-    p.append('First above its tolerance: ', el('b', {class: 'gl-first-var', text: series.rows[f.row]}),
-      ` at step `, el('b', {class: 'gl-first-step', text: String(series.steps[f.first])}),
-      ` (tolerance ${fmt(f.limit)}; worst ${fmt(v.worst)} = `, el('b', {class: 'gl-first-ratio', text: `${fmtRatio(v.ratio)}×`}),
+    p.append('First above its tolerance: ', el('strong', {class: 'gl-first-var', text: series.rows[f.row]}),
+      ` at step `, el('strong', {class: 'gl-first-step', text: String(series.steps[f.first])}),
+      ` (tolerance ${fmt(f.limit)}; worst ${fmt(v.worst)} = `, el('strong', {class: 'gl-first-ratio', text: `${fmtRatio(v.ratio)}×`}),
       ` at step ${series.steps[v.worstAt]}). `);
   } else if (withLimit.length) {
-    p.append(el('b', {class: 'gl-within', text: 'No variable exceeds its tolerance'}), '. ');
+    p.append(el('strong', {class: 'gl-within', text: 'No variable exceeds its tolerance'}), '. ');
   }
   if (worst) {
-    p.append('Worst: ', el('b', {class: 'gl-worst-var', text: series.rows[worst.row]}),
+    p.append('Worst: ', el('strong', {class: 'gl-worst-var', text: series.rows[worst.row]}),
       ` ${metric} ${fmt(worst.worst)}${worst.limit !== null ? ` = ${fmtRatio(worst.ratio)}× tolerance ${fmt(worst.limit)}` : ''}`
       + ` at step ${series.steps[worst.worstAt]}. `);
   }

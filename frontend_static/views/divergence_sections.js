@@ -39,7 +39,7 @@ export async function renderLoss(section, {ctx, run, alerts, entry}) {
   const p = el('p', {class: 'gl-headline gl-loss-headline'});
   if (found.first >= 0) {
     p.append('The loss differs by more than its tolerance from step ',
-      el('b', {class: 'gl-loss-first', text: String(series.steps[found.first])}),
+      el('strong', {class: 'gl-loss-first', text: String(series.steps[found.first])}),
       ` (relative error ${fmt(found.worst)} = ${fmtRatio(found.ratio)}× tolerance ${fmt(found.limit)} at step `
       + `${series.steps[found.worstAt]}).`);
   } else if (found.limit !== null) {
@@ -84,7 +84,7 @@ export async function renderActivations(section, {ctx, run, metric, alerts, entr
   const p = el('p', {class: 'gl-headline gl-act-headline'});
   if (over.length) {
     const f = over[0];
-    p.append('First layer above its tolerance: ', el('b', {class: 'gl-act-first', text: series.rows[f.row]}),
+    p.append('First layer above its tolerance: ', el('strong', {class: 'gl-act-first', text: series.rows[f.row]}),
       ` at step ${series.steps[f.first]} (depth ${f.row}; tolerance ${fmt(f.limit)}, worst ${fmt(f.worst)} = `
       + `${fmtRatio(f.ratio)}× at step ${series.steps[f.worstAt]}); ${over.length} of ${series.rows.length} layers exceed.`);
   } else if (limits.some((l) => l > 0)) {

@@ -106,16 +106,16 @@ function headline(alerts) {
   const line = (cls, parts) => box.appendChild(el('p', {class: cls}, parts));
   const list = (names) => names.slice(0, 6).join(', ') + (names.length > 6 ? ` and ${names.length - 6} more` : '');
   if (nonfinite) {
-    line('gl-q2', ['First NaN/Inf: step ', el('b', {class: 'gl-nan-step', text: String(nonfinite.step_first)}),
-      ' in ', el('b', {class: 'gl-nan-var', text: list(nonfinite.variables)}),
+    line('gl-q2', ['First NaN/Inf: step ', el('strong', {class: 'gl-nan-step', text: String(nonfinite.step_first)}),
+      ' in ', el('strong', {class: 'gl-nan-var', text: list(nonfinite.variables)}),
       ` (non-finite at logged steps up to ${nonfinite.step_last}).`]);
   } else {
     line('gl-q2', ['No NaN/Inf in these gradients.']);
   }
-  line('gl-q3-none', none ? ['Disconnected (None gradient): ', el('b', {class: 'gl-none-vars', text: list(none.variables)}),
+  line('gl-q3-none', none ? ['Disconnected (None gradient): ', el('strong', {class: 'gl-none-vars', text: list(none.variables)}),
     '.'] : ['No disconnected (None) gradient.']);
   line('gl-q3-dead', dead ? ['Dead (all-zero gradient for several steps): ',
-    el('b', {class: 'gl-dead-vars', text: list(dead.variables)}), ` (from step ${dead.step_first}).`]
+    el('strong', {class: 'gl-dead-vars', text: list(dead.variables)}), ` (from step ${dead.step_first}).`]
     : ['No dead (all-zero) gradient.']);
   return box;
 }
