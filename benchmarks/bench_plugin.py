@@ -128,10 +128,11 @@ def bench_loader(logdir, load_fast, runs, steps, rows, stats_tag, div_tag, repea
             # The tab asks for max_steps=2000 (views/gradients.js, views/divergence.js).
             "series 1 column, max_steps=2000 (as the tab asks)": g + "series?run=%s&tag=%s&columns=l2_norm&max_steps=2000" % (
                 run, q(stats_tag)),
-            "series 1 column, all steps (API, not the tab)": g + "series?run=%s&tag=%s&columns=l2_norm" % (
-                run, q(stats_tag)),
-            "series 1 row, 3 columns, all steps": g + "series?run=%s&tag=%s&row=%s&columns=l2_norm,max_abs,zero_fraction" % (
-                run, q(stats_tag), q(rows[0])),
+            # All steps must be asked for (max_steps defaults to 2000; 10000 at most).
+            "series 1 column, all steps (API, not the tab)": g + "series?run=%s&tag=%s&columns=l2_norm&max_steps=%d" % (
+                run, q(stats_tag), steps),
+            "series 1 row, 3 columns, all steps": g + "series?run=%s&tag=%s&row=%s&columns=l2_norm,max_abs,zero_fraction&max_steps=%d" % (
+                run, q(stats_tag), q(rows[0]), steps),
             "divergence series": g + "series?run=%s&tag=%s&columns=rel_l2" % (run, q(div_tag)),
             "alerts": g + "alerts",
             "overview": g + "overview",

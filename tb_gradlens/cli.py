@@ -8,7 +8,8 @@ plugin serves (``tb_gradlens.analysis``); they never import TensorFlow.
 
 Exit status: 0 success (no alert at or above ``--fail-on``), 1 alerts at or
 above ``--fail-on``, 2 usage error, 3 the logdir or a run/quantity could not
-be read.
+be read, 4 internal error (a crash is never 1, and never a traceback unless
+$TB_GRADLENS_DEBUG is set).
 """
 
 import argparse
@@ -23,6 +24,8 @@ EXIT_OK = 0
 EXIT_ALERTS = 1
 EXIT_USAGE = 2
 EXIT_READ_ERROR = 3
+EXIT_INTERNAL = 4
+ENV_DEBUG = "TB_GRADLENS_DEBUG"
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -60,18 +63,26 @@ def _open(args):
     except logdir_lib.LogdirError as e:
         raise CommandError(str(e)) from None
     for problem in loaded.problems:
-        print("warning: skipped damaged event file %s" % printable(problem), file=sys.stderr)
+        print("warning: %s" % printable(problem), file=sys.stderr)
     return reading.Source(loaded.provider, loaded.ctx, loaded.experiment_id), loaded
 
 
+def _read_problems(loaded, runs=None):
+    """The logdir's problems (of ``runs`` and of no run, if given) as JSON error entries."""
+    return [p.to_json() for p in loaded.problems if runs is None or p.run is None or p.run in runs]
+
+
 def _select_runs(source, pattern):
+    """The runs whose name matches ``pattern`` (Python regex syntax, matched in
+    bounded time by ``tb_gradlens.patterns``); a refused pattern is a usage error."""
+    from tb_gradlens import patterns
+
     runs = source.runs()
     if pattern:
         try:
-            regex = re.compile(pattern)
-        except re.error as e:
-            raise CommandError("bad --run regex %r: %s" % (pattern, e), EXIT_USAGE) from None
-        runs = [r for r in runs if regex.search(r)]
+            runs = [runs[i] for i in patterns.filter_names(pattern, runs)]
+        except patterns.PatternError as e:
+            raise CommandError("--run %r: %s" % (pattern, e), EXIT_USAGE) from None
     return runs
 
 
@@ -110,9 +121,9 @@ def _dtype_summary(source, run):
     from tb_gradlens import metadata
 
     for entry in reversed(source.entries_of_kind(run, metadata.DTYPES)):
-        maps = source.dtype_maps(run, entry.tag)
+        maps = [m for m in source.dtype_maps(run, entry.tag) if m["map"] is not None]
         if not maps:
-            continue
+            continue  # (unreadable maps are error entries of the alerts)
         dmap = maps[-1]["map"]
         layers = dmap.get("layers", [])
         computes = sorted({str(layer.get("compute_dtype")) for layer in layers})
@@ -134,102 +145,141 @@ def _dtype_summary(source, run):
 def _report(args):
     from tb_gradlens import analysis
 
-    source, _ = _open(args)
+    source, loaded = _open(args)
     runs = _select_runs(source, args.run)
     if not runs:
         raise CommandError(
             "no run with gradlens records%s in %s"
             % (" matching %r" % args.run if args.run else "", args.logdir)
         )
+    source = source.restricted(runs)  # another run's records are never read
     headlines = {h["run"]: h for h in analysis.overview(source) if h["run"] in runs}
     alerts, problems = analysis.run_alerts(source, runs)
     dtypes = {run: _dtype_summary(source, run) for run in runs}
+    lens = {run: analysis.coverage(source, run) for run in runs}
     fail_levels = {"error": ("error",), "warning": ("error", "warning")}.get(args.fail_on, ())
     failing = [a for a in alerts if a.severity in fail_levels]
+    incomplete = [run for run in runs if lens[run]["missing"]] if args.fail_on else []
     if args.json:
         print(
             _dumps(
                 {
                     "logdir": args.logdir,
-                    "runs": [dict(headlines[r], dtypes=dtypes[r]) for r in runs],
+                    "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r]) for r in runs],
                     "alerts": [a.to_json() for a in alerts],
-                    "errors": problems,
+                    "errors": problems + source.point_errors(runs)
+                    + _read_problems(loaded, runs if args.run else None),
                     "fail_on": args.fail_on,
                     "failing_alerts": len(failing),
+                    "runs_missing_records": incomplete,
                 }
             )
         )
     else:
-        print(_report_text(runs, headlines, dtypes, alerts, problems))
+        print(_report_text(runs, headlines, dtypes, lens, alerts, problems + source.point_errors(runs)))
         if args.fail_on:
             print(
                 "\n%d alert(s) at or above %s%s"
                 % (len(failing), args.fail_on, ": failing" if failing else "")
             )
-    return EXIT_ALERTS if failing else EXIT_OK
+            if incomplete:
+                print("%d run(s) lack records their writers asked for (%s): failing"
+                      % (len(incomplete), ", ".join(printable(r) for r in incomplete)))
+    return EXIT_ALERTS if failing or incomplete else EXIT_OK
 
 
-def _report_text(runs, headlines, dtypes, alerts, problems):
+def _headline_text(h):
+    out = []
+    worst = h.get("worst_divergence")
+    if worst:
+        from tb_gradlens import records
+
+        sides = tuple(records.read_variant(worst.get(k)).label for k in ("candidate", "reference"))
+        limit = "" if worst.get("limit") is None else ", limit %s" % _fmt(worst["limit"])
+        out.append(
+            "  worst divergence: %s %s = %s at step %d (%s vs %s%s)"
+            % (printable(worst["row"]), worst["metric"], _fmt(worst["value"]), worst["step"],
+               printable(sides[0]), printable(sides[1]), limit)
+        )
+    else:
+        out.append("  worst divergence: - (no comparison logged)")
+    if h.get("first_nonfinite_step") is not None:
+        out.append(
+            "  first NaN/Inf: step %d in %s"
+            % (h["first_nonfinite_step"], ", ".join(printable(v) for v in h["first_nonfinite_variables"]))
+        )
+    else:
+        out.append("  first NaN/Inf: none")
+    for label, key in (("disconnected (None gradient)", "disconnected_variables"),
+                       ("zero gradient", "zero_gradient_variables")):
+        names = h.get(key) or []
+        out.append("  %s: %s" % (label, ", ".join(printable(n) for n in names) if names else "none"))
+    return out
+
+
+def _lens_text(lens):
+    out = []
+    for u in lens["unsupported"]:
+        out.append("  unsupported: %s (%s) since step %s: %s" % (
+            printable(u["what"]), ", ".join(printable(k) for k in u["kinds"]) or "-", u["step"],
+            printable(u["reason"])))
+    for m in lens["missing"]:
+        out.append("  MISSING: %s records under %s: %d of %d expected steps (every %d), first missing step %d"
+                   % (m["kind"], printable(m["name"]), m["expected"] - m["found"], m["expected"], m["every"],
+                      m["first_missing_step"]))
+    for e in lens["errors"]:
+        out.append("  lens status unreadable: %s" % printable(e))
+    return out
+
+
+def _report_text(runs, headlines, dtypes, lens, alerts, problems):
     out = []
     for run in runs:
         h = headlines[run]
         out.append("run %s" % printable(run))
-        worst = h.get("worst_divergence")
-        if worst:
-            out.append(
-                "  worst divergence: %s %s = %s at step %d (%s vs %s)"
-                % (
-                    printable(worst["row"]),
-                    worst["metric"],
-                    _fmt(worst["value"]),
-                    worst["step"],
-                    printable((worst.get("candidate") or {}).get("label", "?")),
-                    printable((worst.get("reference") or {}).get("label", "?")),
-                )
-            )
-        else:
-            out.append("  worst divergence: - (no comparison logged)")
-        if h.get("first_nonfinite_step") is not None:
-            out.append(
-                "  first NaN/Inf: step %d in %s"
-                % (h["first_nonfinite_step"], ", ".join(printable(v) for v in h["first_nonfinite_variables"]))
-            )
-        else:
-            out.append("  first NaN/Inf: none")
-        for label, key in (("disconnected (None gradient)", "disconnected_variables"),
-                           ("zero gradient", "zero_gradient_variables")):
-            names = h.get(key) or []
-            out.append("  %s: %s" % (label, ", ".join(printable(n) for n in names) if names else "none"))
+        out += _headline_text(h)
         d = dtypes.get(run)
         if d:
             out.append(
                 "  dtypes: %d layers, compute %s, %d mixed, model output %s"
                 % (d["layers"], "/".join(d["compute_dtypes"]), d["mixed_layers"], printable(d["model_output_dtype"]))
             )
+        out += _lens_text(lens[run])
         counts = h.get("alert_counts", {})
         out.append(
             "  alerts: %d error, %d warning, %d info"
             % (counts.get("error", 0), counts.get("warning", 0), counts.get("info", 0))
         )
         out.append("")
-    if alerts:
-        out.append("alerts (%d):" % len(alerts))
-        for a in alerts:
-            names = ", ".join(printable(v) for v in a.variables[:5])
-            if len(a.variables) > 5:
-                names += " (+%d more)" % (len(a.variables) - 5)
-            out.append(
-                "%-7s %s  run %s  steps %d-%d"
-                % (a.severity.upper(), a.code, printable(a.run), a.step_first, a.step_last)
-            )
-            out.append("  variables: %s" % (names or "-"))
-            out.append("  why: %s" % printable(a.explanation))
-            out.append("  fix: %s" % printable(a.fix))
-    else:
-        out.append("no alerts")
+    out += _alerts_text(alerts)
     for p in problems:
         out.append("error: run %s tag %s: %s" % (printable(p["run"]), printable(p["tag"]), printable(p["error"])))
     return "\n".join(out)
+
+
+def _alerts_text(alerts):
+    """The alerts, those that say the same thing in several runs grouped."""
+    from tb_gradlens import analysis
+
+    if not alerts:
+        return ["no alerts"]
+    groups = analysis.group_alerts(alerts)
+    out = ["alerts (%d%s):" % (len(alerts), ", %d distinct" % len(groups) if len(groups) < len(alerts) else "")]
+    for _, group in groups:
+        a = group[0]
+        names = ", ".join(printable(v) for v in a.variables[:5])
+        if len(a.variables) > 5:
+            names += " (+%d more)" % (len(a.variables) - 5)
+        where = ", ".join("run %s  steps %d-%d" % (printable(g.run), g.step_first, g.step_last) for g in group)
+        out.append("%-7s %s  %s" % (a.severity.upper(), a.code, where))
+        out.append("  variables: %s" % (names or "-"))
+        if a.limit is not None:
+            out.append("  limit: %s on %s" % (_fmt(a.limit), a.view.get("column")))
+        out.append("  why: %s%s" % (printable(a.explanation),
+                                    " (run %s; the same in %d more)" % (printable(a.run), len(group) - 1)
+                                    if len(group) > 1 else ""))
+        out.append("  fix: %s" % printable(a.fix))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -243,15 +293,15 @@ def _compare(args):
     from tb_gradlens import analysis
 
     source, _ = _open(args)
-    quantity = analysis.Quantity(
-        kind=args.kind, tag=args.tag, row=args.row, column=args.column
-    )
+    quantity = analysis.Quantity(kind=args.kind, tag=args.tag, row=args.row, column=args.column)
     try:
-        result = analysis.compare(source, args.run_a, args.run_b, quantity, args.noise_floor)
+        result = analysis.compare_runs(source, args.run_a, args.run_b, quantity, args.noise_floor)
     except errors.NotFoundError as e:
         raise CommandError(str(e)) from None
     except errors.InvalidArgumentError as e:
         raise CommandError(str(e), EXIT_USAGE) from None
+    if result["note"]:
+        print("note: %s" % printable(result["note"]), file=sys.stderr)
     if args.json:
         print(_dumps(result))
         return EXIT_OK
@@ -264,7 +314,9 @@ def _compare(args):
                     result["difference"].tolist(), result["ratio"].tolist(),
                     result["rel_difference"].tolist()))
     if args.max_rows and len(rows) > args.max_rows:
-        keep = sorted(set([int(i) for i in __import__("numpy").linspace(0, len(rows) - 1, args.max_rows)]))
+        import numpy as np
+
+        keep = sorted(set(int(i) for i in np.linspace(0, len(rows) - 1, args.max_rows)))
         shown = [rows[i] for i in keep]
         print("(%d of %d steps shown; --max-rows 0 or --json for all)" % (len(shown), len(rows)))
         rows = shown
@@ -272,9 +324,8 @@ def _compare(args):
     s = result["summary"]
     print("\nmax |(B-A)/|A||: %s" % _fmt(s["max_abs_rel_difference"]))
     if args.noise_floor:
-        print("noise floor max |(C-A)/|A||: %s -> B %s the noise floor" % (
-            _fmt(s["noise_max_abs_rel_difference"]),
-            "exceeds" if s["exceeds_noise"] else "does not exceed" if s["exceeds_noise"] is not None else "cannot be compared with"))
+        print("noise floor max |(C-A)/|A||: %s" % _fmt(s["noise_max_abs_rel_difference"]))
+    print("verdict: %s" % printable(s["verdict"]))
     for label, key in (("A", "only_in_a"), ("B", "only_in_b")):
         steps = result[key]
         if len(steps):
@@ -287,45 +338,9 @@ def _compare(args):
 # export
 # ---------------------------------------------------------------------------
 
-EXPORT_FIELDS = ("run", "tag", "kind", "step", "wall_time", "row", "column", "value")
-
-
-def export_rows(source, runs, kinds=None):
-    """Long-format rows (dicts of EXPORT_FIELDS) of every float record; errors listed apart."""
-    from tensorboard import errors
-
-    from tb_gradlens import metadata
-
-    problems = []
-
-    def rows():
-        for run in runs:
-            for entry in source.entries(run):
-                if entry.record is None:
-                    problems.append((run, entry.tag, entry.error))
-                    continue
-                if entry.kind in metadata.JSON_KINDS or (kinds and entry.kind not in kinds):
-                    continue
-                try:
-                    series = source.series(run, entry.tag)
-                except errors.InvalidArgumentError as e:
-                    problems.append((run, entry.tag, str(e)))
-                    continue
-                record = series.record
-                for s, step in enumerate(series.steps.tolist()):
-                    wall = float(series.wall_times[s])
-                    values = series.values[s].tolist()
-                    for r, row in enumerate(record.rows):
-                        for c, column in enumerate(record.columns):
-                            yield {
-                                "run": run, "tag": entry.tag, "kind": entry.kind, "step": step,
-                                "wall_time": wall, "row": row, "column": column, "value": values[r][c],
-                            }
-
-    return rows(), problems
-
 
 def _export(args):
+    from tb_gradlens import analysis
     from tb_gradlens import metadata
 
     source, _ = _open(args)
@@ -334,12 +349,12 @@ def _export(args):
     unknown = kinds - set(metadata.KINDS)
     if unknown:
         raise CommandError("unknown --kind %s (kinds: %s)" % (", ".join(sorted(unknown)), ", ".join(metadata.KINDS)), EXIT_USAGE)
-    rows, problems = export_rows(source, runs, kinds)
+    rows, problems = analysis.export_rows(source, runs, kinds)
     out = open(args.output, "w", newline="", encoding="utf-8") if args.output and args.output != "-" else sys.stdout
     count = 0
     try:
         if args.format == "csv":
-            writer = csv.DictWriter(out, fieldnames=EXPORT_FIELDS)
+            writer = csv.DictWriter(out, fieldnames=analysis.EXPORT_FIELDS)
             writer.writeheader()
             for row in rows:
                 writer.writerow(row)
@@ -389,7 +404,7 @@ def build_parser():
         description="tb_gradlens: gradient statistics and bfloat16 divergence for "
         "TensorBoard, without a browser.",
         epilog="exit status: 0 ok, 1 alerts at or above --fail-on, 2 usage error, "
-        "3 logdir/run/quantity not readable.\nRun 'tb-gradlens COMMAND --help' for examples.",
+        "3 logdir/run/quantity not readable, 4 internal error.\nRun 'tb-gradlens COMMAND --help' for examples.",
         formatter_class=formatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -398,7 +413,9 @@ def build_parser():
         "report",
         help="headline and alerts of every run; a CI gate with --fail-on",
         description="Per run: the worst divergence and where, the first NaN/Inf step, "
-        "disconnected and zero-gradient variables, a dtype summary; then the alerts.",
+        "disconnected and zero-gradient variables, a dtype summary, what the lens could not "
+        "log and which records it asked for are missing; then the alerts (those that say "
+        "the same in several runs once).",
         epilog="examples:\n"
         "  tb-gradlens report logs/\n"
         "  tb-gradlens report logs/ --run 'bf16' --fail-on error   # CI gate\n"
@@ -410,7 +427,8 @@ def build_parser():
     report.add_argument("--json", action="store_true", help="machine-readable output")
     report.add_argument(
         "--fail-on", choices=("warning", "error"),
-        help="exit 1 when an alert of this severity or worse exists",
+        help="exit 1 when an alert of this severity or worse exists, or a run lacks "
+        "records its writer asked for (its lens_status)",
     )
     report.set_defaults(func=_report)
 
@@ -433,7 +451,8 @@ def build_parser():
     compare.add_argument("run_b", metavar="RUN_B")
     compare.add_argument("--noise-floor", metavar="RUN_C", help="a third run as noise floor")
     compare.add_argument("--kind", default="scalar", help="'scalar' (default) or a record kind, e.g. grad_stats")
-    compare.add_argument("--tag", default=None, help="scalar tag (default loss) or record tag prefix")
+    compare.add_argument("--tag", default=None, help="scalar tag (default: loss, the training loss; "
+                         "a run without it falls back to the loss its comparisons logged) or record tag prefix")
     compare.add_argument("--row", help="variable or layer path (record kinds)")
     compare.add_argument("--column", help="statistic or metric (record kinds), e.g. l2_norm")
     compare.add_argument("--json", action="store_true", help="machine-readable output")
@@ -491,8 +510,6 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    if getattr(args, "command", None) == "compare" and args.kind == "scalar" and not args.tag:
-        args.tag = "loss"
     try:
         return args.func(args)
     except CommandError as e:
@@ -500,6 +517,20 @@ def main(argv=None):
         return e.status
     except BrokenPipeError:
         return EXIT_OK
+    except KeyboardInterrupt:
+        print("tb-gradlens: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:  # a file or directory that could not be read or written
+        print("tb-gradlens: %s" % printable(e), file=sys.stderr)
+        return EXIT_READ_ERROR
+    except Exception as e:  # noqa: BLE001 - a crash: exit 4, one line (traceback on request)
+        if os.environ.get(ENV_DEBUG):
+            import traceback
+
+            traceback.print_exc()
+        print("tb-gradlens: internal error (%s: %s); set %s=1 to see where"
+              % (type(e).__name__, printable(str(e)[:500]), ENV_DEBUG), file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -66,9 +66,12 @@ def is_chief(strategy=None):
 
 
 def chief_writer(log_dir, strategy=None):
-    """A file writer on ``log_dir`` for the chief; a no-op writer elsewhere."""
+    """A file writer on ``log_dir`` for the chief (``event_writer.ResilientFileWriter``:
+    it survives a disk that fills and frees); a no-op writer elsewhere."""
     if is_chief(strategy):
-        return tf.summary.create_file_writer(log_dir)
+        from tb_gradlens import event_writer
+
+        return event_writer.create_file_writer(log_dir)
     return tf.summary.create_noop_writer()
 
 

@@ -128,6 +128,9 @@ class FilteredSource:
     def lens_statuses(self, run, tag):
         return self._source.lens_statuses(run, tag)
 
+    def point_errors(self, runs=None):
+        return self._source.point_errors(runs)
+
     def scalar_listing(self):
         return self._source.scalar_listing()
 

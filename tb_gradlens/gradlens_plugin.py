@@ -15,6 +15,7 @@ import numpy as np
 from werkzeug import wrappers
 
 from tb_gradlens import analysis
+from tb_gradlens import event_files
 from tb_gradlens import filtered_source
 from tb_gradlens import health
 from tb_gradlens import metadata
@@ -23,6 +24,15 @@ from tb_gradlens.json_encoding import encode_json
 from tb_gradlens import reading
 
 _STATIC_PREFIX = "/static/"
+
+# What one ``series`` answer may hold.  Steps are evenly thinned to
+# ``max_steps`` (default DEFAULT_MAX_STEPS, at most MAX_STEPS; the answer
+# says ``sampled: true``); more than MAX_VALUES numbers (rows x columns x
+# steps) is a 400 that says what to narrow.  A full answer of MAX_VALUES
+# float32 numbers is ~40 MB of JSON.
+DEFAULT_MAX_STEPS = 2000
+MAX_STEPS = 10000
+MAX_VALUES = 4_000_000
 # Steps of a log2 histogram read for the tab when it names none (histograms route).
 HISTOGRAM_STEPS = 500
 MAX_HISTOGRAM_STEPS = 5000
@@ -127,6 +137,18 @@ def _int_arg(request, name, minimum=None):
     return number
 
 
+def _check_answer_size(n_rows, n_columns, n_steps):
+    """InvalidArgumentError when rows x columns x steps exceeds MAX_VALUES."""
+    n_values = n_rows * n_columns * n_steps
+    if n_values > MAX_VALUES:
+        raise errors.InvalidArgumentError(
+            "this answer would hold %d values (%d rows x %d columns x %d steps), more than the "
+            "%d one answer may hold: ask for fewer rows (rows=, row=), columns (columns=) or "
+            "steps (max_steps=, step_min=, step_max=)"
+            % (n_values, n_rows, n_columns, n_steps, MAX_VALUES)
+        )
+
+
 class GradLensPlugin(base_plugin.TBPlugin):
     """Serves the GradLens tab: static files and the JSON routes of docs/ROUTES.md."""
 
@@ -137,6 +159,10 @@ class GradLensPlugin(base_plugin.TBPlugin):
         self._static_dir = static_dir()
         self._cache = reading.Cache()
         self._thresholds = thresholds
+        logdir = getattr(context, "logdir", None)
+        self._monitor = (
+            event_files.LogdirMonitor(logdir) if logdir and os.path.isdir(logdir) else None
+        )
 
     def get_plugin_apps(self):
         return {
@@ -150,6 +176,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
             "/alerts": self._serve_alerts,
             "/overview": self._serve_overview,
             "/compare": self._serve_compare,
+            "/limits": self._serve_limits,
         }
 
     def is_active(self):
@@ -178,6 +205,17 @@ class GradLensPlugin(base_plugin.TBPlugin):
             reading.select_rows([], pattern)  # 400 for an invalid regex
         return filtered_source.FilteredSource(source, pattern, step_min, step_max)
 
+    def _file_problems(self):
+        """{run: [{"file", "error"}]}: damaged event files and overlapping
+        writers of the logdir (``event_files.LogdirMonitor``, a bounded
+        amount of checking per request); {} for a non-local logdir."""
+        if self._monitor is None:
+            return {}
+        try:
+            return self._monitor.problems()
+        except OSError:
+            return {}
+
     @wrappers.Request.application
     def _serve_static(self, request):
         relative = request.path.split(_STATIC_PREFIX, 1)[-1]
@@ -196,12 +234,14 @@ class GradLensPlugin(base_plugin.TBPlugin):
     def _serve_runs(self, request):
         source = self._source(request)
         scalars = source.scalar_listing()
+        problems = self._file_problems()
         body = {
             "runs": [
                 {
                     "run": run,
                     "tags": [entry.to_json() for entry in source.entries(run)],
                     "scalars": sorted(scalars.get(run, {})),
+                    "problems": problems.get(run, []),
                 }
                 for run in source.runs()
             ]
@@ -216,6 +256,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
         step_min = _int_arg(request, "step_min")
         step_max = _int_arg(request, "step_max")
         max_steps = _int_arg(request, "max_steps", minimum=1)
+        max_steps = min(DEFAULT_MAX_STEPS if max_steps is None else max_steps, MAX_STEPS)
         series = self._source(request).series(run, tag)
         record = series.record
         rows = reading.select_rows(
@@ -225,8 +266,12 @@ class GradLensPlugin(base_plugin.TBPlugin):
             record.columns,
             [c.strip() for c in columns_arg.split(",") if c.strip()] if columns_arg else None,
         )
-        steps = reading.select_steps(series.steps, step_min, step_max, max_steps)
-        return respond_json(request, series_answer(series, rows, columns, steps))
+        in_range = reading.select_steps(series.steps, step_min, step_max)
+        steps = in_range[reading.thin_indices(len(in_range), max_steps)]
+        _check_answer_size(len(rows), len(columns), len(steps))
+        body = series_answer(series, rows, columns, steps)
+        body["sampled"] = bool(series.sampled or len(steps) < len(in_range))
+        return respond_json(request, body)
 
     @wrappers.Request.application
     def _serve_histograms(self, request):
@@ -246,6 +291,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
         steps = reading.select_steps(
             series.steps, _int_arg(request, "step_min"), _int_arg(request, "step_max")
         )
+        _check_answer_size(len(rows), len(columns), len(steps))
         return respond_json(request, series_answer(series, rows, columns, steps))
 
     @wrappers.Request.application
@@ -261,6 +307,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
         steps = reading.select_steps(
             series.steps, _int_arg(request, "step_min"), _int_arg(request, "step_max")
         )
+        _check_answer_size(len(rows), 2, min(buckets, len(steps)))  # status, nonfinite
         index = np.ix_(steps, np.asarray(rows, np.intp))
         columns = {c: series.column(c)[index].astype(np.float64) for c in health.COLUMNS}
         body = health.gradient_health(series.steps[steps], columns, buckets)
@@ -302,9 +349,14 @@ class GradLensPlugin(base_plugin.TBPlugin):
         source = self._filtered_source(request)
         if run is not None:
             source.entries(run)  # 404 for an unknown run
-        alerts, problems = analysis.run_alerts(
-            source, None if run is None else [run], self._thresholds
-        )
+        runs = None if run is None else [run]
+        alerts, problems = analysis.run_alerts(source, runs, self._thresholds)
+        problems = problems + source.point_errors(runs) + [
+            {"run": file_run, "tag": None, "file": p["file"], "error": p["error"]}
+            for file_run, found in sorted(self._file_problems().items())
+            if run is None or file_run == run
+            for p in found
+        ]
         return respond_json(
             request, {"alerts": [a.to_json() for a in alerts], "errors": problems}
         )
@@ -324,8 +376,15 @@ class GradLensPlugin(base_plugin.TBPlugin):
             row=_arg(request, "row"),
             column=_arg(request, "column"),
         )
-        body = analysis.compare(
+        body = analysis.compare_runs(
             self._filtered_source(request, rows=False), run_a, run_b, quantity,
             _arg(request, "noise_run"),
         )
+        return respond_json(request, body)
+
+    @wrappers.Request.application
+    def _serve_limits(self, request):
+        run = _arg(request, "run", required=True)
+        tag = _arg(request, "tag", required=True)
+        body = analysis.limits(self._source(request), run, tag, self._thresholds)
         return respond_json(request, body)

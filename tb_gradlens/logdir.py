@@ -2,94 +2,76 @@
 
 Builds TensorBoard's own reading stack (``EventMultiplexer`` ->
 ``MultiplexerDataProvider``), the same data-provider interface the plugin
-reads through, so the command line and the tab share one analysis.  Before
-loading, every event file's TFRecord framing is checked (length, header
-CRC, truncation): TensorBoard silently stops at a bad record, the command
-line names the file instead.  TensorFlow-free.
+reads through, so the command line and the tab share one analysis.  Runs
+are found by ``event_files.walk`` (symlink loops and unreadable
+directories are skipped with a note, where TensorBoard's own walk loops
+forever or raises) and added one by one.  Before loading, every event
+file is checked (``event_files.FileScan``: framing, both CRCs): TensorBoard
+silently stops at a bad record, the command line names the file, what it
+skipped, and runs whose event files overlap in steps (two writers).
+TensorFlow-free.
 """
 
 import os
-import struct
 import sys
 import time
 
 from tensorboard import context as tb_context
 from tensorboard.backend.event_processing import data_provider
-from tensorboard.backend.event_processing import io_wrapper
 from tensorboard.backend.event_processing import plugin_event_multiplexer
-from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
 
+from tb_gradlens import event_files
 from tb_gradlens import metadata
-
-_HEADER = struct.Struct("<QI")  # length, masked crc32c of the length
-_FOOTER = 4  # masked crc32c of the data
 
 
 class LogdirError(Exception):
     """A logdir that cannot be read at all (missing, not a directory, empty)."""
 
 
-class FileProblem:
-    """A damaged event file: what is wrong, and how much of it is readable."""
+class Problem:
+    """Something in a logdir that is not read as written: a damaged file
+    (``kind`` "damaged"), overlapping writers ("overlap"), a skipped
+    directory or a run that could not be loaded in full ("skipped")."""
 
-    __slots__ = ("path", "records_ok", "message")
+    __slots__ = ("run", "path", "message", "kind")
 
-    def __init__(self, path, records_ok, message):
+    def __init__(self, run, path, message, kind="skipped"):
+        self.run = run
         self.path = path
-        self.records_ok = records_ok
         self.message = message
+        self.kind = kind
 
     def __str__(self):
-        return "%s: %s; read the first %d record(s), skipped the rest" % (
-            self.path,
-            self.message,
-            self.records_ok,
-        )
+        if self.kind == "damaged":
+            return "skipped damaged event file %s: %s" % (self.path, self.message)
+        if self.kind == "overlap":
+            return "run %s: %s" % (self.run, self.message)
+        return self.message
+
+    def to_json(self):
+        return {"run": self.run, "tag": None, "file": self.path, "error": self.message}
 
 
 def scan_event_file(path):
-    """Check a file's TFRecord framing; returns a FileProblem or None.
-
-    Each record is ``uint64 length, uint32 masked_crc32c(length), data,
-    uint32 masked_crc32c(data)``.  The length CRC and the sizes are checked
-    for every record (cheap), which catches truncated files and garbage; a
-    corrupted payload with an intact frame is left to TensorBoard's reader.
-    """
-    try:
-        size = os.path.getsize(path)
-        f = open(path, "rb")
-    except OSError as e:
-        return FileProblem(path, 0, "cannot be read (%s)" % e.strerror)
-    records = 0
-    offset = 0
-    with f:
-        while offset < size:
-            header = f.read(_HEADER.size)
-            if len(header) < _HEADER.size:
-                return FileProblem(path, records, "truncated record header at byte %d" % offset)
-            length, length_crc = _HEADER.unpack(header)
-            if pywrap_tensorflow.masked_crc32c(header[:8]) != length_crc:
-                return FileProblem(path, records, "corrupted record at byte %d" % offset)
-            end = offset + _HEADER.size + length + _FOOTER
-            if end > size:
-                return FileProblem(path, records, "truncated record at byte %d" % offset)
-            f.seek(end)
-            offset = end
-            records += 1
-    return None
+    """The FileScan of a whole file (every record checked)."""
+    scan = event_files.FileScan(path)
+    scan.advance()
+    return scan
 
 
-def event_files(logdir):
-    """Every event file under ``logdir``: sorted list of (run, path)."""
-    found = []
-    for directory in io_wrapper.GetLogdirSubdirectories(logdir):
-        run = os.path.relpath(directory, logdir)
-        run = "." if run == os.curdir else run
-        for name in sorted(os.listdir(directory)):
-            path = os.path.join(directory, name)
-            if io_wrapper.IsSummaryEventsFile(path):
-                found.append((run, path))
-    return sorted(found)
+def file_problems(scans):
+    """Problems of [(run, FileScan)]: damage, a truncated end, overlapping writers."""
+    problems = []
+    for run, scan in scans:
+        if scan.damage:
+            problems.append(Problem(run, scan.path, scan.damage, "damaged"))
+        elif scan.truncated:
+            problems.append(Problem(run, scan.path, "truncated: it ends inside a record at byte %d (being "
+                                    "written, or cut); read the %d whole record(s) before it"
+                                    % (scan.offset, scan.records), "damaged"))
+    for run, path, _, message in event_files.overlaps(scans):
+        problems.append(Problem(run, path, message, "overlap"))
+    return problems
 
 
 class Progress:
@@ -124,7 +106,8 @@ class Progress:
 
 class LogdirSource:
     """A loaded logdir: ``provider``, ``ctx`` and ``experiment_id`` to read
-    through (as the plugin does), and ``problems`` with damaged files."""
+    through (as the plugin does), and ``problems`` (``Problem``) of what is
+    not read as written."""
 
     def __init__(self, logdir, provider, problems, runs):
         self.logdir = logdir
@@ -139,37 +122,45 @@ def open_logdir(logdir, progress=True):
     """Load every run of ``logdir`` with TensorBoard's reading code.
 
     Keeps every gradlens sample (as the plugin's loader asks TensorBoard to).
-    Raises LogdirError for a missing, non-directory or empty logdir; damaged
-    files are skipped past their last good record and listed in
-    ``problems``.
+    Raises LogdirError for a missing, non-directory, unreadable or empty
+    logdir; damaged files are skipped past their last good record, and
+    every such thing is listed in ``problems``.
     """
     if not os.path.exists(logdir):
         raise LogdirError("logdir %s does not exist" % logdir)
     if not os.path.isdir(logdir):
         raise LogdirError("logdir %s is not a directory" % logdir)
-    files = event_files(logdir)
+    if not os.access(logdir, os.R_OK | os.X_OK):
+        raise LogdirError("logdir %s cannot be read (permission denied)" % logdir)
+    files, notes = event_files.walk(logdir)
+    problems = [Problem(None, None, note) for note in notes]
     if not files:
         raise LogdirError(
-            "logdir %s holds no TensorBoard event files (events.out.tfevents.*)" % logdir
+            "logdir %s holds no TensorBoard event files (events.out.tfevents.*)%s"
+            % (logdir, "".join("; " + note for note in notes))
         )
     bar = Progress(len(files) * 2, "reading %s" % logdir) if progress else None
-    problems = []
-    for i, (_, path) in enumerate(files):
-        problem = scan_event_file(path)
-        if problem is not None:
-            problems.append(problem)
+    scans = []
+    for i, (run, path) in enumerate(files):
+        scans.append((run, scan_event_file(path)))
         if bar:
             bar.update(i + 1)
+    problems += file_problems(scans)
     multiplexer = plugin_event_multiplexer.EventMultiplexer(
         tensor_size_guidance={metadata.PLUGIN_NAME: 0, "scalars": 0},
     )
-    multiplexer.AddRunsFromDirectory(logdir)
-    runs = sorted(multiplexer.Runs())
-    for i, run in enumerate(runs):
-        multiplexer.GetAccumulator(run).Reload()
+    run_dirs = sorted({run: os.path.dirname(path) for run, path in files}.items())
+    for run, directory in run_dirs:
+        multiplexer.AddRun(directory, run)
+    for i, (run, _) in enumerate(run_dirs):
+        try:
+            multiplexer.GetAccumulator(run).Reload()
+        except Exception as e:  # noqa: BLE001 - one unreadable run never stops the others
+            problems.append(Problem(run, None, "run %s was read only up to an error (%s: %s)"
+                                    % (run, type(e).__name__, e)))
         if bar:
-            bar.update(len(files) + (i + 1) * len(files) // max(len(runs), 1))
+            bar.update(len(files) + (i + 1) * len(files) // max(len(run_dirs), 1))
     if bar:
         bar.close()
     provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
-    return LogdirSource(logdir, provider, problems, runs)
+    return LogdirSource(logdir, provider, problems, [run for run, _ in run_dirs])

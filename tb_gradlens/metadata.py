@@ -255,6 +255,8 @@ def parse_plugin_content(content, tag=None):
         obj = json.loads(bytes(content).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise FormatError("content is not UTF-8 JSON (%s)" % e, tag) from None
+    except RecursionError:
+        raise FormatError("content is JSON nested too deeply", tag) from None
     if not isinstance(obj, dict):
         raise FormatError("content must be a JSON object", tag)
     version = obj.get("version")

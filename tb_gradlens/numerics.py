@@ -627,8 +627,9 @@ def update_statistics(before, after, gradients=None):
     u = after - before over n elements:
 
       update_rms       = sqrt(sum u^2 / n)
-      update_ratio     = ||u|| / ||before||  (0 if both zero, inf if only
-                         before is)
+      update_ratio     = ||u|| / ||before||  (0 if both zero; 1 if only
+                         before is: zero-initialized weights, e.g. biases at
+                         their first step, move by their whole size, u = after)
       lost_update_bf16 = for float32 (or wider) weights: the fraction of
                          elements the step changed whose bfloat16 rounding
                          did not change, #(after != before and bf16(after)
@@ -669,7 +670,7 @@ def _update_row(before, after, gradient):
     sum_u2 = tf.reduce_sum(u * u)
     update_rms = tf.sqrt(sum_u2 / safe_n)
     norm_b = tf.sqrt(tf.reduce_sum(b64 * b64))
-    update_ratio = _ratio_or(tf.sqrt(sum_u2), norm_b, tf.constant(float("inf"), tf.float64), 0.0)
+    update_ratio = _ratio_or(tf.sqrt(sum_u2), norm_b, tf.constant(1.0, tf.float64), 0.0)
     unchanged = _same_value(before, after)
     if before.dtype == tf.bfloat16:
         if gradient is None:

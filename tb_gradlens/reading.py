@@ -7,18 +7,15 @@ the CLI builds one over an ``EventMultiplexer``) and read through a
 
 A ``Source`` answers: runs, tags by kind, a record's series as NumPy arrays
 (``values[step, row, column]`` with steps and wall times), dtype maps and
-scalars.  Reads are cached in a ``Cache`` keyed by (experiment, run, tag)
-and invalidated when the tag's ``max_step``/``max_wall_time`` changes, so a
-logdir that is not growing is fetched once (with the Rust data server every
-``read_tensors`` ships each tensor over gRPC).
+scalars.  Reads are cached in a ``Cache`` keyed by (data location, run,
+tag) and invalidated when the tag's ``max_step``/``max_wall_time`` changes,
+so a logdir that is not growing is fetched once (with the Rust data server
+every ``read_tensors`` ships each tensor over gRPC), whatever the
+experiment id (URL prefix) it is asked under.
 """
 
-import collections
 import json
 import logging
-import os
-import re
-import threading
 
 import numpy as np
 from tensorboard import context as tb_context
@@ -28,6 +25,11 @@ from tensorboard.data import provider as tb_provider
 
 from tb_gradlens import metadata
 from tb_gradlens import records
+from tb_gradlens.read_cache import Cache  # noqa: F401 (reading.Cache)
+from tb_gradlens.selection import select_columns  # noqa: F401
+from tb_gradlens.selection import select_rows  # noqa: F401
+from tb_gradlens.selection import select_steps  # noqa: F401
+from tb_gradlens.selection import thin_indices  # noqa: F401
 
 logger = logging.getLogger(__name__)
 
@@ -41,11 +43,6 @@ SCALARS_PLUGIN = "scalars"
 # larger than this many bytes in total is read downsampled (see _read_series).
 MAX_READ_BYTES = 192 * 1024 * 1024
 
-# Default memory budgets of a Cache: series read from the provider (a
-# grad_stats tag of 10,000 steps x 200 variables is 112 MB), and analysis
-# results.
-DEFAULT_CACHE_BYTES = 2 * 1024 * 1024 * 1024
-DEFAULT_DERIVED_BYTES = 64 * 1024 * 1024
 
 
 class TagEntry:
@@ -117,96 +114,6 @@ class Series:
         return self.values[:, :, self.record.columns.index(name)]
 
 
-class _LRU:
-    """A thread-safe LRU of (version, value, size), bounded in bytes."""
-
-    def __init__(self, max_bytes):
-        self.max_bytes = max_bytes
-        self._entries = collections.OrderedDict()  # key -> (version, value, size)
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def lookup(self, key, version):
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None and hit[0] == version:
-                self._entries.move_to_end(key)
-                return True, hit[1]
-        return False, None
-
-    def store(self, key, version, value):
-        size = int(getattr(value, "nbytes", 1024))
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old[2]
-            if size <= self.max_bytes:
-                self._entries[key] = (version, value, size)
-                self._bytes += size
-            while self._bytes > self.max_bytes and self._entries:
-                _, (_, _, s) = self._entries.popitem(last=False)
-                self._bytes -= s
-
-    def clear(self):
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
-
-
-class Cache:
-    """What a Source has read or computed, kept between requests.
-
-    ``get(key, version, compute, pool)`` returns the value stored under
-    ``key`` if it was computed for the same ``version`` (a tag's
-    ``(max_step, max_wall_time)``); else it calls ``compute()`` and stores
-    the result.  Two LRU pools bounded in bytes (``nbytes`` of the value,
-    else 1 KiB): ``data`` for series read from the provider, ``derived``
-    for small analysis results, so large reads never evict the alerts.
-    The data budget defaults to $TB_GRADLENS_CACHE_MB or 2 GiB.
-
-    Concurrent requests that miss the same key compute it once: the
-    others wait for that result (the tab asks for the overview and the
-    alerts at once, and both read every record of a cold logdir).
-    """
-
-    def __init__(self, max_bytes=None, derived_max_bytes=DEFAULT_DERIVED_BYTES):
-        if max_bytes is None:
-            max_bytes = _env_cache_bytes()
-        self._pools = {"data": _LRU(max_bytes), "derived": _LRU(derived_max_bytes)}
-        self._computing = {}  # (pool, key) -> Lock held while one request computes it
-        self._computing_lock = threading.Lock()
-
-    def get(self, key, version, compute, pool="derived"):
-        lru = self._pools[pool]
-        found, value = lru.lookup(key, version)
-        if found:
-            return value
-        with self._computing_lock:
-            lock = self._computing.setdefault((pool, key), threading.Lock())
-        with lock:
-            found, value = lru.lookup(key, version)  # computed meanwhile by another request
-            if not found:
-                value = compute()
-                lru.store(key, version, value)
-        with self._computing_lock:
-            if self._computing.get((pool, key)) is lock and not lock.locked():
-                del self._computing[(pool, key)]
-        return value
-
-    def clear(self):
-        for lru in self._pools.values():
-            lru.clear()
-
-
-def _env_cache_bytes():
-    value = os.environ.get("TB_GRADLENS_CACHE_MB")
-    try:
-        return int(float(value) * 1024 * 1024) if value else DEFAULT_CACHE_BYTES
-    except ValueError:
-        logger.warning("gradlens: ignoring TB_GRADLENS_CACHE_MB=%r (not a number)", value)
-        return DEFAULT_CACHE_BYTES
-
-
 def request_context(request):
     """(RequestContext, experiment_id) of a Werkzeug request."""
     ctx = tb_context.from_environ(request.environ)
@@ -228,6 +135,8 @@ def list_records(data_provider, ctx, experiment_id):
                 error = None
             except metadata.FormatError as e:
                 record, error = None, str(e)
+            except Exception as e:  # noqa: BLE001 - one bad record is an error entry, never a 500
+                record, error = None, "gradlens record %r: unreadable metadata (%s)" % (tag, type(e).__name__)
             entries.append(
                 TagEntry(run, tag, record, error, ts.max_step, ts.max_wall_time)
             )
@@ -249,11 +158,19 @@ class Source:
         self.cache = cache if cache is not None else Cache()
         self._records = None
         self._scalars = None
+        self._location = None
 
     @classmethod
     def from_request(cls, data_provider, request, cache=None):
         ctx, experiment_id = request_context(request)
         return cls(data_provider, ctx, experiment_id, cache)
+
+    def restricted(self, runs):
+        """A Source over the same data that sees only ``runs`` (others are never read)."""
+        keep = set(runs)
+        other = Source(self.data_provider, self.ctx, self.experiment_id, self.cache)
+        other._records = {run: e for run, e in self.records().items() if run in keep}
+        return other
 
     # -- listing -----------------------------------------------------------
 
@@ -287,9 +204,24 @@ class Source:
 
     # -- reading -----------------------------------------------------------
 
+    @property
+    def location(self):
+        """What the data is, for the cache: the provider's data location
+        (TensorBoard serves one logdir under any experiment id), else the
+        experiment id."""
+        if self._location is None:
+            self._location = ("experiment", self.experiment_id)
+            try:
+                found = self.data_provider.experiment_metadata(self.ctx, experiment_id=self.experiment_id)
+                if found is not None and getattr(found, "data_location", ""):
+                    self._location = ("location", found.data_location)
+            except Exception:  # noqa: BLE001 - no metadata: keyed by experiment id
+                pass
+        return self._location
+
     def cached(self, name, entry, compute, pool="derived"):
-        """``compute()`` memoized under (name, run, tag) until the tag grows."""
-        key = (name, self.experiment_id, entry.run, entry.tag)
+        """``compute()`` memoized under (name, data location, run, tag) until the tag grows."""
+        key = (name, self.location, entry.run, entry.tag)
         return self.cache.get(key, entry.version, compute, pool)
 
     def series(self, run, tag):
@@ -386,6 +318,21 @@ class Source:
         oldest first; ``status`` is a ``records.LensStatus``."""
         return self._json_points(run, tag, metadata.LENS_STATUS, "status", records.read_lens_status)
 
+    def point_errors(self, runs=None):
+        """[{"run","tag","error"}] of the dtype maps and lens statuses of
+        ``runs`` (default: all) that cannot be read, one per tag (the first
+        unreadable point; the others of the tag are still served)."""
+        readers = {metadata.DTYPES: self.dtype_maps, metadata.LENS_STATUS: self.lens_statuses}
+        out = []
+        for run in self.runs() if runs is None else runs:
+            for entry in self.entries(run):
+                if entry.kind in readers:
+                    bad = [p["error"] for p in readers[entry.kind](run, entry.tag) if "error" in p]
+                    if bad:
+                        more = " (and %d more point(s))" % (len(bad) - 1) if len(bad) > 1 else ""
+                        out.append({"run": run, "tag": entry.tag, "error": bad[0] + more})
+        return out
+
     def _json_points(self, run, tag, kind, key, parse):
         entry = self.entry(run, tag)
         _require_readable(entry)
@@ -461,75 +408,8 @@ def _decode_json_point(point, key, parse):
         if isinstance(raw, bytes):
             raw = raw.decode("utf-8")
         out[key] = parse(json.loads(raw))
-    except (ValueError, TypeError, UnicodeDecodeError) as e:
+    except Exception as e:  # noqa: BLE001 - one bad point is an error entry, never a 500
         what = "dtype map" if key == "map" else "lens status"
-        out["error"] = "unreadable %s at step %d: %s" % (what, point.step, e)
-    return out
-
-
-# ---------------------------------------------------------------------------
-# Selections (pure).
-# ---------------------------------------------------------------------------
-
-
-def thin_indices(n, max_steps):
-    """At most ``max_steps`` evenly spaced indices of range(n), first and last kept."""
-    if max_steps is None or max_steps >= n:
-        return np.arange(n)
-    if max_steps <= 1:
-        return np.array([n - 1]) if n else np.arange(0)
-    return np.unique(np.round(np.linspace(0, n - 1, max_steps)).astype(np.int64))
-
-
-def select_steps(steps, step_min=None, step_max=None, max_steps=None):
-    """Indices into ``steps`` within [step_min, step_max], evenly thinned."""
-    steps = np.asarray(steps)
-    mask = np.ones(len(steps), bool)
-    if step_min is not None:
-        mask &= steps >= step_min
-    if step_max is not None:
-        mask &= steps <= step_max
-    index = np.nonzero(mask)[0]
-    return index[thin_indices(len(index), max_steps)]
-
-
-def select_rows(rows, pattern=None, names=()):
-    """Indices of ``rows`` named in ``names`` or matching regex ``pattern``.
-
-    No filter selects every row.  An invalid regex raises
-    InvalidArgumentError; a name not in ``rows`` raises NotFoundError.
-    """
-    rows = list(rows)
-    names = list(names or ())
-    if pattern is None and not names:
-        return list(range(len(rows)))
-    missing = [n for n in names if n not in rows]
-    if missing:
-        raise errors.NotFoundError("no row %r (rows: %d)" % (missing[0], len(rows)))
-    wanted = set(names)
-    regex = None
-    if pattern is not None:
-        try:
-            regex = re.compile(pattern)
-        except re.error as e:
-            raise errors.InvalidArgumentError("invalid rows regex %r: %s" % (pattern, e)) from None
-    return [
-        i
-        for i, r in enumerate(rows)
-        if r in wanted or (regex is not None and regex.search(r))
-    ]
-
-
-def select_columns(columns, names=None):
-    """Indices of the named columns (all if None); InvalidArgumentError if unknown."""
-    columns = list(columns)
-    if not names:
-        return list(range(len(columns)))
-    out = []
-    for n in names:
-        if n not in columns:
-            raise errors.InvalidArgumentError(
-                "no column %r; columns are %s" % (n, ", ".join(columns[:20]))
-            )
-        out.append(columns.index(n))
+        detail = str(e) if isinstance(e, (ValueError, TypeError)) else type(e).__name__
+        out["error"] = "unreadable %s at step %d: %s" % (what, point.step, detail[:300])
     return out

@@ -20,7 +20,8 @@ Kinds and their extras:
 ==========================  ==============================================
 grad_stats                  variable_dtypes, gradient_dtypes [rows];
                             skipped [{row, dtype, reason}]
-grad_histogram              min_exponent, dtype_exponent_limits
+grad_histogram              min_exponent (int), dtype_exponent_limits
+                            {dtype: {min_subnormal, min_normal, max}}
 update_stats                variable_dtypes [rows]
 divergence,                 reference, candidate (``variant``);
 activation_divergence,      comparison ("precision" | "replica_vs_mean");
@@ -173,6 +174,10 @@ def read_comparison(record, tag=None):
     row_dtypes = extras.get("row_dtypes")
     if row_dtypes is not None:
         row_dtypes = tuple(_str_list(row_dtypes, record, "row_dtypes", tag, allow_none=True))
+        if len(row_dtypes) != len(record.rows):
+            raise FormatError(
+                "row_dtypes has %d entries for %d rows" % (len(row_dtypes), len(record.rows)), tag
+            )
     return ComparisonInfo(reference, candidate, comparison, float(floor), row_dtypes)
 
 
@@ -236,6 +241,26 @@ def histogram_extras():
         "min_exponent": metadata.MIN_EXPONENT,
         "dtype_exponent_limits": float_formats.exponent_limits(),
     }
+
+
+HistogramInfo = collections.namedtuple("HistogramInfo", ("min_exponent", "dtype_exponent_limits"))
+
+
+def read_histogram(record, tag=None):
+    """The HistogramInfo of a ``grad_histogram`` record (missing keys: this
+    version's defaults); FormatError for values of the wrong type."""
+    extras = record.extras
+    first = extras.get("min_exponent", metadata.MIN_EXPONENT)
+    if not _is_int(first):
+        raise FormatError("min_exponent must be an integer", tag)
+    limits = extras.get("dtype_exponent_limits", float_formats.exponent_limits())
+    if not isinstance(limits, dict) or not all(
+        isinstance(name, str) and isinstance(bounds, dict)
+        and all(isinstance(k, str) and _is_int(v) for k, v in bounds.items())
+        for name, bounds in limits.items()
+    ):
+        raise FormatError("dtype_exponent_limits must map dtype names to {name: integer}", tag)
+    return HistogramInfo(first, {name: dict(bounds) for name, bounds in limits.items()})
 
 
 def update_extras(variable_dtypes):
@@ -303,7 +328,8 @@ def read_dtype_map(obj):
 
 Expectation = collections.namedtuple("Expectation", ("kind", "name", "every", "start", "stop"))
 Unsupported = collections.namedtuple("Unsupported", ("what", "kinds", "reason", "step"))
-LensStatus = collections.namedtuple("LensStatus", ("writer", "expected", "unsupported"))
+LensStatus = collections.namedtuple("LensStatus", ("writer", "expected", "unsupported", "step_offset"),
+                                    defaults=(0,))
 
 
 def expectation(kind, name, every, start=0, stop=None):
@@ -323,12 +349,18 @@ def unsupported(what, kinds, reason, step=None):
             "step": None if step is None else int(step)}
 
 
-def lens_status(writer, expected, unsupported_features=()):
+def lens_status(writer, expected, unsupported_features=(), step_offset=0):
     """The JSON-ready lens status a writer records at its start and when it
     changes: ``{"writer", "expected": [expectation], "unsupported":
-    [unsupported]}``."""
-    return {"writer": str(writer), "expected": [dict(e) for e in expected],
-            "unsupported": [dict(u) for u in unsupported_features]}
+    [unsupported]}``, and ``"step_offset"`` when not 0: the writer's records
+    are at optimizer step + step_offset (a training whose optimizer
+    restarted at 0, e.g. after ``compile``, continues the run's steps; the
+    expectations' start and stop are record steps)."""
+    out = {"writer": str(writer), "expected": [dict(e) for e in expected],
+           "unsupported": [dict(u) for u in unsupported_features]}
+    if step_offset:
+        out["step_offset"] = int(step_offset)
+    return out
 
 
 def read_lens_status(obj):
@@ -353,7 +385,10 @@ def read_lens_status(obj):
                 and (u.get("step") is None or _is_int(u.get("step")))):
             raise ValueError("lens status 'unsupported' entries need what, kinds, reason, step")
         out_missing.append(Unsupported(u["what"], tuple(u.get("kinds", [])), u["reason"], u.get("step")))
-    return LensStatus(obj["writer"], tuple(out_expected), tuple(out_missing))
+    offset = obj.get("step_offset", 0)
+    if not _is_int(offset):
+        raise ValueError("lens status 'step_offset' must be an integer")
+    return LensStatus(obj["writer"], tuple(out_expected), tuple(out_missing), offset)
 
 
 def expected_steps(expectation_, first_step, last_step):
@@ -373,6 +408,7 @@ def expected_steps(expectation_, first_step, last_step):
 
 _READERS = {
     metadata.GRAD_STATS: read_gradient,
+    metadata.GRAD_HISTOGRAM: read_histogram,
     metadata.UPDATE_STATS: read_update,
     metadata.DIVERGENCE: read_comparison,
     metadata.ACTIVATION_DIVERGENCE: read_comparison,

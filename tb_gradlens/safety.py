@@ -65,12 +65,14 @@ def strict(value=True):
         _strict = previous
 
 
-def report(cause, error):
+def report(cause, error, again=False):
     """Raise ``error`` in strict mode; else warn once for ``cause`` and return.
 
     Args:
       cause: a short stable name of what failed, e.g. "summary.gradients".
       error: the exception.
+      again: warn even if ``cause`` failed before (a failure that started
+        anew after a recovery, e.g. a disk that filled a second time).
     """
     if strict_mode():
         raise error
@@ -78,14 +80,24 @@ def report(cause, error):
         count = _counts.get(cause, 0) + 1
         _counts[cause] = count
     logger.debug("tb_gradlens: %s failed", cause, exc_info=error)
-    if count == 1:
+    if count == 1 or again:
+        tail = (
+            "Further failures of %s are not reported; set %s=1 to raise instead." % (cause, ENV_STRICT)
+            if not again else "Set %s=1 to raise instead." % ENV_STRICT
+        )
         warnings.warn(
-            "tb_gradlens: %s failed and was skipped; training continues (%s: %s). "
-            "Further failures of %s are not reported; set %s=1 to raise instead."
-            % (cause, type(error).__name__, _first_line(error), cause, ENV_STRICT),
+            "tb_gradlens: %s failed and was skipped; training continues (%s: %s). %s"
+            % (cause, type(error).__name__, _first_line(error), tail),
             GradLensWarning,
             stacklevel=4,
         )
+
+
+def notify(message):
+    """Warn (GradLensWarning) about a recovery, e.g. writing that resumed.
+    Not a failure: never raises, not counted by ``reported()``."""
+    logger.info("tb_gradlens: %s", message)
+    warnings.warn("tb_gradlens: " + message, GradLensWarning, stacklevel=4)
 
 
 @contextlib.contextmanager
@@ -124,4 +136,4 @@ def reset():
 def _first_line(error):
     text = str(error).strip().splitlines()
     line = text[0] if text else ""
-    return line if len(line) <= 300 else line[:297] + "..."
+    return line if len(line) <= 500 else line[:497] + "..."

@@ -37,33 +37,40 @@ GATE = "gate"
 COMPARE_STEPS = list(range(0, 160, 10))
 Q4_STEPS = list(range(60))
 
-# Q1: rel_l2 per variable and step (bf16 gradients: tolerance 0.1; norm/gamma computed in float32: 0.001).
+# Q1: rel_l2 per variable and step, designed around the tolerance the alert rules give this
+# comparison's gradients and loss (README "Alerts": the rounding budget 96 x u x sqrt(depth) of
+# bfloat16 at the model's depth, 3 layers here; every gradient row shares it, the one computed in
+# float32 too: it is a gradient of the bfloat16 model).  test_q1 reads it from the limits route.
+TOLERANCE = 96 * 2.0**-8 * 3**0.5  # 0.65
 DIV_ROWS = ("mlp/dense_1/kernel", "mlp/dense_1/bias", "mlp/dense_2/kernel", "mlp/logits/kernel",
             "mlp/logits/bias", "mlp/norm/gamma")
 ROW_DTYPES = ("bfloat16", "bfloat16", "bfloat16", "bfloat16", "bfloat16", "float32")
-FIRST_ROW, FIRST_STEP = "mlp/dense_2/kernel", 40  # exceeds 0.1 first (0.12 at step 40, 0.25 at the end)
-WORST_ROW, WORST_VALUE = "mlp/logits/kernel", 0.6  # the worst (from step 80)
+FIRST_ROW, FIRST_STEP = "mlp/dense_2/kernel", 40  # exceeds first (1.2x at step 40, 2.5x at the end)
+WORST_ROW, WORST_RATIO = "mlp/logits/kernel", 6  # the worst (6x from step 80)
 BELOW_ROW, BELOW_VALUE = "mlp/dense_1/kernel", 0.0073  # below its tolerance
 ZERO_ROW = "mlp/dense_1/bias"  # 0: both sides zero (a dead ReLU)
 LAYERS = ("mlp/dense_1", "mlp/dense_2", "mlp/logits")
-LOSS_STEP = 120  # the loss's relative error exceeds 0.01 from here (0.02)
+LOSS_STEP = 120  # the loss's relative error exceeds its tolerance from here (1.5x)
 LOST_ROW, LOST_STEP = "mlp/dense_2/kernel", 30  # lost_update_bf16 0.4 from here (a bfloat16 weight)
 WIDE = 128
 
 
 def rel_l2(row, step):
     """The designed rel_l2 of a row at a step."""
+    t = TOLERANCE
     if row == FIRST_ROW:
-        return 0.05 if step < FIRST_STEP else 0.12 + (0.25 - 0.12) * (step - FIRST_STEP) / (COMPARE_STEPS[-1] - FIRST_STEP)
+        if step < FIRST_STEP:
+            return 0.5 * t
+        return (1.2 + (2.5 - 1.2) * (step - FIRST_STEP) / (COMPARE_STEPS[-1] - FIRST_STEP)) * t
     if row == WORST_ROW:
-        return 0.02 if step < 80 else WORST_VALUE
+        return 0.2 * t if step < 80 else WORST_RATIO * t
     if row == BELOW_ROW:
         return BELOW_VALUE
     if row == ZERO_ROW:
         return 0.0
     if row == "mlp/norm/gamma":
         return 5e-4
-    return 0.03
+    return 0.3 * t
 
 
 def loss_a(step):
@@ -162,7 +169,7 @@ def _write_comparisons(logdir):
             a[:, 0] = [0.002, 0.004, 0.02 if step >= 100 else 0.006]
             summary_v2.divergence(a, LAYERS, records.comparison_extras(f32, bf16, row_dtypes=["bfloat16"] * 3),
                                   step=step, name=bf16_name, kind=metadata.ACTIVATION_DIVERGENCE)
-            err = 0.02 if step >= LOSS_STEP else 0.005
+            err = (1.5 if step >= LOSS_STEP else 0.3) * TOLERANCE
             summary_v2.loss_comparison([[1.0, 1.0 + err, err, err]], records.comparison_extras(f32, bf16),
                                        step=step, name=bf16_name)
             u = np.zeros((len(DIV_ROWS), 3), np.float32)

@@ -10,7 +10,10 @@ bundled digits.
 ``ZOO[name]`` is a ``Workload(build, data, loss, note)``: ``build(policy)``
 returns an uncompiled model, ``data(batch, rng)`` one ``(x, y)`` batch, and
 ``loss`` the Keras loss to compile with.  ``tiny=False`` sizes are for
-benchmarks.
+benchmarks.  ``FAULT_ZOO`` holds models with an injected fault (the alert
+zoo); ``layer_classes()`` the layers they and the zoo's measurements use
+(float32-mask Dropout, a naive variance norm, a drifting offset, log of the
+inputs).
 
 Imported by tests (``tests/`` is on sys.path) and by ``benchmarks/`` (which
 put ``tests/`` on their path).
@@ -50,8 +53,14 @@ def _softmax_float32(x, name="predictions"):
 # ---------------------------------------------------------------------------
 
 
-def mlp(policy, seed=0):
-    """The 784-64-64-10 MLP of the bfloat16 Keras guides (the README demo)."""
+def mlp(policy, seed=0, float32_output=True, hidden_bias=0.0):
+    """The 784-64-64-10 MLP of the bfloat16 Keras guides (the README demo).
+
+    Faults: ``float32_output=False`` keeps the softmax in the policy's
+    compute dtype (a bfloat16 model output fed to the loss);
+    ``hidden_bias=-100.0`` initializes ``dense_2``'s bias so far below zero
+    that its ReLU units are dead from the first step.
+    """
     import keras
 
     keras.utils.set_random_seed(seed)
@@ -60,9 +69,11 @@ def mlp(policy, seed=0):
             [
                 keras.Input((784,)),
                 keras.layers.Dense(64, activation="relu", name="dense_1"),
-                keras.layers.Dense(64, activation="relu", name="dense_2"),
+                keras.layers.Dense(64, activation="relu", name="dense_2",
+                                   bias_initializer=keras.initializers.Constant(hidden_bias)),
                 keras.layers.Dense(10, name="logits"),
-                keras.layers.Activation("softmax", dtype="float32", name="predictions"),
+                keras.layers.Activation("softmax", dtype="float32" if float32_output else None,
+                                        name="predictions"),
             ],
             name="mlp",
         )
@@ -101,45 +112,62 @@ def efficientnet_b0(policy, size=32, seed=0):
     return _application(keras.applications.EfficientNetB0, policy, size, seed)
 
 
+def _token_and_position_embedding_class():
+    import keras
+
+    class TokenAndPositionEmbedding(keras.layers.Layer):
+        """The keras-io text classifier's embedding: tokens plus positions."""
+
+        def __init__(self, maxlen, vocab_size, embed_dim, **kwargs):
+            super().__init__(**kwargs)
+            self.token_emb = keras.layers.Embedding(vocab_size, embed_dim, name="token_emb")
+            self.pos_emb = keras.layers.Embedding(maxlen, embed_dim, name="pos_emb")
+
+        def call(self, x):
+            positions = self.pos_emb(keras.ops.arange(0, keras.ops.shape(x)[-1], 1))
+            return self.token_emb(x) + positions
+
+    return TokenAndPositionEmbedding
+
+
 def transformer_classifier(policy, vocab=200, seq=16, d_model=32, heads=2, ff=64, blocks=1,
-                           dropout=0.1, seed=0):
+                           dropout=0.1, seed=0, dropout_class=None):
     """The keras-io text classifier: token + position embedding, Transformer
     blocks (MultiHeadAttention, Dropout, LayerNormalization, feed-forward),
     pooling, Dropout, Dense, float32 softmax."""
     import keras
 
     keras.utils.set_random_seed(seed)
+    Dropout = dropout_class or keras.layers.Dropout  # noqa: N806
     with global_policy(policy):
         inputs = keras.Input((seq,), dtype="int32", name="tokens")
-        tokens = keras.layers.Embedding(vocab, d_model, name="token_emb")(inputs)
-        positions = keras.layers.Embedding(seq, d_model, name="pos_emb")(
-            keras.ops.arange(seq)[None, :]
-        )
-        x = tokens + positions
+        x = _token_and_position_embedding_class()(seq, vocab, d_model, name="embedding")(inputs)
         for b in range(blocks):
             attn = keras.layers.MultiHeadAttention(heads, d_model // heads, name="mha_%d" % b)(x, x)
-            attn = keras.layers.Dropout(dropout, name="attn_dropout_%d" % b)(attn)
+            attn = Dropout(dropout, name="attn_dropout_%d" % b)(attn)
             x = keras.layers.LayerNormalization(epsilon=1e-6, name="ln1_%d" % b)(x + attn)
             f = keras.layers.Dense(ff, activation="relu", name="ff1_%d" % b)(x)
             f = keras.layers.Dense(d_model, name="ff2_%d" % b)(f)
-            f = keras.layers.Dropout(dropout, name="ff_dropout_%d" % b)(f)
+            f = Dropout(dropout, name="ff_dropout_%d" % b)(f)
             x = keras.layers.LayerNormalization(epsilon=1e-6, name="ln2_%d" % b)(x + f)
         x = keras.layers.GlobalAveragePooling1D(name="pool")(x)
-        x = keras.layers.Dropout(dropout, name="head_dropout")(x)
+        x = Dropout(dropout, name="head_dropout")(x)
         x = keras.layers.Dense(20, activation="relu", name="head")(x)
         x = keras.layers.Dense(2, name="logits")(x)
         return keras.Model(inputs, _softmax_float32(x), name="transformer")
 
 
-def recurrent(policy, cell="lstm", bidirectional=False, seq=8, features=4, units=8, seed=0):
-    """An LSTM/GRU (optionally Bidirectional) sequence classifier."""
+def recurrent(policy, cell="lstm", bidirectional=False, seq=8, features=4, units=8, dropout=0.2,
+              recurrent_dropout=0.2, seed=0):
+    """An LSTM/GRU (optionally Bidirectional) sequence classifier, with input
+    and recurrent dropout."""
     import keras
 
     keras.utils.set_random_seed(seed)
     layer_class = {"lstm": keras.layers.LSTM, "gru": keras.layers.GRU}[cell]
     with global_policy(policy):
         inputs = keras.Input((seq, features))
-        rnn = layer_class(units, name=cell)
+        rnn = layer_class(units, dropout=dropout, recurrent_dropout=recurrent_dropout, name=cell)
         if bidirectional:
             rnn = keras.layers.Bidirectional(rnn, name="bidirectional")
         x = rnn(inputs)
@@ -147,11 +175,34 @@ def recurrent(policy, cell="lstm", bidirectional=False, seq=8, features=4, units
         return keras.Model(inputs, _softmax_float32(x), name="%s%s" % ("bi" if bidirectional else "", cell))
 
 
-def bn_dropout_cnn(policy, size=16, seed=0):
+def random_layers(policy, seq=8, features=8, seed=0):
+    """Every random layer Keras has, in one sequence model: Dropout with a
+    noise_shape, SpatialDropout1D, GaussianNoise, GaussianDropout,
+    MultiHeadAttention's attention dropout, LSTM input and recurrent dropout,
+    AlphaDropout."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((seq, features))
+        x = keras.layers.Dense(16, name="embed")(inputs)
+        x = keras.layers.Dropout(0.3, noise_shape=(None, 1, 16), name="dropout_shared")(x)
+        x = keras.layers.SpatialDropout1D(0.2, name="spatial_dropout")(x)
+        x = keras.layers.GaussianNoise(0.1, name="gaussian_noise")(x)
+        x = keras.layers.GaussianDropout(0.2, name="gaussian_dropout")(x)
+        x = keras.layers.MultiHeadAttention(2, 8, dropout=0.2, name="mha")(x, x)
+        x = keras.layers.LSTM(8, dropout=0.2, recurrent_dropout=0.2, name="lstm")(x)
+        x = keras.layers.AlphaDropout(0.1, name="alpha_dropout")(x)
+        x = keras.layers.Dense(3, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="random_layers")
+
+
+def bn_dropout_cnn(policy, size=16, seed=0, dropout_class=None):
     """A small CNN with Conv2D + BatchNormalization + ReLU + Dropout blocks."""
     import keras
 
     keras.utils.set_random_seed(seed)
+    Dropout = dropout_class or keras.layers.Dropout  # noqa: N806
     with global_policy(policy):
         inputs = keras.Input((size, size, 3))
         x = inputs
@@ -161,7 +212,7 @@ def bn_dropout_cnn(policy, size=16, seed=0):
             x = keras.layers.ReLU(name="relu_%d" % i)(x)
             x = keras.layers.MaxPooling2D(name="pool_%d" % i)(x)
         x = keras.layers.Flatten(name="flatten")(x)
-        x = keras.layers.Dropout(0.3, name="dropout")(x)
+        x = Dropout(0.3, name="dropout")(x)
         x = keras.layers.Dense(10, name="logits")(x)
         return keras.Model(inputs, _softmax_float32(x), name="bn_dropout_cnn")
 
@@ -265,6 +316,139 @@ def multi_io(policy, seed=0):
         )
 
 
+def nested_shared(policy, seed=0):
+    """A Sequential block nested in a functional model and applied to two
+    inputs (shared weights), next to a nested functional sub-model."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        block = keras.Sequential([keras.layers.Dense(16, activation="relu", name="block_dense"),
+                                  keras.layers.Dropout(0.2, name="block_dropout")], name="shared_block")
+        inner_in = keras.Input((32,), name="inner_in")
+        inner = keras.Model(inner_in, keras.layers.Dense(8, activation="tanh", name="inner_dense")(inner_in),
+                            name="inner")
+        a, b = keras.Input((12,), name="a"), keras.Input((12,), name="b")
+        x = keras.layers.Concatenate(name="concat")([block(a), block(b)])
+        x = keras.layers.Dense(3, name="logits")(inner(x))
+        return keras.Model([a, b], _softmax_float32(x), name="nested_shared")
+
+
+# ---------------------------------------------------------------------------
+# Layers for measurements and injected faults (the alert zoo).
+# ---------------------------------------------------------------------------
+
+_LAYER_CLASSES = {}
+
+
+def layer_classes():
+    """{name: class} of the zoo's custom layers (defined at first use: Keras
+    is imported lazily)."""
+    if _LAYER_CLASSES:
+        return _LAYER_CLASSES
+    import keras
+    from keras import ops
+
+    class Float32MaskDropout(keras.layers.Layer):
+        """Dropout whose mask is drawn in float32 whatever the compute dtype,
+        so a bfloat16 pass and its float32 reference drop the same units
+        (keras.layers.Dropout draws in the compute dtype: DESIGN.md section 8)."""
+
+        def __init__(self, rate, seed=None, **kwargs):
+            super().__init__(**kwargs)
+            self.rate = rate
+            self.seed_generator = keras.random.SeedGenerator(seed)
+
+        def call(self, x, training=False):
+            if not training or self.rate == 0:
+                return x
+            draw = keras.random.uniform(ops.shape(x), dtype="float32", seed=self.seed_generator)
+            keep = ops.cast(draw >= self.rate, x.dtype)
+            return x * keep / ops.cast(1.0 - self.rate, x.dtype)
+
+    class NaiveVarianceNorm(keras.layers.Layer):
+        """A fault: normalization over the last axis with the variance computed
+        as E[x^2] - E[x]^2 in the compute dtype (catastrophic cancellation when
+        the mean is large against the spread; Welford or x - mean first is right)."""
+
+        def call(self, x):
+            mean = ops.mean(x, axis=-1, keepdims=True)
+            variance = ops.maximum(ops.mean(x * x, axis=-1, keepdims=True) - mean * mean, 0.0)
+            return (x - mean) / ops.sqrt(variance + ops.cast(1e-3, x.dtype))
+
+    class DriftingOffset(keras.layers.Layer):
+        """A fault: adds and subtracts a learned offset, (x + s*b) - s*b.  Exact
+        in real arithmetic; in bfloat16, x is swamped once |s*b| grows past |x|."""
+
+        def __init__(self, scale=100.0, **kwargs):
+            super().__init__(**kwargs)
+            self.scale = scale
+
+        def build(self, input_shape):
+            self.offset = self.add_weight(shape=(input_shape[-1],), initializer="zeros", name="offset")
+
+        def call(self, x):
+            shift = ops.cast(self.scale * self.offset, x.dtype)
+            return (x + shift) - shift
+
+    class LogInputs(keras.layers.Layer):
+        """log(x + 1): NaN as soon as an input is below -1."""
+
+        def call(self, x):
+            return ops.log(x + ops.cast(1.0, x.dtype))
+
+    _LAYER_CLASSES.update(
+        Float32MaskDropout=Float32MaskDropout, NaiveVarianceNorm=NaiveVarianceNorm,
+        DriftingOffset=DriftingOffset, LogInputs=LogInputs,
+    )
+    return _LAYER_CLASSES
+
+
+def float32_mask_dropout(rate, name=None):
+    """A Dropout layer drawing its mask in float32 (``layer_classes``)."""
+    return layer_classes()["Float32MaskDropout"](rate, name=name)
+
+
+def naive_norm_mlp(policy, features=32, seed=0):
+    """Fault model: NaiveVarianceNorm ("naive_norm") on inputs with a large
+    mean, then Dense-ReLU and a float32 softmax."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((features,))
+        x = layer_classes()["NaiveVarianceNorm"](name="naive_norm")(inputs)
+        x = keras.layers.Dense(32, activation="relu", name="dense_1")(x)
+        x = keras.layers.Dense(10, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="naive_norm_mlp")
+
+
+def drift_mlp(policy, features=32, scale=100.0, seed=0):
+    """Fault model: Dense-ReLU, DriftingOffset ("drift"), Dense, float32 softmax."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((features,))
+        x = keras.layers.Dense(32, activation="relu", name="dense_1")(inputs)
+        x = layer_classes()["DriftingOffset"](scale, name="drift")(x)
+        x = keras.layers.Dense(10, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="drift_mlp")
+
+
+def log_input_mlp(policy, seed=0):
+    """Fault model: log(x + 1) of the inputs ("log_inputs") before the MLP."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((784,))
+        x = layer_classes()["LogInputs"](name="log_inputs")(inputs)
+        x = keras.layers.Dense(64, activation="relu", name="dense_1")(x)
+        x = keras.layers.Dense(10, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="log_input_mlp")
+
+
 # ---------------------------------------------------------------------------
 # Data.
 # ---------------------------------------------------------------------------
@@ -302,11 +486,26 @@ def sequences(seq=8, features=4, classes=3):
     return data
 
 
+def offset_vectors(features, offset=16.0, classes=10):
+    """Features with a large common mean against a unit spread."""
+
+    def data(batch, rng):
+        return (offset + rng.normal(size=(batch, features)).astype(np.float32),
+                rng.integers(0, classes, batch).astype(np.int32))
+
+    return data
+
+
 def multi_io_data(batch, rng):
     x = {"a": rng.random((batch, 12), dtype=np.float32), "b": rng.random((batch, 12), dtype=np.float32)}
     y = {"cls": rng.integers(0, 3, batch).astype(np.int32),
          "reg": rng.normal(size=(batch, 1)).astype(np.float32)}
     return x, y
+
+
+def pair_data(batch, rng):
+    x = {"a": rng.random((batch, 12), dtype=np.float32), "b": rng.random((batch, 12), dtype=np.float32)}
+    return x, rng.integers(0, 3, batch).astype(np.int32)
 
 
 def digits(batch, rng):
@@ -328,6 +527,7 @@ ZOO = {
     "gru": Workload(lambda p, **k: recurrent(p, "gru", **k), sequences(), SPARSE_CE, "GRU"),
     "bilstm": Workload(lambda p, **k: recurrent(p, "lstm", True, **k), sequences(), SPARSE_CE,
                        "Bidirectional LSTM"),
+    "random_layers": Workload(random_layers, sequences(8, 8), SPARSE_CE, "every Keras random layer"),
     "bn_dropout_cnn": Workload(bn_dropout_cnn, images(16), SPARSE_CE, "Conv+BatchNorm+Dropout"),
     "subclassed": Workload(subclassed, vectors(784), SPARSE_CE, "subclassed, unbuilt before fit"),
     "sequential_unbuilt": Workload(sequential_unbuilt, vectors(784), SPARSE_CE,
@@ -336,6 +536,17 @@ ZOO = {
                                   "train_step overridden with optimizer.apply"),
     "multi_io": Workload(multi_io, multi_io_data, {"cls": SPARSE_CE, "reg": "mse"},
                          "two inputs, shared layer, two outputs"),
+    "nested_shared": Workload(nested_shared, pair_data, SPARSE_CE,
+                              "a shared Sequential block and a nested functional model"),
+}
+
+# Models with an injected fault (the alert zoo, benchmarks/alert_zoo.py): not
+# healthy, so apart from ZOO.
+FAULT_ZOO = {
+    "naive_norm_mlp": Workload(naive_norm_mlp, offset_vectors(32), SPARSE_CE,
+                               "fault: E[x^2]-E[x]^2 variance in the compute dtype"),
+    "drift_mlp": Workload(drift_mlp, vectors(32), SPARSE_CE, "fault: (x + s*b) - s*b with growing b"),
+    "log_input_mlp": Workload(log_input_mlp, digits, SPARSE_CE, "fault: log(x + 1) of the inputs"),
 }
 
 

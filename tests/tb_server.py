@@ -91,10 +91,10 @@ class TensorBoardProcess:
             self._log.close()
             self._log = None
 
-    def get(self, path):
-        """(status, content_type, body bytes) of GET path."""
+    def get(self, path, timeout=60):
+        """(status, content_type, body bytes) of GET path (socket timeout: raises)."""
         try:
-            with urllib.request.urlopen(self.url + path, timeout=60) as r:
+            with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
                 return r.status, r.headers.get("Content-Type", ""), r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.headers.get("Content-Type", ""), e.read()

@@ -12,6 +12,7 @@ from tensorboard.backend.event_processing import plugin_event_multiplexer
 from tb_gradlens import analysis
 from tb_gradlens import metadata
 from tb_gradlens import reading
+from tb_gradlens import records
 from tb_gradlens import summary
 from tb_gradlens import summary_v2
 
@@ -117,16 +118,19 @@ def divergence_table(rel_l2):
     ],
 )
 def test_divergence_alert_first_step_above_the_threshold(kind, reference, candidate, code, threshold):
+    """With the measured rules off (rounding factors 0), the fixed floors are the limits."""
+    fixed = analysis.DEFAULT_THRESHOLDS.replace(gradient_rounding=0, value_rounding=0)
     rel = np.array([[0.5, 0.9], [0.9, 1.5], [1.2, 0.99], [3.0, 0.2]]) * threshold
     series = make_series(kind, divergence_table(rel), {"reference": reference, "candidate": candidate})
-    (alert,) = [a for a in analysis.alerts_for_divergence(series) if a.code == code]
+    (alert,) = [a for a in analysis.alerts_for_divergence(series, fixed) if a.code == code]
+    assert alert.limit == threshold and alert.view["step"] == alert.step_first
     # v1 first exceeds at index 1 (step 10), v0 at index 2 (step 20).
     assert (alert.step_first, alert.step_last) == (10, 30)
     assert alert.variables == ["v1", "v0"]
     assert alert.details[1]["worst"] == pytest.approx(np.float32(3.0 * threshold))
     assert alert.details[1]["worst_step"] == 30
     # A looser threshold silences it.
-    looser = analysis.DEFAULT_THRESHOLDS.replace(
+    looser = fixed.replace(
         low_precision_gradient_rel_l2=10.0, low_precision_value_rel_l2=10.0, float32_rel_l2=10.0
     )
     assert [a for a in analysis.alerts_for_divergence(series, looser) if a.code == code] == []
@@ -137,15 +141,20 @@ def test_thresholds_reject_unknown_names():
         analysis.DEFAULT_THRESHOLDS.replace(nope=1)
 
 
-def test_lost_update_is_a_warning_for_bfloat16_weights():
+def test_lost_update_is_a_warning_for_bfloat16_weights_and_nothing_for_float32():
+    """Issue 14: float32 master weights lose nothing, so they raise no alert (the
+    old INFO there taught users to ignore the tab); weights the record gives no
+    dtype for (older records) get an INFO that says it does not know."""
     table = np.zeros((3, 2, 3), np.float32)
     table[1:, 1, 2] = 0.6
     extras = {"variable_dtypes": ["float32", "bfloat16"]}
     (alert,) = analysis.alerts_for_update_stats(make_series(metadata.UPDATE_STATS, table, extras))
     assert (alert.severity, alert.step_first, alert.variables) == ("warning", 10, ["v1"])
+    assert "stored in bfloat16" in alert.explanation and alert.limit == 0.1
     extras = {"variable_dtypes": ["float32", "float32"]}
-    (alert,) = analysis.alerts_for_update_stats(make_series(metadata.UPDATE_STATS, table, extras))
-    assert alert.severity == "info"
+    assert analysis.alerts_for_update_stats(make_series(metadata.UPDATE_STATS, table, extras)) == []
+    (alert,) = analysis.alerts_for_update_stats(make_series(metadata.UPDATE_STATS, table, {}))
+    assert alert.severity == "info" and "does not say how" in alert.explanation
 
 
 def test_zero_gradient_needs_k_consecutive_steps():
@@ -166,20 +175,33 @@ def test_zero_gradient_needs_k_consecutive_steps():
     assert found(6) == []
 
 
-def test_compare_aligns_steps_and_reports_the_rest():
-    class Fake:
+class FakeScalars:
+    """A source of ``loss`` scalars only."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def scalar_listing(self):
+        return {run: {"loss": None} for run in self.data}
+
+    def scalars(self, run, tag):
+        steps, values = self.data[run]
+        return np.asarray(steps), np.asarray(steps) * 1.0, np.asarray(values, np.float64)
+
+
+def test_compare_runs_aligns_steps_and_reports_the_rest():
+    class Fake(FakeScalars):
         data = {
             "a": (np.array([0, 1, 2, 3]), np.array([1.0, 2.0, 0.0, 4.0])),
             "b": (np.array([1, 2, 3, 5]), np.array([2.2, 1.0, 4.4, 9.0])),
             "n": (np.array([0, 1, 2, 3]), np.array([1.0, 2.0 * 1.2, 0.0, 4.0 * 1.2])),
         }
 
-        def scalars(self, run, tag):
-            steps, values = self.data[run]
-            return steps, steps * 1.0, values
+        def __init__(self):
+            pass
 
     q = analysis.Quantity("scalar", tag="loss")
-    out = analysis.compare(Fake(), "a", "b", q, noise_run="n")
+    out = analysis.compare_runs(Fake(), "a", "b", q, noise_run="n")
     assert out["steps"].tolist() == [1, 2, 3]
     assert out["only_in_a"].tolist() == [0] and out["only_in_b"].tolist() == [5]
     np.testing.assert_allclose(out["difference"], [0.2, 1.0, 0.4])
@@ -190,7 +212,7 @@ def test_compare_aligns_steps_and_reports_the_rest():
     assert out["summary"]["noise_max_abs_rel_difference"] == pytest.approx(0.2)
     assert out["summary"]["exceeds_noise"] is True
     Fake.data["b"] = (np.array([1, 2, 3]), np.array([2.2, 0.0, 4.4]))
-    out = analysis.compare(Fake(), "a", "b", q, noise_run="n")
+    out = analysis.compare_runs(Fake(), "a", "b", q, noise_run="n")
     assert np.isnan(out["rel_difference"][1])  # 0 / 0
     assert out["summary"]["max_abs_rel_difference"] == pytest.approx(0.1)
     assert out["summary"]["exceeds_noise"] is False
@@ -328,6 +350,8 @@ def test_replica_disagreement_gives_no_precision_alert_but_keeps_nonfinite():
     cols = len(metadata.DIVERGENCE_COLUMNS)
     table = np.zeros((3, 2, cols), np.float32)
     table[:, :, metadata.DIVERGENCE_COLUMNS.index("rel_l2")] = 0.9  # ordinary replica noise
+    table[:, :, metadata.DIVERGENCE_COLUMNS.index("cosine")] = 0.6
+    table[:, :, metadata.DIVERGENCE_COLUMNS.index("norm_ratio")] = 1.0
     table[2, 1, metadata.DIVERGENCE_COLUMNS.index("nonfinite")] = 4
     extras = {
         "reference": {"label": "replica mean", "policy": "float32", "device": "all 2 replicas"},
@@ -339,3 +363,122 @@ def test_replica_disagreement_gives_no_precision_alert_but_keeps_nonfinite():
         make_series(metadata.DIVERGENCE, table, dict(extras, comparison="replica_vs_mean"))
     )
     assert [(a.code, a.step_first, a.variables) for a in replica] == [("nonfinite", 20, ["v1"])]
+
+
+# ---------------------------------------------------------------------------
+# Run comparison: NaN wins, the loss by default.
+# ---------------------------------------------------------------------------
+
+
+def test_compare_runs_nan_in_run_b_exceeds_any_noise_floor_from_its_step():
+    """Issue 14: the verdict said "within the noise floor" while run B was NaN."""
+    class Fake(FakeScalars):
+        pass
+
+    steps = np.arange(6)
+    a = 2.0 / (1 + steps)
+    source = Fake({
+        "a": (steps, a),
+        "b": (steps, np.where(steps >= 4, np.nan, a * 1.001)),
+        "n": (steps, a * 1.01),
+    })
+    out = analysis.compare_runs(source, "a", "b", noise_run="n")
+    summary = out["summary"]
+    assert summary["exceeds_noise"] is True and summary["first_exceeding_step"] == 4
+    assert summary["verdict"] == "exceeds the noise floor from step 4: run B is NaN"
+    assert np.isnan(summary["max_abs_rel_difference"]) and summary["nonfinite"]["b"] == 4
+    plain = analysis.compare_runs(source, "a", "b")["summary"]
+    assert plain["verdict"] == "run B is NaN from step 4" and plain["exceeds_noise"] is None
+    within = analysis.compare_runs(Fake({"a": (steps, a), "b": (steps, a * 1.001), "n": (steps, a * 1.01)}),
+                                   "a", "b", noise_run="n")["summary"]
+    assert within["exceeds_noise"] is False and within["verdict"].startswith("within the noise floor")
+
+
+def _write_loss_comparisons(logdir, run, losses, scalar=False):
+    ref = records.variant("float32", "float32", "float32", "float32")
+    cand = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
+    record = metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS,
+                                     records.comparison_extras(ref, cand))
+    writer = tf.summary.create_file_writer(os.path.join(logdir, run))
+    with writer.as_default():
+        for step, loss in enumerate(losses):
+            row = np.array([[loss * 0.99, loss, loss * 0.01, 0.0101]], np.float32)
+            summary_v2.write_record("model_vs_float32", record, tf.constant(row), step * 10)
+            if scalar:
+                tf.summary.scalar("loss", loss, step=step * 10)
+    writer.close()
+
+
+def test_compare_runs_without_a_loss_scalar_compares_the_logged_training_loss(tmp_path):
+    """Contract 6: the default is the training loss; a run without a ``loss`` scalar
+    (the callback before it logged one) falls back to its comparisons' loss, and says so."""
+    logdir = str(tmp_path)
+    _write_loss_comparisons(logdir, "f32", [2.0, 1.0, 0.5])
+    _write_loss_comparisons(logdir, "bf16", [2.0, 1.1, 0.6])
+    out = analysis.compare_runs(source_of(logdir), "f32", "bf16")
+    assert out["quantity"]["kind"] == "loss_comparison" and out["quantity"]["column"] == "candidate"
+    assert "has no 'loss' scalar" in out["note"] and "loss_comparison model_vs_float32" in out["note"]
+    assert out["steps"].tolist() == [0, 10, 20]
+    np.testing.assert_allclose(out["b"], np.float32([2.0, 1.1, 0.6]), rtol=1e-7)
+    # With the scalar, the scalar is used, silently.
+    _write_loss_comparisons(logdir, "f32s", [2.0, 1.0], scalar=True)
+    _write_loss_comparisons(logdir, "bf16s", [2.0, 1.1], scalar=True)
+    out = analysis.compare_runs(source_of(logdir), "f32s", "bf16s")
+    assert out["quantity"]["tag"] == "loss" and out["note"] is None
+
+
+def test_compare_runs_with_no_loss_at_all_names_what_the_run_has(tmp_path):
+    from tensorboard import errors
+
+    writer = tf.summary.create_file_writer(str(tmp_path / "a"))
+    with writer.as_default():
+        summary.gradients([tf.ones([2])], [tf.Variable([1.0, 2.0], name="w")], step=0)
+        tf.summary.scalar("accuracy", 0.5, step=0)
+    writer.close()
+    with pytest.raises(errors.NotFoundError, match="has no 'loss' scalar .its scalars: accuracy.*--kind"):
+        analysis.compare_runs(source_of(str(tmp_path)), "a", "a")
+
+
+def test_compare_runs_reads_a_run_that_has_only_tensorboard_scalars(tmp_path):
+    """A float32 baseline trained without the lens still has its loss scalar."""
+    for run, scale in (("plain", 1.0), ("lens", 1.1)):
+        writer = tf.summary.create_file_writer(str(tmp_path / run))
+        with writer.as_default():
+            for step in range(3):
+                tf.summary.scalar("loss", scale / (step + 1), step=step)
+            if run == "lens":
+                summary.gradients([tf.ones([2])], [tf.Variable([1.0, 2.0], name="w")], step=0)
+        writer.close()
+    out = analysis.compare_runs(source_of(str(tmp_path)), "plain", "lens")
+    assert out["steps"].tolist() == [0, 1, 2] and out["note"] is None
+    np.testing.assert_allclose(out["rel_difference"], 0.1, rtol=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# lens_status: what was asked for, what is missing, what is unsupported.
+# ---------------------------------------------------------------------------
+
+
+def test_coverage_lists_unsupported_features_and_records_a_run_lacks(tmp_path):
+    writer = tf.summary.create_file_writer(str(tmp_path / "lstm"))
+    status = records.lens_status(
+        "GradLensCallback",
+        [records.expectation("grad_stats", "model", every=2), records.expectation("divergence", "model_vs_float32", 4)],
+        [records.unsupported("comparison float32", ["divergence", "activation_divergence"],
+                             "InaccessibleTensorError: a tensor from inside the LSTM's while loop", 0)],
+    )
+    variable = tf.Variable([1.0, 2.0], name="w")
+    with writer.as_default():
+        summary.lens_status(status, step=0)
+        for step in (0, 2, 6):  # step 4 lost
+            summary.gradients([tf.ones([2])], [variable], step=step, name="model")
+        tf.summary.scalar("loss", 1.0, step=7)
+    writer.close()
+    found = analysis.coverage(source_of(str(tmp_path)), "lstm")
+    assert found["statuses"] == 1 and found["errors"] == []
+    (unsupported,) = found["unsupported"]
+    assert unsupported["what"] == "comparison float32" and "while loop" in unsupported["reason"]
+    missing = {m["kind"]: m for m in found["missing"]}
+    assert (missing["grad_stats"]["expected"], missing["grad_stats"]["found"]) == (4, 3)
+    assert missing["grad_stats"]["first_missing_step"] == 4
+    assert (missing["divergence"]["expected"], missing["divergence"]["found"]) == (2, 0)

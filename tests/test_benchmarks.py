@@ -19,6 +19,7 @@ def test_benchmark_command_runs_at_tiny_size():
     # One row per model in the logging table, with every variant's ratio.
     assert "| mlp | 55050 | 6 |" in out and "| transformer |" in out
     assert "| mlp |" in out.split("## fit")[1]
+    assert "| bn_dropout_cnn | False |" in out.split("## real_models")[1]
     assert "rust (--load_fast=true): logdir loaded in" in out
     assert "| series 1 column, max_steps=2000 (as the tab asks) |" in out
     assert "| series 1 column, all steps (API, not the tab) |" in out

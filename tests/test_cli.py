@@ -229,3 +229,72 @@ def test_read_commands_do_not_import_tensorflow(logdir):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
+
+
+def write_lens_logdir(logdir):
+    """Run 'lstm': its writer asked for gradients every 2 steps and comparisons,
+    could not compare (unsupported), and the gradient record of step 4 is missing.
+    Run 'complete': everything it asked for is there."""
+    from tb_gradlens import records
+
+    variable = tf.Variable([1.0, 2.0], name="w")
+    for run, steps, unsupported in (
+        ("lstm", (0, 2, 6), [records.unsupported(
+            "comparison float32", ["divergence"], "a tensor from inside the LSTM's while loop", 0)]),
+        ("complete", (0, 2, 4, 6), []),
+    ):
+        expected = [records.expectation("grad_stats", "model", every=2)]
+        writer = tf.summary.create_file_writer(os.path.join(logdir, run))
+        with writer.as_default():
+            summary.lens_status(records.lens_status("GradLensCallback", expected, unsupported), step=0)
+            for step in steps:
+                summary.gradients([tf.ones([2])], [variable], step=step, name="model", histogram=False)
+                tf.summary.scalar("loss", 1.0 / (step + 1), step=step)
+        writer.close()
+    return logdir
+
+
+def test_report_lists_unsupported_features_and_fails_a_run_lacking_records(tmp_path):
+    logdir = write_lens_logdir(str(tmp_path / "logs"))
+    plain = run_cli("report", logdir)
+    assert plain.returncode == 0, plain.stderr  # no --fail-on: a report, not a gate
+    lstm = plain.stdout[plain.stdout.index("run lstm"):]
+    assert "unsupported: comparison float32 (divergence) since step 0: a tensor from inside the LSTM's " \
+           "while loop" in lstm
+    assert "MISSING: grad_stats records under model: 1 of 4 expected steps (every 2), first missing step 4" in lstm
+    gate = run_cli("report", logdir, "--fail-on", "error")
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    assert "0 alert(s) at or above error" in gate.stdout
+    assert "1 run(s) lack records their writers asked for (lstm): failing" in gate.stdout
+    complete = run_cli("report", logdir, "--run", "^complete$", "--fail-on", "error")
+    assert complete.returncode == 0, complete.stdout
+    data = json.loads(run_cli("report", logdir, "--json", "--fail-on", "warning").stdout)
+    assert data["runs_missing_records"] == ["lstm"]
+    runs = {r["run"]: r for r in data["runs"]}
+    assert runs["lstm"]["lens"]["missing"][0]["first_missing_step"] == 4
+    assert runs["complete"]["lens"] == {"statuses": 1, "unsupported": [], "missing": [], "errors": []}
+
+
+def test_compare_without_a_loss_scalar_says_what_it_compares_instead(tmp_path):
+    from tb_gradlens import records
+    from tb_gradlens import summary_v2
+
+    ref = records.variant("float32", "float32", "float32", "float32")
+    cand = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
+    record = metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS,
+                                     records.comparison_extras(ref, cand))
+    for run, scale in (("a", 1.0), ("b", 1.1)):
+        writer = tf.summary.create_file_writer(str(tmp_path / run))
+        with writer.as_default():
+            for step in range(3):
+                loss = scale / (step + 1)
+                summary_v2.write_record("model_vs_float32", record,
+                                        tf.constant([[loss, loss, 0.0, 0.0]], tf.float32), step)
+        writer.close()
+    result = run_cli("compare", tmp_path, "a", "b")
+    assert result.returncode == 0, result.stderr
+    assert "note: run 'a', 'b' has no 'loss' scalar: comparing the training loss" in result.stderr
+    assert "compare loss_comparison candidate of loss" in result.stdout
+    assert "verdict: max |(B-A)/|A|| 0.1 at step 0 (no noise-floor run" in result.stdout
+    accuracy_only = run_cli("compare", tmp_path, "a", "b", "--tag", "accuracy")
+    assert accuracy_only.returncode == 3 and "no scalar tag 'accuracy'" in accuracy_only.stderr

@@ -17,6 +17,7 @@ where they fail.
 import csv
 import io
 import json
+import math
 import os
 import urllib.parse
 
@@ -242,14 +243,19 @@ def test_overview_headline_alerts_and_alert_click(tensorboard, page):
     rows = {r["run"]: r for r in table_dicts(p, "table.gl-table", "tr.gl-run-row")}
     assert set(rows) == {F32, BF16}
     worst = overview[BF16]["worst_divergence"]
-    # Independent value: the largest rel_l2 written, row HOSTILE (the last row) at the last step.
-    want = float(np.float32(1e-3 * 7 * 1.3 ** (STEPS - 1)))
-    assert number(worst["value"]) == pytest.approx(want, rel=1e-6)
-    assert worst["row"] == HOSTILE and worst["step"] == STEPS - 1
-    text = rows[BF16]["worst divergence"]
-    metric, value, _, ratio, rest = text.split(" ", 4)
-    assert metric == "rel_l2" and shown_close(value, want) and ratio == "%.2g×" % (want / 0.1)
-    assert rest == "tolerance 0.1 · %s · step %d" % (HOSTILE, STEPS - 1)
+    # NaN wins the worst divergence (issue 14): the NaN written at DIV_NAN, not the
+    # largest finite rel_l2 (row HOSTILE at the last step).
+    step, row = DIV_NAN
+    div_rows = tag_of(tb, BF16, "divergence")["rows"]
+    assert math.isnan(number(worst["value"])) and worst["nonfinite"] is True
+    assert worst["row"] == div_rows[row] and worst["step"] == step
+    limits = route(tb, "limits", run=BF16, tag=worst["tag"])
+    assert worst["limit"] == pytest.approx(limits["limits"][row])
+    metric, value, text = rows[BF16]["worst divergence"].split(" ", 2)
+    assert metric == "rel_l2" and value == "NaN"
+    tolerance, rest = text.split(") · ", 1)
+    assert tolerance.startswith("(not finite; tolerance ") and shown_close(tolerance.split()[-1], worst["limit"])
+    assert rest == "%s · step %d" % (div_rows[row], step)
     assert rows[BF16]["comparison"] == "bf16 candidate vs float32 shadow"
     # The only NaN is in the compared gradients (DIV_NAN): it is the run's first NaN/Inf step.
     assert overview[BF16]["first_nonfinite_step"] == DIV_NAN[0]
@@ -293,6 +299,10 @@ def test_divergence_view_numbers_heatmap_hover_and_keyboard(tensorboard, page):
     assert p.text_content(".gl-run-name") == BF16
 
     expected = divergence_values(len(rows)).astype(np.float64)[last]  # [rows, columns]
+    # The tolerance of each row: the alert rules' (limits route), bfloat16's budget for all.
+    limits = route(tb, "limits", run=BF16, tag=tag["tag"])
+    assert limits["rows"] == rows and len(set(limits["limits"])) == 1
+    tolerance = limits["limits"][0]
     table = ".gl-sec-gradients table.gl-table"
     shown = table_dicts(p, table)
     assert sorted(r["variable"] for r in shown) == sorted(rows)
@@ -306,7 +316,7 @@ def test_divergence_view_numbers_heatmap_hover_and_keyboard(tensorboard, page):
             assert shown_close(text, route_value), (name, column, text, route_value)
             if column == "rel_l2":
                 ratio = next(s for s in shown if s["variable"] == name)["× tolerance"]
-                assert float(ratio) == pytest.approx(route_value / 0.1, rel=0.05)
+                assert float(ratio) == pytest.approx(route_value / tolerance, rel=0.05)
 
     # Heatmap: hover the hostile row's last cell; the tooltip shows it literally, with step, value, ratio.
     heat = chart(p, "variables × steps")
@@ -320,7 +330,7 @@ def test_divergence_view_numbers_heatmap_hover_and_keyboard(tensorboard, page):
     want = number(series["values"][0][len(rows) - 1][0])
     assert lines[0] == HOSTILE and lines[1] == "step %d" % last
     assert lines[2].startswith("rel_l2 ") and shown_close(lines[2].split(" ", 1)[1], want)
-    assert lines[3].endswith("× tolerance 0.1")
+    assert lines[3].endswith("× tolerance %s" % float("%.4g" % tolerance))
     screenshot(page, "divergence")
 
     # Keyboard: focus the heatmap, Home goes to step 0, Enter selects (row 0, step 0).

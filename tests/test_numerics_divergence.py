@@ -145,3 +145,14 @@ def test_update_statistics_float32_and_bfloat16_weights():
     np.testing.assert_allclose(got[1], _np_update(w16, w16_after, grad), rtol=1e-6)
     assert 0.3 < got[0, 2] < 0.5  # the 1e-5 steps are lost in bfloat16
     assert np.isnan(numerics.update_statistics([tf.zeros([0])], [tf.zeros([0])]).numpy()).all()
+
+
+def test_update_ratio_of_zero_initialized_weights_is_one_not_inf():
+    """Issue 13 item 7: a bias initialized to zero moves by its whole size at its
+    first step: ||w_after - 0|| / max(||0||, ...) is 1 (it was inf); no step is 0."""
+    after = np.array([0.01, -0.02, 0.0], np.float32)
+    got = numerics.update_statistics(
+        [tf.zeros([3]), tf.zeros([3])], [tf.constant(after), tf.zeros([3])]
+    ).numpy()
+    assert got[0, 1] == 1.0 and got[1, 1] == 0.0
+    assert np.isfinite(got).all()

@@ -11,6 +11,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import test as werkzeug_test
 
 import gradlens_logs as logs
+from tb_gradlens import analysis
 from tb_gradlens import gradlens_plugin
 from tb_gradlens import metadata
 
@@ -169,6 +170,32 @@ def test_series_errors_are_400_or_404_text(client, params, status):
     assert ctype.startswith("text/plain")
 
 
+@pytest.mark.parametrize(
+    "pattern, why",
+    [
+        ("a{99999999999}", "repetition number is too large"),  # was OverflowError -> HTML 500
+        ("(dense)\\1", "backreferences are not supported"),
+        ("(?<=dense)/kernel", "lookahead/lookbehind"),
+        ("dense/k*+", "possessive"),
+        ("(x{60}){90}", "pattern too large"),
+        ("x" * 1001, "at most 1000"),
+    ],
+    ids=["huge_count", "backreference", "lookbehind", "possessive", "too_many_states", "too_long"],
+)
+def test_refused_rows_patterns_are_a_clear_400(client, pattern, why):
+    code, ctype, body = get(client, "series", run="f32", tag=tag_of(client, "f32", "grad_stats"), rows=pattern)
+    assert code == 400 and ctype.startswith("text/plain"), body[:300]
+    assert why in body and "Traceback" not in body
+
+
+def test_rows_patterns_keep_python_regex_meaning(client):
+    tag = tag_of(client, "f32", "grad_stats")
+    for pattern, rows in [("^dense/", ["dense/kernel", "dense/bias"]), ("(?i)KERNEL$", ["dense/kernel"]),
+                          (r"\bfro", ["frozen"]), ("^(\\w+)+!", []), ("a|^frozen$", ["dense/bias", "frozen"]),
+                          ("dense/(?:b|k)[a-z]{3,5}", ["dense/kernel", "dense/bias"])]:
+        assert get_json(client, "series", run="f32", tag=tag, rows=pattern, columns="count")["rows"] == rows, pattern
+
+
 def test_divergence_series_and_cache(client, provider):
     tag = tag_of(client, "f32", "divergence")
     before = provider.reads
@@ -213,15 +240,17 @@ def test_alerts_name_run_step_and_variables_and_keep_serving_past_a_bad_tag(clie
     assert by_code[("f32", "none_gradient")]["variables"] == ["frozen"]
     for run in ("bf16", "noise"):
         assert by_code[(run, "none_gradient")]["variables"] == ["frozen"]
-    # rel_l2 = 0.04 * step of dense/kernel exceeds 0.1 first at step 3.
+    # rel_l2 = 0.2 * step of dense/kernel exceeds its limit 0.53 first at step 3.
     div = by_code[("f32", "bf16_divergence")]
     assert (div["step_first"], div["step_last"], div["variables"]) == (3, 5, ["dense/kernel"])
     assert div["view"] == {"name": "divergence", "run": "f32", "tag": tag_of(client, "f32", "divergence"),
-                           "column": "rel_l2", "row": "dense/kernel"}
+                           "column": "rel_l2", "row": "dense/kernel", "step": 3}
+    assert div["limit"] == pytest.approx(BF16_GRADIENT_LIMIT)
     ftz = by_code[("f32", "flush_to_zero")]
     assert (ftz["step_first"], ftz["variables"]) == (4, ["dense/bias"])
     lost = by_code[("f32", "lost_update")]
-    assert (lost["step_first"], lost["variables"], lost["severity"]) == (2, ["dense/kernel"], "info")
+    # The kernel is stored in bfloat16: its updates are really lost.
+    assert (lost["step_first"], lost["variables"], lost["severity"]) == (2, ["dense/kernel"], "warning")
     out = by_code[("f32", "bf16_model_output")]
     assert (out["step_first"], out["variables"]) == (0, ["dense"])
     only = get_json(client, "alerts", run="bf16")
@@ -284,7 +313,6 @@ def test_compare_record_statistic_across_digests(client):
     "params, status",
     [
         ({"run_a": "f32"}, 400),
-        ({"run_a": "f32", "run_b": "bf16", "kind": "scalar"}, 400),  # no tag
         ({"run_a": "f32", "run_b": "bf16", "kind": "scalar", "tag": "nope"}, 404),
         ({"run_a": "f32", "run_b": "nope", "kind": "scalar", "tag": "loss"}, 404),
         ({"run_a": "f32", "run_b": "bf16", "kind": "grad_stats"}, 400),  # no row
@@ -298,6 +326,37 @@ def test_compare_errors(client, params, status):
     code, ctype, body = get(client, "compare", **params)
     assert code == status, body
     assert ctype.startswith("text/plain")
+
+
+def test_compare_defaults_to_the_training_loss_without_kind_or_tag(client):
+    """The route, the CLI and the README agree: no quantity means the loss scalar."""
+    for params in ({}, {"kind": "scalar"}, {"kind": "scalar", "tag": ""}):
+        data = get_json(client, "compare", run_a="f32", run_b="bf16", **params)
+        assert data["quantity"]["tag"] == "loss" and data["note"] is None
+        assert data["steps"] == logs.F32_STEPS
+
+
+# The limit of the 2 gradient rows of the f32 run's bfloat16-vs-float32 record.
+BF16_GRADIENT_LIMIT = max(0.1, analysis.DEFAULT_THRESHOLDS.gradient_rounding * 2.0**-8 * np.sqrt(2))
+
+
+def test_limits_route_gives_the_tolerance_of_each_row(client):
+    tag = tag_of(client, "f32", "divergence")
+    data = get_json(client, "limits", run="f32", tag=tag)
+    assert (data["run"], data["tag"], data["kind"], data["column"]) == ("f32", tag, "divergence", "rel_l2")
+    assert data["rows"] == list(logs.DIV_ROWS)
+    # Two gradient rows of a bfloat16 candidate: max(floor 0.1, C u sqrt(2)), u = 2^-8.
+    assert data["limits"] == [pytest.approx(BF16_GRADIENT_LIMIT)] * 2
+    assert all("bfloat16 rounding" in b for b in data["basis"]) and data["rule"]
+    # The alerts use the same limit.
+    alert = next(a for a in get_json(client, "alerts", run="f32")["alerts"] if a["code"] == "bf16_divergence")
+    assert alert["limit"] == data["limits"][0]
+    for params, status in (({"run": "f32", "tag": "nope"}, 404), ({"run": "nope", "tag": tag}, 404),
+                           ({"run": "f32", "tag": tag_of(client, "f32", "grad_stats")}, 400),
+                           ({"run": "f32"}, 400)):
+        code, ctype, body = get(client, "limits", **params)
+        assert code == status, body
+        assert ctype.startswith("text/plain")
 
 
 def test_static_route_refuses_traversal(client):
@@ -355,3 +414,59 @@ def test_encode_array_round_trips_and_spells_nonfinite(array):
     np.testing.assert_array_equal(got, array)  # exact round trip, NaN == NaN here
     assert "NaN" not in text.replace('"NaN"', "")
     assert "Infinity" not in text.replace('"Infinity"', "").replace('"-Infinity"', "")
+
+
+# ---------------------------------------------------------------------------
+# What one request may cost (issue 16): steps thinned by default, a ceiling
+# on max_steps, a cap on the numbers of one answer, one cache entry per logdir.
+# ---------------------------------------------------------------------------
+
+LONG_STEPS = 2500
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory):
+    import hostile_logs
+
+    logdir = str(tmp_path_factory.mktemp("long") / "logs")
+    hostile_logs.stats_run(logdir + "/long", range(LONG_STEPS), tag="gradients/grad_stats/long")
+    multiplexer, inner = make_provider(logdir)
+    provider = CountingProvider(inner)
+    context = base_plugin.TBContext(data_provider=provider, logdir=logdir)
+    return werkzeug_test.Client(application.TensorBoardWSGI([gradlens_plugin.GradLensPlugin(context)])), provider
+
+
+def test_a_plain_series_request_is_thinned_to_the_default_max_steps(long_run):
+    client, _ = long_run
+    data = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm")
+    steps = data["steps"]
+    assert len(steps) == gradlens_plugin.DEFAULT_MAX_STEPS and data["sampled"] is True
+    assert steps[0] == 0 and steps[-1] == LONG_STEPS - 1 and steps == sorted(set(steps))
+    assert [number(v) for v in data["values"][0][0]] == [float(s) for s in steps]  # value = step
+    full = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm",
+                    max_steps=LONG_STEPS)
+    assert full["steps"] == list(range(LONG_STEPS)) and full["sampled"] is False
+
+
+def test_max_steps_has_a_ceiling_and_an_answer_has_a_size_cap(long_run, monkeypatch):
+    client, _ = long_run
+    monkeypatch.setattr(gradlens_plugin, "MAX_STEPS", 1000)
+    data = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm",
+                    max_steps=10**9)
+    assert len(data["steps"]) == 1000 and data["sampled"] is True
+    monkeypatch.setattr(gradlens_plugin, "MAX_VALUES", 5000)
+    status, ctype, body = get(client, "series", run="long", tag="gradients/grad_stats/long")  # 14 x 1 x 1000
+    assert status == 400 and ctype.startswith("text/plain")
+    assert "14000 values (1 rows x 14 columns x 1000 steps)" in body and "max_steps=" in body
+    assert get(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm")[0] == 200
+
+
+def test_experiment_ids_of_one_logdir_share_one_cache_entry(long_run):
+    client, provider = long_run
+    query = {"run": "long", "tag": "gradients/grad_stats/long", "columns": "max", "max_steps": 10}
+    before = provider.reads
+    for experiment in ("a", "b", "c", ""):
+        prefix = ("/experiment/%s" % experiment if experiment else "") + PREFIX
+        response = client.get(prefix + "series", query_string=query)
+        assert response.status_code == 200, response.get_data(as_text=True)
+    assert provider.reads - before <= 1  # read once (or already cached), whatever the URL prefix

@@ -83,6 +83,7 @@ def test_old_records_infer_compute_dtype_from_exact_policy_names_only():
         (metadata.DIVERGENCE, {"comparison": "nonsense"}, "unknown comparison"),
         (metadata.DIVERGENCE, {"floor_fraction": "0.1"}, "floor_fraction"),
         (metadata.DIVERGENCE, {"row_dtypes": ["a", "b", "c"]}, "row_dtypes"),
+        (metadata.DIVERGENCE, {"row_dtypes": []}, "row_dtypes has 0 entries for 2 rows"),
         (metadata.UPDATE_STATS, {"variable_dtypes": "bfloat16"}, "variable_dtypes"),
         (metadata.GRAD_STATS, {"gradient_dtypes": [1, 2]}, "gradient_dtypes"),
         (metadata.GRAD_STATS, {"skipped": [{"row": "x"}]}, "skipped"),
@@ -151,3 +152,64 @@ def test_lens_status_round_trip_and_expected_steps(tmp_path):
                 {"writer": "x", "unsupported": [{"what": "a"}]}):
         with pytest.raises(ValueError):
             records.read_lens_status(bad)
+
+
+def test_lens_status_states_its_step_offset():
+    """A training whose optimizer restarted (recompile) continues the run's
+    steps: the status says by how much its records are shifted."""
+    plain = records.lens_status("GradLensCallback", [records.expectation(metadata.GRAD_STATS, "model", 1)])
+    assert "step_offset" not in plain and records.read_lens_status(plain).step_offset == 0
+    shifted = records.lens_status(
+        "GradLensCallback", [records.expectation(metadata.GRAD_STATS, "model", 1, start=6)], step_offset=6)
+    got = records.read_lens_status(shifted)
+    assert got.step_offset == 6 and got.expected[0].start == 6
+    with pytest.raises(ValueError):
+        records.read_lens_status(dict(shifted, step_offset="6"))
+
+
+def test_records_written_the_old_way_are_analysed_without_guessing(tmp_path):
+    """A divergence record of tb_gradlens before the record contract: sides with a
+    policy but no compute dtype, no comparison, floor or row dtypes.  Exact policy
+    names give the dtype (a bfloat16 alert); another name is said to be unknown."""
+    from tb_gradlens import analysis
+
+    old_ref = {"label": "float32", "policy": "float32", "device": "default", "jit_compile": False}
+    sides = {
+        "exact": {"label": "bf16", "policy": "mixed_bfloat16", "device": "default", "jit_compile": False},
+        "free": {"label": "mine", "policy": "my_bf16_run", "device": "default", "jit_compile": False},
+    }
+    cols = metadata.DIVERGENCE_COLUMNS
+    value = np.zeros((1, len(cols)), np.float32)
+    value[0, cols.index("rel_l2")] = 2.0
+    value[0, cols.index("cosine")] = 0.5
+    value[0, cols.index("norm_ratio")] = 1.0
+    for run, cand in sides.items():
+        record = metadata.RecordMetadata(metadata.ACTIVATION_DIVERGENCE, ["dense"], cols,
+                                         {"reference": old_ref, "candidate": cand, "floor": "0.1 * rms(reference)"})
+        writer = tf.summary.create_file_writer(str(tmp_path / run))
+        with writer.as_default():
+            summary_v2.write_record("grads", record, tf.constant(value), 0)
+        writer.close()
+    source = reading.Source(multiplexer_provider(str(tmp_path)))
+    alerts, problems = analysis.run_alerts(source)
+    assert problems == []
+    by_run = {a.run: a for a in alerts}
+    assert by_run["exact"].code == "bf16_divergence" and "bfloat16 rounding" in by_run["exact"].explanation
+    assert by_run["free"].code == "divergence" and "compute dtype not recorded" in by_run["free"].explanation
+    (entry,) = source.entries("free")
+    assert "not recorded" in analysis.limits(source, "free", entry.tag)["basis"][0]
+
+
+def test_histogram_extras_are_validated_and_default():
+    columns = metadata.HISTOGRAM_COLUMNS
+    written = metadata.RecordMetadata(metadata.GRAD_HISTOGRAM, ["a"], columns, records.histogram_extras())
+    info = records.read_histogram(written)
+    assert info.min_exponent == metadata.MIN_EXPONENT
+    assert info.dtype_exponent_limits["bfloat16"]["min_subnormal"] == -133
+    older = metadata.RecordMetadata(metadata.GRAD_HISTOGRAM, ["a"], columns, {})
+    assert records.read_histogram(older) == info
+    for bad in ({"min_exponent": "x"}, {"min_exponent": 1.5}, {"dtype_exponent_limits": 5},
+                {"dtype_exponent_limits": {"bfloat16": {"max": "127"}}}):
+        record = metadata.RecordMetadata(metadata.GRAD_HISTOGRAM, ["a"], columns, bad)
+        with pytest.raises(metadata.FormatError, match="'h'"):
+            records.validate(record, "h")

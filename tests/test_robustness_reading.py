@@ -59,6 +59,10 @@ def by_run(runs_json):
     return {r["run"]: {t["tag"]: t for t in r["tags"]} for r in runs_json["runs"]}
 
 
+def tag_of_kind(tags, kind):
+    return next(t for t, v in tags.items() if v["kind"] == kind)
+
+
 def stats_tag(tags):
     return next(t for t, v in tags.items() if v["kind"] == metadata.GRAD_STATS and t.startswith("gradients/"))
 
@@ -76,9 +80,14 @@ def test_every_bad_record_is_an_error_entry_and_the_rest_is_served(bad_logdir):
         if bad[tag]["kind"] is None:
             assert why in bad[tag]["error"]
     errors = get_json(client, "alerts")["errors"]
-    assert sorted(e["tag"] for e in errors) == sorted(bad_logs.BAD_TAGS)
-    for e in errors:
-        assert e["run"] == "bad" and bad_logs.BAD_TAGS[e["tag"]] in e["error"]
+    record_errors = [e for e in errors if e["tag"] is not None]
+    dtypes_tag = tag_of_kind(runs["bad"], metadata.DTYPES)
+    assert sorted(e["tag"] for e in record_errors) == sorted(list(bad_logs.BAD_TAGS) + [dtypes_tag])
+    for e in record_errors:
+        assert e["run"] == "bad"
+        assert (bad_logs.BAD_TAGS[e["tag"]] if e["tag"] != dtypes_tag else "unreadable dtype map at step 1") in e["error"]
+    # The damaged files are named (the garbage file, the file cut in the middle of a record).
+    assert {e["run"] for e in errors if e["tag"] is None} <= {"garbage", "truncated"}
     # The healthy tag beside them is read in full.
     healthy = get_json(client, "series", run="bad", tag=stats_tag(bad))
     assert healthy["rows"] == ["healthy"] and healthy["steps"] == list(range(bad_logs.STEPS))
@@ -117,7 +126,9 @@ def test_nan_and_inf_everywhere_travel_as_strings_and_are_analysed(bad_logdir):
     nonfinite = [a for a in alerts if a["code"] == "nonfinite" and a["view"]["name"] == "grad_stats"]
     assert nonfinite and nonfinite[0]["step_first"] == 0
     compared = get_json(client, "compare", run_a="good", run_b="nonfinite", tag="loss")
-    assert compared["b"] == scalars["values"] and compared["summary"]["max_abs_rel_difference"] == "Infinity"
+    # NaN and Inf win the run comparison (issue 14): B is NaN from its first step.
+    assert compared["b"] == scalars["values"] and compared["summary"]["max_abs_rel_difference"] == "NaN"
+    assert compared["summary"]["verdict"] == "run B is NaN from step 0"
     headline = {h["run"]: h for h in get_json(client, "overview")["runs"]}["nonfinite"]
     assert headline["first_nonfinite_step"] == 0
 
@@ -152,7 +163,8 @@ def test_rust_data_server_serves_the_bad_logdir_without_500(bad_logdir):
             status, _, body = tb.get(PREFIX + route)
             assert status == 200, (route, body[:300])
         errors = json.loads(tb.get(PREFIX + "alerts")[2])["errors"]
-        assert sorted(e["tag"] for e in errors) == sorted(bad_logs.BAD_TAGS)
+        record_errors = sorted(e["tag"] for e in errors if e["tag"] is not None)
+        assert record_errors == sorted(list(bad_logs.BAD_TAGS) + [tag_of_kind(bad, metadata.DTYPES)])
         for tag in bad_logs.BAD_TAGS:
             status, _, _ = tb.get(PREFIX + "series?run=bad&tag=" + tag)
             assert status == 400
@@ -166,7 +178,13 @@ def test_cli_report_lists_bad_records_and_damaged_files(bad_logdir):
     )
     assert result.returncode in (0, 1), result.stderr  # 1: the nonfinite run has error alerts
     report = json.loads(result.stdout)
-    assert sorted(e["tag"] for e in report["errors"]) == sorted(bad_logs.BAD_TAGS)
+    record_errors = sorted(e["tag"] for e in report["errors"] if e["tag"] is not None)
+    assert [t for t in record_errors if t in bad_logs.BAD_TAGS] == sorted(bad_logs.BAD_TAGS)
+    assert [t for t in record_errors if t not in bad_logs.BAD_TAGS] == ["model/dtypes/" + t.split("/")[-1]
+                                                                         for t in record_errors
+                                                                         if t.startswith("model/dtypes/")]
+    assert {e["file"] for e in report["errors"] if e["tag"] is None} == {
+        os.path.join(logdir, "garbage", "events.out.tfevents.1.garbage"), truncated_path}
     assert {r["run"] for r in report["runs"]} == {"bad", "good", "nonfinite", "truncated"}
     assert "garbage" in result.stderr and truncated_path in result.stderr
     text = subprocess.run(
@@ -175,3 +193,177 @@ def test_cli_report_lists_bad_records_and_damaged_files(bad_logdir):
     )
     for tag in bad_logs.BAD_TAGS:
         assert "tag %s:" % tag in text.stdout
+
+
+# ---------------------------------------------------------------------------
+# Faults of the adversarial pass (issue 16): malformed records, damaged files,
+# two writers, symlink loops, unreadable directories, crashes vs findings.
+# ---------------------------------------------------------------------------
+
+
+def cli(*args, timeout=300, **kwargs):
+    return subprocess.run([sys.executable, "-m", "tb_gradlens"] + [str(a) for a in args],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def hostile_logdir(tmp_path_factory):
+    """MALFORMED runs beside a good one, a file with one flipped byte and a run of two writers."""
+    import hostile_logs
+
+    logdir = str(tmp_path_factory.mktemp("hostile") / "logs")
+    hostile_logs.write_malformed(logdir)
+    flipped, _ = hostile_logs.flipped_run(os.path.join(logdir, "flipped"))
+    first, second = hostile_logs.two_writers_run(os.path.join(logdir, "two_writers"))
+    return logdir, flipped, (first, second)
+
+
+def test_one_malformed_record_is_an_error_entry_and_the_logdir_is_served(hostile_logdir):
+    import hostile_logs
+
+    logdir, _, _ = hostile_logdir
+    _, client = client_for(logdir)
+    runs = by_run(get_json(client, "runs"))
+    assert set(hostile_logs.MALFORMED) | {"good"} <= set(runs)
+    alerts = get_json(client, "alerts")
+    errors = {(e["run"], e["tag"]): e["error"] for e in alerts["errors"]}
+    nonfinite = {a["run"] for a in alerts["alerts"] if a["code"] == "nonfinite"}
+    for run, (what, items) in hostile_logs.MALFORMED.items():
+        bad_tag = items[0][0]
+        assert (run, bad_tag) in errors, (run, what, alerts["errors"])
+        assert "gradlens record" in errors[(run, bad_tag)] or "unreadable" in errors[(run, bad_tag)]
+        # The healthy tag beside it is analysed: its NaN at step 1 is an alert.
+        assert run in nonfinite, (run, what)
+        assert get_json(client, "alerts", run=run)["errors"], run
+        status, ctype, _ = get(client, "series", run=run, tag=bad_tag)
+        assert status == 400 and ctype.startswith("text/plain"), (run, status)
+    headlines = {h["run"]: h for h in get_json(client, "overview")["runs"]}
+    assert all(headlines[run]["first_nonfinite_step"] == 1 for run in hostile_logs.MALFORMED)
+    for run in ("dtypes_layers_not_list", "dtypes_deep_json", "dtypes_not_utf8"):
+        maps = get_json(client, "dtypes", run=run)["maps"]
+        assert [m["map"] for m in maps] == [None] * hostile_logs.STEPS and all("error" in m for m in maps)
+
+
+def test_damaged_files_and_two_writers_are_named_by_the_routes(hostile_logdir):
+    logdir, flipped, (first, second) = hostile_logdir
+    _, client = client_for(logdir)
+    runs = {r["run"]: r for r in get_json(client, "runs")["runs"]}
+    (damage,) = runs["flipped"]["problems"]
+    assert damage["file"] == os.path.relpath(flipped, logdir)
+    assert "data checksum mismatch" in damage["error"] and "steps 10-19" in damage["error"]
+    (overlap,) = runs["two_writers"]["problems"]
+    assert os.path.basename(first) in overlap["error"] and os.path.basename(second) in overlap["error"]
+    assert "both hold steps 5-9" in overlap["error"]
+    assert runs["good"]["problems"] == []
+    errors = get_json(client, "alerts")["errors"]
+    files = {(e["run"], e["file"]) for e in errors if e["tag"] is None}
+    assert ("flipped", damage["file"]) in files and ("two_writers", overlap["file"]) in files
+    assert [e["run"] for e in get_json(client, "alerts", run="flipped")["errors"]] == ["flipped"]
+
+
+def test_cli_reports_damage_two_writers_and_malformed_records_without_a_traceback(hostile_logdir):
+    import hostile_logs
+
+    logdir, flipped, (first, _) = hostile_logdir
+    for args in ([], ["--json"], ["--run", "^good$"], ["--fail-on", "error"]):
+        result = cli("report", logdir, "-q", *args)
+        assert "Traceback" not in result.stderr, result.stderr[-2000:]
+        assert result.returncode == (1 if "--fail-on" in args else 0), (args, result.stderr[-1000:])
+        assert flipped in result.stderr and "data checksum mismatch" in result.stderr
+        assert os.path.basename(first) in result.stderr and "run two_writers: event files" in result.stderr
+        assert "both hold steps 5-9" in result.stderr
+    report = json.loads(cli("report", logdir, "-q", "--json").stdout)
+    tags = {(e["run"], e["tag"]) for e in report["errors"]}
+    for run, (_, items) in hostile_logs.MALFORMED.items():
+        assert (run, items[0][0]) in tags, run
+    assert {e["run"] for e in report["errors"] if e["tag"] is None} == {"flipped", "two_writers"}
+    alone = json.loads(cli("report", logdir, "-q", "--json", "--run", "^good$").stdout)
+    assert [r["run"] for r in alone["runs"]] == ["good"] and alone["errors"] == []
+    exported = cli("export", logdir, "-q")
+    assert exported.returncode == 0 and "Traceback" not in exported.stderr
+
+
+def test_cli_skips_a_symlink_loop_with_a_message(tmp_path):
+    import hostile_logs
+
+    logdir = tmp_path / "logs"
+    hostile_logs.stats_run(str(logdir / "run"), range(3))
+    os.symlink("../run", str(logdir / "run" / "up"))  # run/up -> run: a loop
+    os.symlink(str(logdir), str(logdir / "run" / "root"))  # and one back to the logdir
+    result = cli("report", str(logdir), "-q", "--json", timeout=120)  # was > 10 min and 1.9 GB
+    assert result.returncode == 0, result.stderr
+    assert [r["run"] for r in json.loads(result.stdout)["runs"]] == ["run"]
+    assert "symbolic link loop" in result.stderr and "run/up" in result.stderr
+
+
+def _without_read_override():
+    """A command prefix under which permissions apply (root reads any directory:
+    setpriv drops CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH), or None."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--bounding-set", "-dac_override,-dac_read_search"] if setpriv else None
+
+
+def test_cli_skips_an_unreadable_directory_with_a_message(tmp_path):
+    import hostile_logs
+
+    prefix = _without_read_override()
+    if prefix is None:
+        pytest.skip("running as root without setpriv: no directory is unreadable")
+    logdir = tmp_path / "logs"
+    hostile_logs.stats_run(str(logdir / "readable"), range(3))
+    hostile_logs.stats_run(str(logdir / "locked" / "inner"), range(3))
+    unreadable = hostile_logs.stats_run(str(logdir / "unreadable_file"), range(3))
+    os.chmod(str(logdir / "locked"), 0o000)
+    os.chmod(unreadable, 0o000)
+    try:
+        result = subprocess.run(prefix + [sys.executable, "-m", "tb_gradlens", "report", str(logdir), "-q", "--json"],
+                                capture_output=True, text=True, timeout=300, cwd=ROOT)
+    finally:
+        os.chmod(str(logdir / "locked"), 0o755)
+        os.chmod(unreadable, 0o644)
+    assert unreadable + ": cannot be read (Permission denied)" in result.stderr
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.returncode == 0, result.stderr
+    assert [r["run"] for r in json.loads(result.stdout)["runs"]] == ["readable"]
+    assert "skipped directory" in result.stderr and "locked" in result.stderr and "Permission denied" in result.stderr
+
+
+def test_a_crash_is_exit_4_in_one_line_never_exit_1(hostile_logdir):
+    logdir, _, _ = hostile_logdir
+    code = ("import sys; from tb_gradlens import analysis, cli\n"
+            "def boom(*a, **k): raise KeyError('simulated bug')\n"
+            "analysis.overview = boom\n"
+            "sys.exit(cli.main(['report', %r, '-q', '--fail-on', 'error']))" % logdir)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 4, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert "internal error (KeyError: 'simulated bug')" in result.stderr
+    debug = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                           env=dict(os.environ, TB_GRADLENS_DEBUG="1"))
+    assert debug.returncode == 4 and "Traceback" in debug.stderr
+
+
+@pytest.mark.parametrize("load_fast", [False, True], ids=["python_loader", "rust_data_server"])
+def test_real_tensorboard_names_damage_and_serves_the_malformed_logdir(hostile_logdir, load_fast):
+    import hostile_logs
+
+    logdir, flipped, _ = hostile_logdir
+    expected = set(hostile_logs.MALFORMED) - {"metadata_deep_json"} | {"good", "flipped", "two_writers"}
+    with TensorBoardProcess(logdir, load_fast=load_fast) as tb:
+        data = tb.wait_for(lambda d: expected <= {r["run"] for r in d.get("runs", [])}, PREFIX + "runs", timeout=120)
+        runs = {r["run"]: r for r in data["runs"]}
+        assert "data checksum mismatch" in runs["flipped"]["problems"][0]["error"]
+        assert "both hold steps 5-9" in runs["two_writers"]["problems"][0]["error"]
+        for route in ROUTES:
+            status, _, body = tb.get(PREFIX + route)
+            assert status == 200, (route, body[:300])
+        alerts = json.loads(tb.get(PREFIX + "alerts")[2])
+        tags = {(e["run"], e["tag"]) for e in alerts["errors"]}
+        for run, (_, items) in hostile_logs.MALFORMED.items():
+            if run in runs:
+                assert (run, items[0][0]) in tags, run
+        assert {e["run"] for e in alerts["errors"] if e["tag"] is None} == {"flipped", "two_writers"}

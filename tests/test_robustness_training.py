@@ -301,7 +301,109 @@ def test_custom_loop_logging_with_failing_writes_returns_false(tmp_path, monkeyp
         "tb_gradlens.summary.update_stats": 1,
         "tb_gradlens.summary.divergence": 1,  # Comparison.write's records
         "tb_gradlens.summary.loss_comparison": 1,
+        "tb_gradlens.summary.lens_status": 1,  # what it was asked to log
         "tb_gradlens.keras.GradLens.log_dtypes": 1,
     }
     with safety.strict(), pytest.raises(tf.errors.ResourceExhaustedError):
         lens.log_gradients([tf.constant([1.0, 2.0])], [variable], 1)
+
+
+# ---------------------------------------------------------------------------
+# Issue 16 item 3: never lose a logged step.
+# ---------------------------------------------------------------------------
+
+
+def _nan_at_step(step, steps=10, batch=4, seed=0):
+    """Regression data whose batch ``step`` holds a NaN input: the loss and
+    every gradient are NaN from that optimizer step on."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(steps * batch, 3)).astype(np.float32)
+    y = rng.normal(size=(steps * batch, 1)).astype(np.float32)
+    x[step * batch] = np.nan
+    return x, y
+
+
+def _dense_model(steps_per_execution=1):
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, name="hidden"),
+                              keras.layers.Dense(1, name="out")])
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", steps_per_execution=steps_per_execution)
+    return model
+
+
+def _first_nan_step(logdir):
+    record, data = only_tag(read_records(logdir), "run", metadata.GRAD_STATS)
+    nan = COLUMNS.index("nan_count")
+    return [d.step for d in data], next(d.step for d in data if d.numpy[:, nan].sum() > 0)
+
+
+def test_steps_per_execution_writes_every_logged_step(tmp_path):
+    x, y = _nan_at_step(5, steps=40)
+    model = _dense_model(steps_per_execution=4)
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False,
+              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)])
+    steps, first_nan = _first_nan_step(str(tmp_path))
+    assert steps == list(range(40))
+    assert first_nan == 5
+
+
+class _StopAt(keras.callbacks.Callback):
+    """Listed before the lens: acts at the end of batch ``at``."""
+
+    def __init__(self, at, action):
+        super().__init__()
+        self.at, self.action = at, action
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch == self.at:
+            if self.action == "stop":
+                self.model.stop_training = True
+            elif self.action == "interrupt":
+                raise KeyboardInterrupt
+            else:
+                raise RuntimeError("NaN loss: stopping")
+
+
+@pytest.mark.parametrize("action", ["raise", "interrupt", "stop"])
+@pytest.mark.parametrize("spe", [1, 4])
+def test_buffered_records_reach_the_disk_when_training_stops(tmp_path, action, spe):
+    """A callback listed before the lens raises (or stops training) at the
+    NaN step: the NaN step is on disk."""
+    x, y = _nan_at_step(5, steps=12)
+    model = _dense_model(steps_per_execution=spe)
+    lens = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)
+    stop_batch = 5 if spe == 1 else 7  # with spe=4 Keras reports the last step of an execution
+    try:
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[_StopAt(stop_batch, action), lens])
+    except (RuntimeError, KeyboardInterrupt):
+        assert action != "stop"
+    steps, first_nan = _first_nan_step(str(tmp_path))
+    assert first_nan == 5
+    assert steps[-1] >= 5
+    # Nothing of the lens is left on the model, although on_train_end never ran.
+    assert not {"train_step", "compute_loss"} & set(model.__dict__) and "apply" not in model.optimizer.__dict__
+    plain = model.train_function
+    model.fit(x[:8], y[:8], batch_size=4, epochs=1, verbose=0)
+    assert model.train_function is plain
+
+
+def test_records_before_a_failing_step_reach_the_disk(tmp_path):
+    """The step itself raises (a numeric check in the model) at step 5; with
+    steps_per_execution=4, step 4 ran in the same execution and is written."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(48, 3)).astype(np.float32)
+    y = rng.normal(size=(48, 1)).astype(np.float32)
+    x[20] = np.nan
+
+    class Check(keras.layers.Layer):
+        def call(self, inputs):
+            return tf.debugging.check_numerics(inputs, "input")
+
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((3,)), Check(), keras.layers.Dense(1, name="out")])
+    model.compile(optimizer="sgd", loss="mse", steps_per_execution=4)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False,
+                  callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)])
+    record, data = only_tag(read_records(str(tmp_path)), "run", metadata.GRAD_STATS)
+    assert [d.step for d in data] == [0, 1, 2, 3, 4]

@@ -8,6 +8,7 @@
 // of an alert on them, when there is one.
 
 import {getJson, RouteError} from '../api.js';
+import {fmt} from '../format.js';
 import {computeDtype} from './records.js';
 
 export const FALLBACK = {lowGradient: 0.1, lowValue: 0.01, float32: 1e-3};
@@ -94,7 +95,7 @@ export function basisText(limits, basis, rows = null) {
     const key = `${limit}`;
     if (!seen.has(key)) seen.set(key, {limit, basis: basis[r] || ''});
   });
-  return [...seen.values()].map(({limit, basis: b}) => (b ? `${limit} (${b})` : `${limit}`)).join(', ');
+  return [...seen.values()].map(({limit, basis: b}) => (b ? `${fmt(limit)} (${b})` : fmt(limit))).join(', ');
 }
 
 /** Tolerance lines of a line chart: one per distinct limit among `rows`. */
@@ -103,7 +104,7 @@ export function limitLines(limits, basis, rows) {
   for (const r of rows) {
     const limit = limits[r];
     if (!(limit > 0) || seen.has(limit)) continue;
-    seen.set(limit, {value: limit, label: `tolerance ${limit}${basis[r] ? ` (${basis[r]})` : ''}`});
+    seen.set(limit, {value: limit, label: `tolerance ${fmt(limit)}${basis[r] ? ` (${basis[r]})` : ''}`});
   }
   return [...seen.values()];
 }

@@ -6,7 +6,7 @@
 
 import {getJson} from '../api.js';
 import {el} from '../dom.js';
-import {fmt, fmtRatio, stepRange} from '../format.js';
+import {fmt, fmtRatio, num, stepRange} from '../format.js';
 import {table} from '../table.js';
 import {alertStep, alertTarget} from './alert_target.js';
 import {filterParams} from './common.js';
@@ -74,9 +74,11 @@ export async function render(container, ctx) {
   }
 }
 
-/** The worst divergence's tolerance: {limit, basis} (null when unknown). */
+/** The worst divergence's tolerance: {limit, basis} (null when unknown); the
+ * overview states it (`limit`), older backends through the limits route. */
 async function worstRatio(run, runEntries) {
   const w = run.worst_divergence;
+  if (w && Number(w.limit) > 0) return {limit: Number(w.limit), basis: ''};
   const entry = w && runEntries.find((e) => e.run === run.run);
   const tag = entry && entry.tags.find((t) => t.tag === w.tag);
   if (!tag) return null;
@@ -103,9 +105,11 @@ function headline(r, tolerance, entry) {
   const hasGradients = kinds.has('grad_stats');
   let worst = hasComparison ? 'no divergence value (only NaN)' : 'no comparison logged';
   if (w) {
-    worst = `${w.metric} ${fmt(w.value)}`
-      + (tolerance ? ` = ${fmtRatio(Number(w.value) / tolerance.limit)}× tolerance ${fmt(tolerance.limit)}` : '')
-      + ` · ${w.row} · step ${w.step}`;
+    const value = num(w.value);
+    let against = '';
+    if (!Number.isFinite(value)) against = ` (not finite${tolerance ? `; tolerance ${fmt(tolerance.limit)}` : ''})`;
+    else if (tolerance) against = ` = ${fmtRatio(value / tolerance.limit)}× tolerance ${fmt(tolerance.limit)}`;
+    worst = `${w.metric} ${fmt(value)}${against} · ${w.row} · step ${w.step}`;
   }
   const firstVars = r.first_nonfinite_variables || [];
   const notLogged = hasGradients ? null : 'no gradients logged';

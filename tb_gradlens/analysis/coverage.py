@@ -1,0 +1,84 @@
+"""What a run's writers asked to log, what they could not, and what is missing.
+
+TensorFlow-free.  Writers (the Keras callback, ``GradLens``) record a
+``lens_status`` (``records.lens_status``) at their start and when it
+changes: the kinds they were asked for under which tag name on which
+schedule, and the features they cannot support for the model, with the
+reason.  ``coverage`` checks the run's records against it: a status holds
+from its step until the next status of the same writer; the records it
+asks for are expected at ``records.expected_steps`` up to the run's last
+logged step.
+"""
+
+from tensorboard import errors
+
+from tb_gradlens import metadata
+from tb_gradlens import records
+
+
+def last_step(source, run):
+    """The last step anything of ``run`` was logged at (None if nothing)."""
+    steps = [e.max_step for e in source.entries(run) if e.max_step is not None]
+    steps += [ts.max_step for ts in source.scalar_listing().get(run, {}).values()]
+    return max(steps) if steps else None
+
+
+def _logged_steps(source, run, kind, name):
+    """The steps at which ``run`` has a ``kind`` record under tag name ``name``."""
+    found = set()
+    for entry in source.entries_of_kind(run, kind):
+        if entry.tag.rsplit("/", 2)[0] != name:
+            continue
+        if kind == metadata.DTYPES:
+            found.update(p["step"] for p in source.dtype_maps(run, entry.tag))
+        elif kind == metadata.LENS_STATUS:
+            found.update(p["step"] for p in source.lens_statuses(run, entry.tag))
+        else:
+            found.update(int(s) for s in source.series(run, entry.tag).steps)
+    return found
+
+
+def coverage(source, run):
+    """``{"statuses", "unsupported", "missing", "errors"}`` of ``run``.
+
+    ``statuses``: number of lens_status records read; ``unsupported``:
+    ``[{"writer", "what", "kinds", "reason", "step"}]``; ``missing``:
+    ``[{"writer", "kind", "name", "every", "expected", "found",
+    "first_missing_step"}]`` for each expectation with steps lacking its
+    record; ``errors``: unreadable status points.
+    """
+    out = {"statuses": 0, "unsupported": [], "missing": [], "errors": []}
+    end = last_step(source, run)
+    for entry in source.entries_of_kind(run, metadata.LENS_STATUS):
+        points = source.lens_statuses(run, entry.tag)
+        out["errors"] += [p["error"] for p in points if p.get("error")]
+        points = [p for p in points if p.get("status") is not None]
+        out["statuses"] += len(points)
+        for i, point in enumerate(points):
+            status = point["status"]
+            until = points[i + 1]["step"] - 1 if i + 1 < len(points) else end
+            for u in status.unsupported:
+                item = {"writer": status.writer, "what": u.what, "kinds": list(u.kinds), "reason": u.reason,
+                        "step": point["step"] if u.step is None else u.step}
+                if item not in out["unsupported"]:
+                    out["unsupported"].append(item)
+            if until is None:
+                continue
+            for e in status.expected:
+                out["missing"] += _missing(source, run, status.writer, e, point["step"], until)
+    return out
+
+
+def _missing(source, run, writer, expectation, first, last):
+    wanted = records.expected_steps(expectation, first, last)
+    if not len(wanted):
+        return []
+    try:
+        found = _logged_steps(source, run, expectation.kind, expectation.name)
+    except errors.InvalidArgumentError:
+        found = set()
+    lacking = [s for s in wanted if s not in found]
+    if not lacking:
+        return []
+    return [{"writer": writer, "kind": expectation.kind, "name": expectation.name, "every": expectation.every,
+             "expected": len(wanted), "found": len(wanted) - len(lacking), "first_missing_step": lacking[0]}]

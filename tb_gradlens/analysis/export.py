@@ -1,0 +1,47 @@
+"""Long-format rows of every float record (``tb-gradlens export``, pandas).
+
+TensorFlow-free: one row per (run, tag, step, row, column).
+"""
+
+from tensorboard import errors
+
+from tb_gradlens import metadata
+
+EXPORT_FIELDS = ("run", "tag", "kind", "step", "wall_time", "row", "column", "value")
+
+
+def export_rows(source, runs, kinds=None):
+    """(rows, problems): a generator of dicts of EXPORT_FIELDS for every
+    float record of ``runs`` (of ``kinds`` if given), and the list it fills
+    with ``(run, tag, error)`` for tags that cannot be read."""
+    problems = []
+
+    def rows():
+        for run in runs:
+            for entry in source.entries(run):
+                if entry.record is None:
+                    problems.append((run, entry.tag, entry.error))
+                    continue
+                if entry.kind in metadata.JSON_KINDS or (kinds and entry.kind not in kinds):
+                    continue
+                try:
+                    series = source.series(run, entry.tag)
+                except errors.InvalidArgumentError as e:
+                    problems.append((run, entry.tag, str(e)))
+                    continue
+                yield from _series_rows(run, entry, series)
+
+    return rows(), problems
+
+
+def _series_rows(run, entry, series):
+    record = series.record
+    for s, step in enumerate(series.steps.tolist()):
+        wall = float(series.wall_times[s])
+        values = series.values[s].tolist()
+        for r, row in enumerate(record.rows):
+            for c, column in enumerate(record.columns):
+                yield {
+                    "run": run, "tag": entry.tag, "kind": entry.kind, "step": step,
+                    "wall_time": wall, "row": row, "column": column, "value": values[r][c],
+                }

@@ -1,0 +1,87 @@
+"""The alerts of tags and runs: memoized per tag, collected per run, grouped across runs.
+
+TensorFlow-free.  The detectors of each record kind: ``alerts``.
+"""
+
+from tensorboard import errors
+
+from tb_gradlens import metadata
+from tb_gradlens import records
+from tb_gradlens.analysis import alerts
+from tb_gradlens.analysis import codes
+from tb_gradlens.analysis import tolerances
+
+
+class _AlertList(list):
+    @property
+    def nbytes(self):
+        return 2048 * (1 + len(self))
+
+
+def _gradient_dtypes(source, entry):
+    """The gradient dtypes of the grad_stats record beside a histogram record."""
+    name = entry.tag.rsplit("/", 2)[0]
+    for other in source.entries_of_kind(entry.run, metadata.GRAD_STATS):
+        if other.tag.rsplit("/", 2)[0] == name and list(other.record.rows) == list(entry.record.rows):
+            return records.read_gradient(other.record, other.tag).gradient_dtypes
+    return ()
+
+
+def tag_alerts(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
+    """Alerts of one readable tag (memoized by the source until the tag grows)."""
+    key = ("alerts", thresholds)
+    if entry.kind == metadata.DTYPES:
+        def compute():
+            return alerts.alerts_for_dtype_maps(entry, source.dtype_maps(entry.run, entry.tag))
+    elif entry.kind in codes.DIVERGENCE_KINDS:
+        context = tolerances.context_of(source, entry)
+        key += (context,)
+
+        def compute():
+            return alerts.alerts_for_divergence(source.series(entry.run, entry.tag), thresholds, context)
+    elif entry.kind == metadata.GRAD_HISTOGRAM:
+        dtypes = _gradient_dtypes(source, entry)
+        key += (dtypes,)
+
+        def compute():
+            return alerts.alerts_for_histogram(source.series(entry.run, entry.tag), thresholds, dtypes)
+    elif entry.kind == metadata.GRAD_STATS:
+        def compute():
+            return alerts.alerts_for_grad_stats(source.series(entry.run, entry.tag), thresholds)
+    elif entry.kind == metadata.UPDATE_STATS:
+        def compute():
+            return alerts.alerts_for_update_stats(source.series(entry.run, entry.tag), thresholds)
+    else:
+        return []
+    return list(source.cached(key, entry, lambda: _AlertList(compute())))
+
+
+def run_alerts(source, runs=None, thresholds=codes.DEFAULT_THRESHOLDS):
+    """(alerts, errors) of ``runs`` (default: every run).
+
+    ``errors`` lists ``{"run","tag","error"}`` for tags that could not be
+    read (newer format, bad tensor); the other tags are analysed anyway.
+    Alerts are sorted by severity, then first step, run and tag.
+    """
+    found, problems = [], []
+    for run in source.runs() if runs is None else runs:
+        for entry in source.entries(run):
+            if entry.record is None:
+                problems.append({"run": run, "tag": entry.tag, "error": entry.error})
+                continue
+            try:
+                found.extend(tag_alerts(source, entry, thresholds))
+            except errors.InvalidArgumentError as e:
+                problems.append({"run": run, "tag": entry.tag, "error": str(e)})
+    found.sort(key=codes.sort_key)
+    return found, problems
+
+
+def group_alerts(found):
+    """[(group key, [alerts])] of the alerts ``found``, in the order of each
+    group's first alert: alerts of several runs that say the same thing
+    (``Alert.group``)."""
+    groups = {}
+    for a in found:
+        groups.setdefault(a.group, []).append(a)
+    return list(groups.items())

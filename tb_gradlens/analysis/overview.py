@@ -1,0 +1,134 @@
+"""The headline of every run: worst divergence, first NaN, dead variables, alert counts.
+
+TensorFlow-free.  NaN and Inf win: a comparison that became non-finite is
+the worst divergence of its run, from the first step it was.  Rows that are
+not judged (a reference at its own rounding noise, replicas) stay out of
+the headline.
+"""
+
+import numpy as np
+from tensorboard import errors
+
+from tb_gradlens import metadata
+from tb_gradlens.analysis import findings
+from tb_gradlens.analysis import codes
+from tb_gradlens.analysis import tolerances
+
+
+class _Found:
+    nbytes = 1024
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _rank(found):
+    """Sort key of a worst-divergence candidate: non-finite first, then the
+    earliest such step; else the largest value."""
+    if found is None:
+        return (-1, 0.0)
+    if not np.isfinite(found["value"]) or found["nonfinite"]:
+        return (1, -found["step"])
+    return (0, found["value"])
+
+
+def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
+    """The worst judged divergence of any divergence-like record of ``run``.
+
+    Returns ``{"metric","value","row","step","tag","kind","reference",
+    "candidate","limit","nonfinite"}`` or None when the run has no judged
+    comparison.  ``value`` is NaN or Inf (and ``nonfinite`` true) when a
+    compared value became non-finite: the first such step wins.
+    """
+    best = None
+    for entry in source.entries(run):
+        if entry.kind not in codes.DIVERGENCE_KINDS:
+            continue
+        try:
+            context = tolerances.context_of(source, entry)
+            found = source.cached(
+                ("worst", thresholds, context), entry,
+                lambda e=entry, c=context: _Found(_worst_of(source.series(e.run, e.tag), c, thresholds)),
+            ).value
+        except errors.InvalidArgumentError:
+            continue
+        if _rank(found) > _rank(best):
+            best = found
+    return best
+
+
+def _worst_of(series, context, thresholds):
+    if len(series.steps) == 0:
+        return None
+    if tolerances.is_replica_disagreement(series.record):
+        return None  # replicas see different examples: not a divergence
+    judgement = tolerances.judge(series, context, thresholds)
+    judged = np.array([v is not None for v in judgement.limits])
+    values = np.where(judgement.noise | ~judged[None, :], -np.inf, judgement.values)
+    bad = _nonfinite_counts(series) > 0
+    if bad.any():
+        s = int(np.argmax(bad.any(axis=1)))
+        r = int(np.argmax(bad[s]))
+        value = judgement.values[s, r]
+        return _headline(series, judgement, s, r, value if not np.isfinite(value) else np.nan, True)
+    if not np.isfinite(values).any() and not np.isposinf(values).any():
+        return None
+    ranked = np.where(np.isnan(values), -np.inf, values)
+    s, r = np.unravel_index(int(np.argmax(ranked)), values.shape)
+    return _headline(series, judgement, int(s), int(r), float(values[s, r]), bool(np.isinf(values[s, r])))
+
+
+def _nonfinite_counts(series):
+    if series.record.kind == metadata.LOSS_COMPARISON:
+        return ((~np.isfinite(series.column("reference"))).astype(np.float32)
+                + (~np.isfinite(series.column("candidate"))))
+    return series.column("nonfinite")
+
+
+def _headline(series, judgement, s, r, value, nonfinite):
+    limit = judgement.limits[r]
+    return {
+        "metric": judgement.column,
+        "value": float(value),
+        "row": series.record.rows[r],
+        "step": int(series.steps[s]),
+        "tag": series.tag,
+        "kind": series.record.kind,
+        "reference": series.record.extras.get("reference"),
+        "candidate": series.record.extras.get("candidate"),
+        "limit": None if limit is None else float(limit),
+        "nonfinite": bool(nonfinite),
+    }
+
+
+def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
+    """The headline of every run: worst divergence, first NaN, dead variables, alert counts."""
+    out = []
+    for run in source.runs():
+        alerts, _ = findings.run_alerts(source, [run], thresholds)
+        counts = {s: 0 for s in codes.SEVERITIES}
+        for a in alerts:
+            counts[a.severity] += 1
+        # Gradients first (what the optimizer applies), then any compared record.
+        nonfinite = [a for a in alerts if a.code == codes.NONFINITE and a.view["name"] == metadata.GRAD_STATS]
+        nonfinite = nonfinite or [a for a in alerts if a.code == codes.NONFINITE]
+        first_nf = min(nonfinite, key=lambda a: a.step_first) if nonfinite else None
+        out.append({
+            "run": run,
+            "worst_divergence": worst_divergence(source, run, thresholds),
+            "first_nonfinite_step": first_nf.step_first if first_nf else None,
+            "first_nonfinite_variables": list(first_nf.variables) if first_nf else [],
+            "disconnected_variables": _union(a.variables for a in alerts if a.code == codes.NONE_GRADIENT),
+            "zero_gradient_variables": _union(a.variables for a in alerts if a.code == codes.ZERO_GRADIENT),
+            "alert_counts": counts,
+        })
+    return out
+
+
+def _union(lists):
+    seen = []
+    for names in lists:
+        for n in names:
+            if n not in seen:
+                seen.append(n)
+    return seen

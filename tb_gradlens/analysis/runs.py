@@ -1,0 +1,301 @@
+"""Run comparison (``compare_runs``): one quantity of two runs, step by step.
+
+TensorFlow-free.  "compare" alone is the precision comparison of one step
+(``tb_gradlens.compare``); this compares two whole runs (e.g. a float32 run
+and a bfloat16 run), optionally against a noise-floor run.  The default
+quantity is the training loss (the ``loss`` scalar); a run without one falls
+back to the loss its comparisons logged, and says so.  NaN and Inf win: a
+run that became non-finite exceeds any noise floor from that step.
+"""
+
+import dataclasses
+
+import numpy as np
+from tensorboard import errors
+
+from tb_gradlens import metadata
+from tb_gradlens import records
+from tb_gradlens.analysis import codes
+
+SCALAR = "scalar"
+LOSS_TAG = "loss"
+
+
+@dataclasses.dataclass(frozen=True)
+class Quantity:
+    """What to compare: a scalar tag, or (kind, row, column) of a record.
+
+    ``tag`` is the scalar tag for kind ``scalar`` (default ``loss``); for a
+    record kind it is an optional tag prefix (e.g. ``gradients``) choosing
+    among records of the same kind.  Records of a kind differ between runs
+    only by the digest in their tag, so they are found by kind and row.
+    """
+
+    kind: str = SCALAR
+    tag: str = None
+    row: str = None
+    column: str = None
+
+
+DEFAULT_QUANTITY = Quantity(SCALAR, LOSS_TAG)
+
+
+def quantity_series(source, run, quantity):
+    """(steps int64, values float64, tag) of ``quantity`` in ``run``.
+
+    Raises NotFoundError when the run lacks it, InvalidArgumentError when
+    the quantity is ill-formed.
+    """
+    if quantity.kind == SCALAR:
+        steps, _, values = source.scalars(run, quantity.tag or LOSS_TAG)
+        return steps, values, quantity.tag or LOSS_TAG
+    if quantity.kind not in metadata.KINDS or quantity.kind in metadata.JSON_KINDS:
+        raise errors.InvalidArgumentError(
+            "kind must be 'scalar' or a float record kind, not %r" % (quantity.kind,)
+        )
+    entries = source.entries_of_kind(run, quantity.kind)
+    if quantity.tag:
+        prefix = quantity.tag.rstrip("/") + "/"
+        entries = [e for e in entries if e.tag == quantity.tag or e.tag.startswith(prefix)]
+    if not entries:
+        raise errors.NotFoundError(
+            "run %r has no %s record%s" % (
+                run, quantity.kind, " under %r" % quantity.tag if quantity.tag else "")
+        )
+    row = quantity.row
+    if row is None:
+        single = {e.record.rows[0] for e in entries if len(e.record.rows) == 1}
+        if len(single) == 1 and all(len(e.record.rows) == 1 for e in entries):
+            row = single.pop()
+        else:
+            raise errors.InvalidArgumentError("row is required for kind %r" % quantity.kind)
+    entries = [e for e in entries if row in e.record.rows]
+    if not entries:
+        raise errors.NotFoundError("run %r has no %s record with row %r" % (run, quantity.kind, row))
+    column = quantity.column or codes.DEFAULT_COLUMN.get(quantity.kind)
+    if column is None:
+        raise errors.InvalidArgumentError("column is required for kind %r" % quantity.kind)
+    if column not in metadata.KIND_COLUMNS[quantity.kind]:
+        raise errors.InvalidArgumentError("kind %r has no column %r" % (quantity.kind, column))
+    entry = max(entries, key=lambda e: (e.max_step if e.max_step is not None else -1, e.tag))
+    series = source.series(run, entry.tag)
+    values = series.values[:, series.record.rows.index(row), series.record.columns.index(column)]
+    return series.steps, values.astype(np.float64), entry.tag
+
+
+def resolve_quantity(source, runs, quantity):
+    """(quantity, note): ``quantity`` with its defaults, or the training loss
+    from the comparisons when a run has no ``loss`` scalar (``note`` says so;
+    None otherwise).  NotFoundError, naming what the run has, when neither
+    exists."""
+    if quantity.kind != SCALAR or (quantity.tag and quantity.tag != LOSS_TAG):
+        return quantity, None
+    listing = source.scalar_listing()
+    lacking = [r for r in runs if LOSS_TAG not in listing.get(r, {})]
+    if not lacking:
+        return Quantity(SCALAR, LOSS_TAG), None
+    name = _loss_comparison_name(source, runs)
+    if name is None:
+        run = lacking[0]
+        scalars = sorted(listing.get(run, {}))
+        raise errors.NotFoundError(
+            "run %r has no %r scalar (its scalars: %s) and no loss_comparison record to take the "
+            "training loss from; choose a quantity (CLI: --kind/--tag/--row/--column, route: kind=, "
+            "tag=, row=, column=), e.g. --kind grad_stats --row VARIABLE"
+            % (run, LOSS_TAG, ", ".join(scalars) if scalars else "none")
+        )
+    note = (
+        "run %s has no %r scalar: comparing the training loss the comparisons logged instead "
+        "(loss_comparison %s, candidate column), at the comparison steps only"
+        % (", ".join(repr(r) for r in lacking), LOSS_TAG, name)
+    )
+    return Quantity(metadata.LOSS_COMPARISON, name, "loss", "candidate"), note
+
+
+def _loss_comparison_name(source, runs):
+    """A loss_comparison tag name every run has, preferring a float32 reference
+    (the default comparison: its candidate is the training step's loss)."""
+    common = None
+    for run in runs:
+        try:
+            entries = source.entries_of_kind(run, metadata.LOSS_COMPARISON)
+        except errors.NotFoundError:
+            return None
+        names = {}
+        for e in entries:
+            label = records.read_variant(e.record.extras.get("reference")).label
+            names[e.tag.rsplit("/", 2)[0]] = label
+        common = names if common is None else {k: v for k, v in common.items() if k in names}
+    if not common:
+        return None
+    return sorted(common, key=lambda k: (common[k] != "float32", k))[0]
+
+
+def last_per_step(steps, values):
+    """(unique steps, value logged last at each) for series with repeated steps."""
+    steps = np.asarray(steps)
+    if len(steps) < 2 or np.all(np.diff(steps) > 0):
+        return steps, values
+    reverse = steps[::-1]
+    uniq, index = np.unique(reverse, return_index=True)
+    return uniq, values[::-1][index]
+
+
+def relative_difference(a, b):
+    """(b - a) / |a| elementwise (a = 0: +-inf, or NaN if b = 0 too)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (b - a) / np.abs(a)
+
+
+def align(steps_a, values_a, steps_b, values_b):
+    """(common steps, a at them, b at them, steps only in a, steps only in b)."""
+    steps_a, values_a = last_per_step(steps_a, values_a)
+    steps_b, values_b = last_per_step(steps_b, values_b)
+    common, ia, ib = np.intersect1d(steps_a, steps_b, assume_unique=True, return_indices=True)
+    return (
+        common,
+        values_a[ia],
+        values_b[ib],
+        np.setdiff1d(steps_a, steps_b, assume_unique=True),
+        np.setdiff1d(steps_b, steps_a, assume_unique=True),
+    )
+
+
+def max_abs_rel(rel, a, b):
+    """max |rel| where a and b are finite (0/0 ignored), None when nothing is
+    left; NaN (or Inf) when a or b is NaN (or infinite) at some step: the
+    non-finite value wins."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    values = np.concatenate([a, b])
+    if np.isnan(values).any():
+        return float("nan")
+    if np.isinf(values).any():
+        return float("inf")
+    x = np.abs(np.asarray(rel, np.float64))
+    x = x[~np.isnan(x)]
+    return float(x.max()) if len(x) else None
+
+
+def first_nonfinite_step(steps, values):
+    """(first step where ``values`` is NaN or infinite, "NaN"/"infinite"), or (None, None)."""
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return None, None
+    i = int(np.argmax(bad))
+    return int(steps[i]), "NaN" if np.isnan(values[i]) else "infinite"
+
+
+def compare_runs(source, run_a, run_b, quantity=DEFAULT_QUANTITY, noise_run=None):
+    """Step-aligned comparison of ``quantity`` between two runs of one logdir.
+
+    At the steps both runs logged: a, b, difference b - a, ratio b / a and
+    relative difference (b - a) / |a|.  Steps logged by one run only are
+    listed, never dropped silently.  With ``noise_run`` (e.g. the reference
+    precision with another seed), its relative difference to run A is the
+    noise floor: ``summary.exceeds_noise`` says whether B's |rel diff|
+    exceeds the noise run's largest over the steps all three share, or B is
+    non-finite where A is not; ``summary.first_exceeding_step`` is the first
+    such step and ``summary.verdict`` says it in words.
+
+    Returns a JSON-ready dict whose long sequences are NumPy arrays;
+    ``note`` is set when the default quantity fell back (``resolve_quantity``).
+    """
+    runs = [run_a, run_b] + ([noise_run] if noise_run is not None else [])
+    quantity, note = resolve_quantity(source, runs, quantity)
+    steps_a, values_a, tag_a = quantity_series(source, run_a, quantity)
+    steps_b, values_b, tag_b = quantity_series(source, run_b, quantity)
+    common, a, b, only_a, only_b = align(steps_a, values_a, steps_b, values_b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = b / a
+    rel = relative_difference(a, b)
+    noise = tag_noise = None
+    if noise_run is not None:
+        steps_n, values_n, tag_noise = quantity_series(source, noise_run, quantity)
+        n_common, na, nn, _, _ = align(steps_a, values_a, steps_n, values_n)
+        noise = {"steps": n_common, "rel_difference": relative_difference(na, nn), "a": na, "values": nn}
+    summary = _summary(common, a, b, rel, noise)
+    if noise is not None:
+        noise = {"steps": noise["steps"], "rel_difference": noise["rel_difference"]}
+    column = quantity.column if quantity.kind == SCALAR else (
+        quantity.column or codes.DEFAULT_COLUMN.get(quantity.kind))
+    return {
+        "quantity": {"kind": quantity.kind, "tag": quantity.tag, "row": quantity.row, "column": column,
+                     "tags": {"a": tag_a, "b": tag_b, "noise": tag_noise}},
+        "note": note,
+        "run_a": run_a,
+        "run_b": run_b,
+        "noise_run": noise_run,
+        "steps": common,
+        "a": a,
+        "b": b,
+        "difference": b - a,
+        "ratio": ratio,
+        "rel_difference": rel,
+        "only_in_a": only_a,
+        "only_in_b": only_b,
+        "noise": noise,
+        "summary": summary,
+    }
+
+
+def _summary(common, a, b, rel, noise):
+    """The verdict of a comparison (see ``compare_runs``)."""
+    out = {
+        "max_abs_rel_difference": max_abs_rel(rel, a, b),
+        "noise_max_abs_rel_difference": None,
+        "exceeds_noise": None,
+        "first_exceeding_step": None,
+        "nonfinite": {},
+    }
+    a_step, a_what = first_nonfinite_step(common, a)
+    b_step, b_what = first_nonfinite_step(common, b)
+    out["nonfinite"] = {"a": a_step, "b": b_step, "noise": None}
+    if noise is None:
+        out["verdict"] = _plain_verdict(common, rel, out["max_abs_rel_difference"], a_step, a_what,
+                                        b_step, b_what)
+        return out
+    n_steps, n_rel = noise["steps"], noise["rel_difference"]
+    out["noise_max_abs_rel_difference"] = max_abs_rel(n_rel, noise["a"], noise["values"])
+    out["nonfinite"]["noise"] = first_nonfinite_step(n_steps, noise["values"])[0]
+    shared, ib, inn = np.intersect1d(common, n_steps, assume_unique=True, return_indices=True)
+    floor = max_abs_rel(n_rel[inn], noise["a"][inn], noise["values"][inn])
+    if not len(shared) or floor is None or not np.isfinite(floor):
+        out["verdict"] = (
+            "cannot be compared with the noise floor: %s"
+            % ("no step logged by all three runs" if not len(shared) else "the noise run is not finite there")
+        )
+        return out
+    b_bad = ~np.isfinite(b[ib]) & np.isfinite(a[ib])
+    with np.errstate(invalid="ignore"):
+        above = (np.abs(rel[ib]) > floor) | b_bad
+    out["exceeds_noise"] = bool(above.any())
+    if above.any():
+        i = int(np.argmax(above))
+        step = int(shared[i])
+        out["first_exceeding_step"] = step
+        if b_bad[i]:
+            reason = "run B is %s" % ("NaN" if np.isnan(b[ib][i]) else "infinite")
+        else:
+            reason = "|(B-A)/|A|| %.3g > %.3g, the noise run's largest" % (abs(rel[ib][i]), floor)
+        out["verdict"] = "exceeds the noise floor from step %d: %s" % (step, reason)
+    else:
+        out["verdict"] = "within the noise floor: max |(B-A)/|A|| %.3g <= %.3g, the noise run's largest" % (
+            float(np.nanmax(np.abs(rel[ib]))) if np.isfinite(rel[ib]).any() else 0.0, floor)
+    return out
+
+
+def _plain_verdict(common, rel, largest, a_step, a_what, b_step, b_what):
+    if not len(common):
+        return "no step logged by both runs"
+    if b_step is not None or a_step is not None:
+        parts = []
+        if b_step is not None:
+            parts.append("run B is %s from step %d" % (b_what, b_step))
+        if a_step is not None:
+            parts.append("run A is %s from step %d" % (a_what, a_step))
+        return "; ".join(parts)
+    if largest is None:
+        return "no comparable step"
+    finite = np.where(np.isnan(rel), -np.inf, np.abs(rel))
+    return "max |(B-A)/|A|| %.3g at step %d (no noise-floor run to judge it against)" % (
+        largest, int(common[int(np.argmax(finite))]))

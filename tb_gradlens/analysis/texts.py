@@ -1,0 +1,130 @@
+"""What each alert says: explanations (what was seen, in words) and fixes.
+
+``str.format`` templates filled by ``alerts``; every quantity is named in
+words ("the gradients of", "the outputs of the layers", "the training
+loss"), never by a record or column name alone.
+"""
+
+from tb_gradlens import metadata
+from tb_gradlens.analysis import codes
+
+NONE = (
+    "The gradient of {vars} is None at every one of {n} logged steps from step {a}: "
+    "the loss does not depend on it through the tape, usually because the tensor was "
+    "not watched, an op ran outside the GradientTape, a value went through .numpy() "
+    "or tf.stop_gradient, or there is no trainable path from it to the loss."
+)
+NONE_FIX = (
+    "Compute the loss from these variables inside the tape with TensorFlow ops only "
+    "(no .numpy(), no stop_gradient on the path), or exclude them from the trainable "
+    "variables if they are meant to be frozen."
+)
+ZERO = (
+    "The gradient of {vars} is exactly zero for {k} or more consecutive logged steps "
+    "(steps {a}-{b}): the variable gets no learning signal, typically dead ReLU units, "
+    "a tf.where whose condition is constant, tf.boolean_mask dropping every element, "
+    "or a round/cast to integer on the path."
+)
+ZERO_FIX = (
+    "Check the layer's pre-activations: use a smaller learning rate or LeakyReLU/GELU "
+    "for dead units, initialize biases near zero, and replace round/cast/boolean_mask "
+    "on the gradient path with differentiable operations."
+)
+NONFINITE = (
+    "{what} {vars} first became NaN or infinite at step {a} (non-finite at {m} "
+    "logged steps up to step {b}); everything after follows from that step."
+)
+NONFINITE_FIX = (
+    "Look at the ops of these variables at step {a}: guard log/sqrt/division against "
+    "zero (tf.math.log(x + eps), tf.math.divide_no_nan), clip gradients, lower the "
+    "learning rate, and keep the loss and softmax in float32."
+)
+NONFINITE_WHAT = {
+    metadata.GRAD_STATS: "The gradient of",
+    metadata.DIVERGENCE: "In the comparison, the gradient of",
+    metadata.ACTIVATION_DIVERGENCE: "In the comparison, the output of",
+    metadata.LOSS_COMPARISON: "In the comparison, the training loss",
+}
+
+# "{quantity}" of a divergence explanation, by record kind.
+QUANTITY = {
+    metadata.DIVERGENCE: "the gradients of {vars}",
+    metadata.ACTIVATION_DIVERGENCE: "the outputs of the layers {vars}",
+    metadata.LOSS_COMPARISON: "the training loss",
+}
+DIVERGENCE = (
+    "Computed in {cand}, {quantity} {differ} from the {ref} computation by more than "
+    "rounding explains: {metric} up to {worst:.3g} (step {ws}) against a limit of {limit:.3g} "
+    "({basis}), first at step {a}."
+)
+DIVERGENCE_FIX = {
+    codes.BF16_DIVERGENCE: (
+        "Keep these layers in float32 (dtype='float32' on the layer), keep the last "
+        "activation and the loss in float32, and check for reductions over many elements "
+        "or differences of large numbers in bfloat16 (normalization statistics, softmax, "
+        "large sums, x + b - b)."
+    ),
+    codes.F16_DIVERGENCE: (
+        "Use loss scaling (keras.mixed_precision.LossScaleOptimizer), keep these layers "
+        "and the loss in float32, or switch to bfloat16."
+    ),
+    codes.F32_F64_MISMATCH: (
+        "float32 loses digits here to catastrophic cancellation (subtracting nearly equal "
+        "numbers): reformulate (e.g. log-sum-exp, Welford variance, subtract the mean first) "
+        "or compute this part in float64."
+    ),
+    codes.DIVERGENCE: (
+        "Compare with a noise-floor run (same precision, another seed or device) before "
+        "trusting the difference, and pin the device or disable XLA on these layers to locate it."
+    ),
+}
+FLUSH = (
+    "Computed in {cand}, {share:.1%} of the nonzero elements of {vars} in the {ref} "
+    "computation become exactly zero (first above {limit:.3g}, the floor or the row's own "
+    "relative error, at step {a}): more than rounding can zero, so they underflow or are "
+    "swamped by larger terms."
+)
+FLUSH_FIX = (
+    "Scale the values up (loss scaling, a different normalization) or keep these layers in "
+    "float32; check for tiny values in the gradient histogram."
+)
+UNDERFLOW = (
+    "Up to {share:.1%} of the gradient elements of {vars} lie within {k} binades of the "
+    "smallest normal {dtype} number (2^{e}) from step {a}: values below it are flushed "
+    "to zero on this hardware ({zero:.1%} exact zeros at that step)."
+)
+UNDERFLOW_FIX = (
+    "Do not scale the loss down; if you scale it, scale it up (loss scaling) so gradients "
+    "stay well inside the normal range, and check normalizations that divide by large numbers."
+)
+LOST = (
+    "{share:.0%} of the elements of {vars} did not move at a step although their gradient "
+    "was nonzero (first above {thr:.0%} at step {a}): these weights are stored in {dtype}, "
+    "whose spacing near the weight is larger than twice the update, so the update is lost."
+)
+LOST_UNKNOWN = (
+    "Up to {share:.0%} of the elements of {vars} would not move at a step if the weights "
+    "were stored in bfloat16 (above {thr:.0%} from step {a}); the record does not say how "
+    "they are stored (a tb_gradlens before the record contract): with float32 master "
+    "weights nothing is lost."
+)
+LOST_FIX = (
+    "Keep float32 master weights (Keras' mixed_bfloat16 policy does), or raise the "
+    "learning rate / use stochastic rounding if weights must be bfloat16."
+)
+OUTPUT = (
+    "The model output ({vars}) is {dtype} and is fed to the loss from step {a}: the loss "
+    "and its gradient see only {bits} significand bits."
+)
+OUTPUT_FIX = (
+    "Give the last layer or activation dtype='float32' (e.g. "
+    "keras.layers.Activation('softmax', dtype='float32')), as the mixed precision guide advises."
+)
+
+
+def names(rows, index, limit=4):
+    """``rows[i]`` for i in ``index``, at most ``limit`` named."""
+    picked = [rows[i] for i in index]
+    if len(picked) <= limit:
+        return ", ".join(picked)
+    return "%s and %d more" % (", ".join(picked[:limit]), len(picked) - limit)

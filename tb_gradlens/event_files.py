@@ -1,0 +1,334 @@
+"""Event files under a logdir: finding them safely, checking them, comparing them.
+
+TensorFlow-free; shared by the command line (``tb_gradlens.logdir``) and
+the plugin (``LogdirMonitor``).  TensorBoard's readers stop silently at a
+damaged record, and two writers in one run make its two loaders show
+different data; this module says so, naming the file:
+
+* ``walk``: every run directory holding event files, following symlinks
+  but never one that leads back to a directory already on the way (a loop
+  like ``up -> ..``), and skipping unreadable directories; each skip is a
+  note.
+* ``FileScan``: one pass over a file's TFRecord frames (``uint64 length,
+  masked_crc32c(length), data, masked_crc32c(data)``), incremental (it
+  resumes where it stopped when the file grows).  Both CRCs are checked
+  (``tb_gradlens.crc32c``, ~150 MB/s); the steps of the summary events are
+  read from each record's first bytes.
+* ``overlaps``: files of one run whose summary steps overlap: two writers
+  at once, or a restarted run that wrote the same steps again.
+"""
+
+import os
+import struct
+import threading
+import time
+
+import numpy as np
+
+from tb_gradlens import crc32c
+
+_HEADER = struct.Struct("<QI")  # length, masked crc32c of the length
+_HEADER_SIZE = 12
+_FOOTER_SIZE = 4
+_BLOCK = 8 * 1024 * 1024  # bytes read and checked at a time
+_SUMMARY_FIELD = 0x2A  # Event.summary: field 5, length-delimited
+_MAX_DEPTH = 64
+
+
+def is_event_file(name):
+    """TensorBoard's rule (io_wrapper.IsSummaryEventsFile): 'tfevents' in the name."""
+    return "tfevents" in name
+
+
+def walk(logdir):
+    """(files, notes): sorted [(run, path)] of every event file under ``logdir``
+    (run "." for files directly in it) and [message] for what was skipped."""
+    files, notes = [], []
+    root = os.path.abspath(logdir)
+
+    def visit(directory, ancestors, depth):
+        try:
+            with os.scandir(directory) as entries:
+                entries = sorted(entries, key=lambda e: e.name)
+        except OSError as e:
+            notes.append("skipped directory %s: %s" % (directory, e.strerror or e))
+            return
+        run = os.path.relpath(directory, root)
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()  # follows symlinks
+            except OSError:
+                is_dir = False
+            if is_dir:
+                try:
+                    st = os.stat(entry.path)
+                except OSError as e:
+                    notes.append("skipped directory %s: %s" % (entry.path, e.strerror or e))
+                    continue
+                identity = (st.st_dev, st.st_ino)
+                if identity in ancestors:
+                    notes.append("skipped %s: a symbolic link loop back to %s"
+                                 % (entry.path, os.path.realpath(entry.path)))
+                elif depth >= _MAX_DEPTH:
+                    notes.append("skipped %s: more than %d directories deep" % (entry.path, _MAX_DEPTH))
+                else:
+                    visit(entry.path, ancestors | {identity}, depth + 1)
+            elif is_event_file(entry.name):
+                files.append(("." if run == os.curdir else run, entry.path))
+
+    st = os.stat(root)
+    visit(root, frozenset([(st.st_dev, st.st_ino)]), 0)
+    return sorted(files), notes
+
+
+def event_step(data, start, end):
+    """(step, is_summary) of a serialized Event in data[start:end] (first bytes only)."""
+    pos = start
+    if pos < end and data[pos] == 0x09:  # wall_time: fixed64
+        pos += 9
+    step = 0
+    if pos < end and data[pos] == 0x10:  # step: varint
+        pos += 1
+        shift = 0
+        while pos < end:
+            byte = data[pos]
+            pos += 1
+            step |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if step >= 1 << 63:
+            step -= 1 << 64
+    return step, pos < end and data[pos] == _SUMMARY_FIELD
+
+
+class FileScan:
+    """What one pass over an event file found; call ``advance`` as it grows.
+
+    Attributes:
+      path: the file.
+      offset: where the next unchecked record starts.
+      records: whole records checked so far.
+      readable: records TensorBoard reads (those before the first damaged one).
+      step_min, step_max: summary steps of the readable records (None if none).
+      damage: None, or a message: where the file is damaged and what
+        TensorBoard does not show because of it.
+      truncated: the file ends inside a record (being written, or cut).
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.offset = 0
+        self.records = 0
+        self.readable = 0
+        self.step_min = self.step_max = None
+        self.damage = None
+        self.truncated = False
+        self._damaged_at = None
+        self._what = None
+        self._final = False  # nothing after the damage can be framed
+        self._unread = [0, None, None]  # records after the damage, their step range
+        self._size = -1
+
+    def advance(self, budget=None):
+        """Check the bytes added since the last call (about ``budget`` at
+        most); returns the bytes read.  A file that shrank is checked again."""
+        try:
+            size = os.path.getsize(self.path)
+            if size < self._size:
+                self.__init__(self.path)
+            self._size = size
+            if self.offset >= size or self._final:
+                return 0
+            with open(self.path, "rb") as f:
+                return self._advance(f, size, budget)
+        except OSError as e:
+            self._mark_damage(self.offset, "cannot be read (%s)" % (e.strerror or e), final=True)
+            return 0
+
+    def _advance(self, f, size, budget):
+        done = 0
+        while self.offset < size and not self._final and (budget is None or done < budget):
+            f.seek(self.offset)
+            block = f.read(min(_BLOCK, size - self.offset))
+            done += len(block)
+            consumed = self._check_block(block, size)
+            self.offset += consumed
+            if consumed == 0:
+                if self._final or self.truncated:
+                    break
+                self._read_one(f, size)  # one record larger than a block
+                if self.truncated:
+                    break
+        return done
+
+    def _frames(self, block):
+        """[(pos, length)] of the whole records at the start of ``block``."""
+        frames, pos, n = [], 0, len(block)
+        while pos + _HEADER_SIZE <= n:
+            length, _ = _HEADER.unpack_from(block, pos)
+            end = pos + _HEADER_SIZE + length + _FOOTER_SIZE
+            if end > n:
+                break
+            frames.append((pos, length))
+            pos = end
+        return frames
+
+    def _check_block(self, block, size):
+        """Check the whole records at the start of ``block``; returns the bytes consumed."""
+        frames = self._frames(block)
+        data = np.frombuffer(block, np.uint8)
+        if frames:
+            offsets = np.array([p for p, _ in frames], np.int64)
+            stored = np.frombuffer(b"".join(block[p + 8:p + 12] for p, _ in frames), "<u4")
+            header_ok = crc32c.masked(crc32c.crc32c_many(data, offsets, np.full(len(frames), 8))) == stored
+            if not header_ok.all():
+                frames = frames[:int(np.argmin(header_ok))]
+        consumed = frames[-1][0] + _HEADER_SIZE + frames[-1][1] + _FOOTER_SIZE if frames else 0
+        if frames:
+            offsets = np.array([p for p, _ in frames], np.int64)
+            lengths = np.array([l for _, l in frames], np.int64)
+            stored = np.array([struct.unpack_from("<I", block, p + _HEADER_SIZE + l)[0] for p, l in frames],
+                              np.uint32)
+            data_ok = crc32c.masked(crc32c.crc32c_many(data, offsets + _HEADER_SIZE, lengths)) == stored
+            for (p, l), ok in zip(frames, data_ok.tolist()):
+                self._record(block, p, l, ok)
+        rest = len(block) - consumed
+        self.truncated = False
+        if rest >= _HEADER_SIZE:
+            header = block[consumed:consumed + _HEADER_SIZE]
+            if crc32c.masked_crc32c(header[:8]) != _HEADER.unpack(header)[1]:
+                self._mark_damage(self.offset + consumed, "corrupted record header", final=True)
+            elif self.offset + consumed + _HEADER.unpack(header)[0] + _HEADER_SIZE + _FOOTER_SIZE > size:
+                self.truncated = True
+        elif rest > 0 and self.offset + len(block) >= size:
+            self.truncated = True
+        return consumed
+
+    def _read_one(self, f, size):
+        """Check the single record at ``offset`` (longer than a block)."""
+        f.seek(self.offset)
+        length, _ = _HEADER.unpack(f.read(_HEADER_SIZE))
+        total = _HEADER_SIZE + length + _FOOTER_SIZE
+        if self.offset + total > size:
+            self.truncated = True
+            return
+        f.seek(self.offset)
+        record = f.read(total)
+        ok = crc32c.masked_crc32c(record[_HEADER_SIZE:-_FOOTER_SIZE]) == struct.unpack_from("<I", record, total - 4)[0]
+        self._record(record, 0, length, ok)
+        self.offset += total
+
+    def _record(self, block, pos, length, ok):
+        step, is_summary = event_step(block, pos + _HEADER_SIZE, pos + _HEADER_SIZE + length) if ok else (None, False)
+        self.records += 1
+        if not ok and self._damaged_at is None:
+            self._mark_damage(self.offset + pos, "corrupted record (data checksum mismatch)")
+            self._unread[0] -= 1  # the damaged record itself is counted below
+        if self._damaged_at is None:
+            self.readable += 1
+            if is_summary:
+                self.step_min = step if self.step_min is None else min(self.step_min, step)
+                self.step_max = step if self.step_max is None else max(self.step_max, step)
+            return
+        count, low, high = self._unread
+        if is_summary:
+            low, high = (step, step) if low is None else (min(low, step), max(high, step))
+        self._unread = [count + 1, low, high]
+        self._update_damage()
+
+    def _mark_damage(self, at, what, final=False):
+        if self._damaged_at is None:
+            self._damaged_at, self._what = at, what
+        self._final = self._final or final
+        self._update_damage()
+
+    def _update_damage(self):
+        if self._what.startswith("cannot be read"):
+            self.damage = "%s; TensorBoard reads nothing of it" % self._what
+            return
+        if self._final:  # nothing after it can be framed, by any reader
+            self.damage = "%s at byte %d: TensorBoard reads nothing after it in this file (it reads the " \
+                "%d record(s) before it)" % (self._what, self._damaged_at, self.readable)
+            return
+        count, low, high = self._unread
+        steps = "" if low is None else ", steps %d-%d" % (low, high)
+        self.damage = (
+            "%s at byte %d: TensorBoard's Python loader reads nothing after it in this file (it reads the %d "
+            "record(s) before it, not the %d after it%s); the Rust data server reads the damaged record as it is"
+            % (self._what, self._damaged_at, self.readable, count, steps))
+
+
+def overlaps(scans):
+    """Messages for event files of one run whose summary steps overlap.
+
+    ``scans`` is [(run, FileScan)].  Two files overlap when one holds a step
+    strictly inside the other's range (sharing only the boundary step is
+    how one writer continues in a new file).
+    """
+    by_run = {}
+    for run, scan in scans:
+        if scan.step_min is not None:
+            by_run.setdefault(run, []).append(scan)
+    out = []
+    for run, files in sorted(by_run.items()):
+        files.sort(key=lambda s: (s.step_min, s.path))
+        for i, a in enumerate(files):
+            for b in files[i + 1:]:
+                if b.step_min >= a.step_max:
+                    break
+                low, high = b.step_min, min(a.step_max, b.step_max)
+                out.append((run, a.path, b.path, (
+                    "event files %s and %s both hold steps %d-%d: two writers wrote this run at the same "
+                    "time, or a restarted run wrote these steps again. TensorBoard's two loaders show such "
+                    "a run differently (the Python loader keeps both copies of a step, or drops the older "
+                    "file once a newer one appears; the Rust data server keeps one); give each writer its "
+                    "own run directory" % (os.path.basename(a.path), os.path.basename(b.path), low, high))))
+    return out
+
+
+class LogdirMonitor:
+    """Checks the event files of a local logdir, a bounded amount per call.
+
+    ``problems()`` re-lists the logdir at most every ``interval`` seconds,
+    checks at most ``budget`` new bytes, and returns {run: [{"file",
+    "error"}]} (paths relative to the logdir): damaged files, overlapping
+    writers and what the walk skipped (run "").  Thread-safe.
+    """
+
+    def __init__(self, logdir, budget=64 * 1024 * 1024, interval=1.0):
+        self.logdir = logdir
+        self.budget = budget
+        self.interval = interval
+        self._scans = {}
+        self._notes = []
+        self._listed_at = -float("inf")
+        self._lock = threading.Lock()
+
+    def problems(self):
+        with self._lock:
+            now = time.monotonic()
+            if now - self._listed_at >= self.interval:
+                self._listed_at = now
+                files, self._notes = walk(self.logdir)
+                self._scans = {path: (run, self._scans.get(path, (run, FileScan(path)))[1]) for run, path in files}
+            left = self.budget
+            for run, scan in self._scans.values():
+                if left <= 0:
+                    break
+                left -= scan.advance(left)
+            return self._report()
+
+    def _report(self):
+        out = {}
+        for run, scan in self._scans.values():
+            if scan.damage:
+                out.setdefault(run, []).append({"file": self._relative(scan.path), "error": scan.damage})
+        for run, a, _, message in overlaps(list(self._scans.values())):
+            out.setdefault(run, []).append({"file": self._relative(a), "error": message})
+        for note in self._notes:
+            out.setdefault("", []).append({"file": None, "error": note})
+        return out
+
+    def _relative(self, path):
+        return os.path.relpath(path, self.logdir)

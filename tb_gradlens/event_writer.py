@@ -1,0 +1,394 @@
+"""A ``tf.summary`` file writer that survives write failures (a disk that fills and frees).
+
+What TensorFlow 2.21's own writer does on ENOSPC (measured on a full tmpfs,
+tests/test_event_writer.py): a record is written in part, the rest of the
+write fails, and later records are appended behind the torn one once space
+frees, where no reader reaches them (TensorBoard stops at the tear).
+Whether anything is raised depends on the record size: small records make
+the step's flush raise ``ResourceExhaustedError`` (a ``tf.function``
+training step that holds ``writer.as_default()`` then stops training),
+records larger than ~4 KB fail with no error at all.
+
+``ResilientFileWriter`` is a drop-in ``tf.summary.SummaryWriter``:
+
+* Every flush (the end of each ``as_default()`` block, ``flush()``,
+  ``close()``) is checked: TensorFlow's error, and for a local logdir the
+  new bytes of the event file, frame by frame (a torn record is a failure
+  even when TensorFlow said nothing).  Inside a ``tf.function`` the flush is
+  a ``tf.py_function`` call into the same check (~0.1 ms), so a failure
+  never raises in the training step.
+* On a failure it warns (``safety.report``, again for every new failure),
+  closes the file and cuts it back to its last whole record (everything
+  written before the failure stays readable), and keeps what is written
+  next in memory (a ``ram://`` event file, at most ``memory_bytes``; past
+  that the oldest is dropped and counted).  Every ``retry_seconds`` it
+  opens a new event file (a later timestamp, so TensorBoard reads it after
+  the old one), writes the records kept in memory into it (with the wall
+  time of that moment) and warns again that writing resumed.  What is
+  lost: the records of the flush that failed (torn, or not written), and
+  anything past ``memory_bytes`` while the disk stays full.
+* The resource handle never changes (the new file is opened under the same
+  handle), so ``tf.function``s traced with the writer keep writing to the
+  current file.
+
+Records are queued in memory until the next flush (up to ``max_queue``
+events, then TensorFlow flushes inside the write op, where a failure is
+TensorFlow's error): keep ``as_default()`` blocks around each step's
+summaries, or call ``flush()``.
+"""
+
+import glob
+import os
+import threading
+import time
+import uuid
+import weakref
+
+import tensorflow as tf
+
+from tb_gradlens import crc32c
+from tb_gradlens import event_files
+from tb_gradlens import safety
+
+_CAUSE = "tb_gradlens event file writer"
+_HEADER = 12
+_NEVER_MS = 10 * 24 * 3600 * 1000  # TensorFlow's time-based flush, out of the way
+DEFAULT_MEMORY_BYTES = 64 * 1024 * 1024
+
+
+class WriteFailure(OSError):
+    """Writing an event file failed (the message says where and how)."""
+
+
+def create_file_writer(logdir, max_queue=1000, retry_seconds=1.0, filename_suffix=".v2",
+                       memory_bytes=DEFAULT_MEMORY_BYTES):
+    """A ``ResilientFileWriter`` on ``logdir`` (``tf.summary.create_file_writer``'s arguments)."""
+    return ResilientFileWriter(logdir, max_queue=max_queue, retry_seconds=retry_seconds,
+                               filename_suffix=filename_suffix, memory_bytes=memory_bytes)
+
+
+class ResilientFileWriter(tf.summary.SummaryWriter):
+    """See the module docstring.  Attributes: ``logdir``, ``path`` (the event
+    file written now, None while failing or for a non-local logdir),
+    ``failures`` (failure episodes so far)."""
+
+    def __init__(self, logdir, max_queue=1000, retry_seconds=1.0, filename_suffix=".v2",
+                 memory_bytes=DEFAULT_MEMORY_BYTES):
+        self.logdir = str(logdir)
+        self.max_queue = int(max_queue)
+        self.retry_seconds = float(retry_seconds)
+        self.memory_bytes = int(memory_bytes)
+        self.failures = 0
+        self.path = None
+        self._suffix = ".%s%s" % (uuid.uuid4().hex[:8], filename_suffix)  # finds our files
+        self._local = "://" not in self.logdir
+        self._lock = threading.RLock()
+        self._healthy = False
+        self._closed = False
+        self._verified = 0
+        self._last_step = None
+        self._last_second = -1
+        self._next_attempt = 0.0
+        self._sink = _MemorySink(self._suffix, self.max_queue, self.memory_bytes)
+        with tf.init_scope():  # (a writer made while a tf.function is traced)
+            self._resource = tf.raw_ops.SummaryWriter(shared_name="gradlens_%s" % uuid.uuid4().hex, container="")
+        self._finalizer = weakref.finalize(self, _delete_resource, self._resource)
+        if self._local:
+            os.makedirs(self.logdir, exist_ok=True)
+        with self._lock, tf.init_scope():
+            if not self._open_file():
+                self._fail(WriteFailure("cannot create an event file in %s" % self.logdir), opened=False)
+
+    # -- tf.summary.SummaryWriter ------------------------------------------------
+
+    def init(self):
+        return None
+
+    def flush(self):
+        """Flush and check; in a ``tf.function``, a ``tf.py_function`` doing the same."""
+        if tf.executing_eagerly():
+            self._flush_now()
+            return None
+        if self._closed:
+            return None
+        from tb_gradlens import distribute  # (distribute imports this module)
+
+        def flush_from_graph(_handle):
+            self._flush_now()
+            return True
+
+        def call():
+            # The handle as input orders the call after this step's writes
+            # (automatic control dependencies follow resource inputs).
+            return tf.py_function(flush_from_graph, [self._resource], tf.bool)
+
+        if distribute.replica_context() is not None:  # replica 0 writes; one flush per step
+            return tf.cond(distribute.is_first_replica(), call, lambda: tf.constant(False))
+        return call()
+
+    def close(self):
+        """Flush, check and close; later ``as_default()`` raises, as TensorFlow's writer does."""
+        with self._lock, tf.init_scope():
+            if self._closed:
+                return
+            self._flush_now()
+            self._closed = True
+            self._release()
+            self._sink.clear()
+            self._finalizer.detach()
+
+    def as_default(self, step=None):
+        if self._closed:
+            raise RuntimeError("SummaryWriter %r is already closed" % self)
+        return super().as_default(step)
+
+    # -- flushing and checking ---------------------------------------------------
+
+    def _flush_now(self):
+        with self._lock:
+            if self._closed:
+                return
+            if not self._healthy:
+                self._release()  # what was written since: into the memory sink's files
+                self._sink.bound()
+                if time.monotonic() >= self._next_attempt:
+                    self._resume()
+                if not self._healthy:
+                    self._sink.open(self._resource)
+                return
+            error = None
+            try:
+                tf.raw_ops.FlushSummaryWriter(writer=self._resource)
+            except (tf.errors.OpError, OSError) as e:
+                error = WriteFailure("writing %s failed (%s)" % (self._name(), _reason(e)))
+            if error is None:
+                error = self._check_file()
+            if error is not None:
+                self._fail(error)
+
+    def _check_file(self):
+        """A WriteFailure if the bytes written since the last check are not whole records."""
+        if not self._local or self.path is None:
+            return None
+        try:
+            size = os.path.getsize(self.path)
+            if size == self._verified:
+                return None
+            with open(self.path, "rb") as f:
+                return self._check_records(f, size)
+        except OSError as e:
+            return WriteFailure("checking %s failed (%s)" % (self._name(), e.strerror or e))
+
+    def _check_records(self, f, size):
+        """Walk the frames from the last checked offset; the whole ones are
+        checked in (``_verified``, ``_last_step``), a torn one is a failure."""
+        offset = self._verified
+        while offset < size:
+            f.seek(offset)
+            head = f.read(_HEADER + 24)
+            if len(head) < _HEADER:
+                break
+            length = int.from_bytes(head[:8], "little")
+            end = offset + _HEADER + length + 4
+            if crc32c.masked_crc32c(head[:8]) != int.from_bytes(head[8:12], "little") or end > size:
+                break
+            step, is_summary = event_files.event_step(head, _HEADER, min(len(head), _HEADER + length))
+            if is_summary:
+                self._last_step = step
+            offset = end
+            self._verified = offset
+        if offset == size:
+            return None
+        return WriteFailure("writing %s failed (a torn record at byte %d: the disk is full, or the file "
+                            "system failed)" % (self._name(), offset))
+
+    # -- failing and resuming ----------------------------------------------------
+
+    def _fail(self, error, opened=True):
+        self.failures += 1
+        self._healthy = False
+        where = self.path
+        self._release()
+        kept = ""
+        if opened and where and self._local:
+            try:
+                if os.path.getsize(where) > self._verified:
+                    os.truncate(where, self._verified)  # the torn tail: no reader gets past it
+            except OSError:
+                pass
+            kept = " %s are kept in it." % (
+                "Steps up to %d" % self._last_step if self._last_step is not None else "Its whole records")
+        self.path = None
+        self._sink.clear()
+        self._next_attempt = time.monotonic()
+        safety.report(_CAUSE, WriteFailure(
+            "%s.%s What is written next is kept in memory (up to %d MB) until a new event file can "
+            "be written (tried every %g s)." % (error, kept, self.memory_bytes >> 20, self.retry_seconds)),
+            again=True)
+        self._resume()
+        if not self._healthy:
+            self._sink.open(self._resource)
+
+    def _resume(self):
+        """Try a new event file; on success write the kept records and warn."""
+        self._next_attempt = time.monotonic() + self.retry_seconds
+        if self._local and int(time.time()) <= self._last_second:
+            return  # the new file must sort after the old one (names start with the second)
+        self._release()
+        if not self._open_file():
+            return
+        dropped = self._sink.dropped
+        kept = self._sink.replay(self._resource)
+        if kept:
+            self._flush_now()
+        safety.notify(
+            "writing resumed in a new event file %s after %d failure(s); %d record(s) written while "
+            "writing failed were kept in memory and written to it%s; the records of the flush that "
+            "failed are lost" % (self._name(), self.failures, kept,
+                                 "" if not dropped else ", %d more were dropped past %d bytes"
+                                 % (dropped, self.memory_bytes)))
+
+    def _open_file(self):
+        """Open a new event file under the handle; True if it is written and whole."""
+        before = set(self._our_files())
+        try:
+            tf.raw_ops.CreateSummaryFileWriter(
+                writer=self._resource, logdir=self.logdir, max_queue=self.max_queue,
+                flush_millis=_NEVER_MS, filename_suffix=self._suffix)
+            tf.raw_ops.FlushSummaryWriter(writer=self._resource)
+        except (tf.errors.OpError, OSError):
+            self._release()
+            self._remove(set(self._our_files()) - before)
+            return False
+        created = sorted(set(self._our_files()) - before)
+        self.path = created[-1] if created else None
+        self._verified = 0
+        if self._local and (self.path is None or self._check_file() is not None):
+            self._release()
+            self._remove(created)
+            self.path = None
+            return False
+        if self.path is not None:
+            self._last_second = _file_second(self.path)
+        self._healthy = True
+        return True
+
+    def _name(self):
+        return os.path.basename(self.path) if self.path else self.logdir
+
+    def _our_files(self):
+        if not self._local:
+            return []
+        return glob.glob(os.path.join(glob.escape(self.logdir), "*tfevents*" + glob.escape(self._suffix)))
+
+    def _remove(self, paths):
+        for path in paths:
+            try:
+                os.remove(path)
+            except OSError:
+                pass
+
+    def _release(self):
+        """Close whatever the handle holds (its errors are the old file's)."""
+        try:
+            tf.raw_ops.CloseSummaryWriter(writer=self._resource)
+        except (tf.errors.OpError, OSError):
+            pass
+
+
+class _MemorySink:
+    """Where the writer's handle points while writing fails: ``ram://`` event
+    files (one per flush), at most ``max_bytes`` of them, replayed into the
+    next event file that can be written."""
+
+    def __init__(self, suffix, max_queue, max_bytes):
+        self.root = "ram://gradlens_sink_%s" % uuid.uuid4().hex
+        self.suffix = suffix
+        self.max_queue = max_queue
+        self.max_bytes = max_bytes
+        self.dropped = 0  # records dropped past max_bytes
+
+    def open(self, handle):
+        """Point ``handle`` at a new memory file (the caller released it)."""
+        tf.raw_ops.CreateSummaryFileWriter(writer=handle, logdir=self.root, max_queue=self.max_queue,
+                                           flush_millis=_NEVER_MS, filename_suffix=self.suffix)
+
+    def files(self):
+        return sorted(tf.io.gfile.glob(self.root + "/*"), key=self._order)
+
+    def _order(self, path):
+        """(second, TensorFlow's writer counter) of one of our event files."""
+        name = os.path.basename(path)
+        parts = name[:len(name) - len(self.suffix)].split("tfevents.", 1)[-1].split(".")
+        try:
+            return int(parts[0]), int(parts[-1])
+        except ValueError:
+            return 0, 0
+
+    def bound(self):
+        """Drop the oldest kept records past ``max_bytes`` (counted in ``dropped``)."""
+        files = self.files()
+        sizes = [tf.io.gfile.stat(path).length for path in files]
+        while files and sum(sizes) > self.max_bytes:
+            self.dropped += len(_records(tf.io.gfile.GFile(files[0], "rb").read()))
+            tf.io.gfile.remove(files.pop(0))
+            sizes.pop(0)
+
+    def replay(self, handle):
+        """Write the kept summaries through ``handle``; their number.  Empties the sink."""
+        from tensorboard.compat.proto import event_pb2
+
+        count = 0
+        for path in self.files():
+            for data in _records(tf.io.gfile.GFile(path, "rb").read()):
+                event = event_pb2.Event.FromString(data)
+                if event.HasField("summary"):
+                    tf.raw_ops.WriteRawProtoSummary(
+                        writer=handle, step=event.step, tensor=event.summary.SerializeToString())
+                    count += 1
+        self.clear()
+        return count
+
+    def clear(self):
+        for path in tf.io.gfile.glob(self.root + "/*"):
+            tf.io.gfile.remove(path)
+        self.dropped = 0
+
+
+def _records(data):
+    """The record payloads of TFRecord bytes (frames as written; no checks: our own memory)."""
+    out, pos = [], 0
+    while pos + _HEADER <= len(data):
+        length = int.from_bytes(data[pos:pos + 8], "little")
+        if pos + _HEADER + length + 4 > len(data):
+            break
+        out.append(data[pos + _HEADER:pos + _HEADER + length])
+        pos += _HEADER + length + 4
+    return out
+
+
+def _delete_resource(handle):
+    """Close the handle's writer when the Python object is collected (which
+    may happen while a tf.function is traced: init_scope runs it eagerly)."""
+    try:
+        with tf.init_scope():
+            tf.raw_ops.CloseSummaryWriter(writer=handle)
+    except Exception:  # noqa: BLE001 - interpreter shutdown, already closed
+        pass
+
+
+def _file_second(path):
+    """The creation second TensorFlow put in an event file's name (or now)."""
+    try:
+        return int(os.path.basename(path).split("tfevents.", 1)[1].split(".", 1)[0])
+    except (IndexError, ValueError):
+        return int(time.time())
+
+
+def _reason(error):
+    """The operating system's words in a TensorFlow error ("No space left on device")."""
+    text = str(getattr(error, "message", None) or error).strip().splitlines()
+    line = text[0] if text else type(error).__name__
+    if "}}" in line:
+        line = line.split("}}", 1)[1]
+    return line.rsplit(";", 1)[-1].strip()[:200] or type(error).__name__

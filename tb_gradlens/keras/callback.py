@@ -1,0 +1,105 @@
+"""``GradLensCallback``: the lens for ``model.fit``."""
+
+import keras
+
+from tb_gradlens import distribute
+from tb_gradlens import safety
+from tb_gradlens.keras.schedule import COMPARE_EVERY
+from tb_gradlens.keras.schedule import GRADIENT_EVERY
+from tb_gradlens.keras.schedule import Schedule
+from tb_gradlens.keras import session as session_module
+from tb_gradlens.keras.session import Session
+
+
+class GradLensCallback(keras.callbacks.Callback):
+    """Log gradient statistics, update statistics, the dtype map, the
+    training loss and shadow-step comparisons of a ``model.fit`` run to
+    ``log_dir``.
+
+    Args:
+      log_dir: the TensorBoard run directory to write to.
+      gradient_every: log gradient and update statistics every N optimizer
+        steps (0: never).
+      compare_every: run the comparisons every M optimizer steps (0: never).
+      variables: regex (re.search on variable paths) selecting the
+        variables whose gradient and update statistics are logged.
+      start_step, stop_step: only log optimizer steps in [start, stop).
+      comparisons: "auto" (float32 reference vs the model as configured,
+        when any layer computes in 16 bits), or a list of reference
+        Variants/policy names (candidate: the model as configured) or of
+        (reference, candidate) pairs, e.g. ``[("float32", None),
+        (Variant(None), Variant(None, jit_compile=True))]``.
+      histogram: also log the log2-magnitude gradient histogram.
+      update_stats: also log update statistics (keeps a copy of the
+        selected weights to diff against).
+      activations: also compare every layer's output.
+      name: tag prefix of the gradient, update, dtype and status records.
+      replica_divergence: under a strategy with several replicas, also log
+        each replica's gradient vs the replica mean (``divergence``
+        records named ``replicas``; one small all-gather every step).
+
+    What is logged, and how (README "Precision lens"): the gradients the
+    optimizer applies (loss scaling undone), at the true optimizer step,
+    every logged step also with ``steps_per_execution``; the step's own
+    loss as the scalar ``loss``; comparisons whose reference draws the
+    step's dropout masks.  Without XLA the lens observes the step as it
+    runs (``live``); under ``jit_compile=True`` it stays out of the
+    compiled step and recomputes it beside it (``probe``), so training is
+    bit-identical with and without the lens either way.
+
+    Under ``tf.distribute`` (MirroredStrategy, MultiWorkerMirroredStrategy)
+    the statistics describe the all-reduced gradient the optimizer applies,
+    computed by replica 0 and written by the chief only; comparisons run on
+    replica 0's share of the batch.  See ``tb_gradlens.distribute``.
+    """
+
+    def __init__(self, log_dir, gradient_every=GRADIENT_EVERY, compare_every=COMPARE_EVERY,
+                 variables=None, start_step=0, stop_step=None, comparisons="auto",
+                 histogram=True, update_stats=True, activations=True, name="model",
+                 replica_divergence=False):
+        super().__init__()
+        self.log_dir = log_dir
+        self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
+        self.compare_schedule = Schedule(compare_every, start_step, stop_step)
+        self.variables = variables
+        self.comparisons = comparisons
+        self.histogram = histogram
+        self.update_stats = update_stats
+        self.activations = activations
+        self.name = name
+        self.replica_divergence = replica_divergence
+        self._writer = None
+        self._session = None
+        self._active = None
+
+    def on_train_begin(self, logs=None):
+        self._active = None
+        try:
+            if self._writer is None:
+                self._writer = distribute.chief_writer(self.log_dir, self.model.distribute_strategy)
+            session = self._session
+            if session is not None and session.model is self.model and session.matches(self.model):
+                session.resume()
+            else:
+                session = self._session = Session(self, self._writer)
+                session.start()
+            self._active = session
+        except Exception as error:  # noqa: BLE001 - train without the lens
+            if self._session is not None:
+                self._session.restore()
+            self._session = None
+            self.model.make_train_function(force=True)
+            safety.report(session_module.WRITER + " (setup)", error)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self._active is not None:
+            self._active.arm()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._active is not None:
+            self._active.sync()
+
+    def on_train_end(self, logs=None):
+        if self._active is not None:
+            self._active.end()
+            self._active = None

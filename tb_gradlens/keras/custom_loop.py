@@ -1,0 +1,201 @@
+"""``GradLens``: the callback's features for custom training loops."""
+
+import tensorflow as tf
+
+from tb_gradlens import compare
+from tb_gradlens import distribute
+from tb_gradlens import metadata
+from tb_gradlens import numerics
+from tb_gradlens import records
+from tb_gradlens import safety
+from tb_gradlens import summary_v2
+from tb_gradlens.keras.schedule import COMPARE_EVERY
+from tb_gradlens.keras.schedule import GRADIENT_EVERY
+from tb_gradlens.keras.schedule import Schedule
+from tb_gradlens.keras.schedule import select
+from tb_gradlens.keras.status import AskedAsCalled
+
+WRITER = "tb_gradlens.keras.GradLens"
+
+
+class GradLens:
+    """The callback's features for custom training loops.
+
+    Example::
+
+        lens = GradLens("logs/run1")
+        for step, (x, y) in enumerate(data):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            lens.log_gradients(grads, model.trainable_variables, step)
+            lens.compare_keras(model, x, y, step)     # a Keras model, or
+            lens.compare(my_loss, variables, step)    # raw TF ops
+            optimizer.apply(grads, model.trainable_variables)
+
+    ``step`` may be a Python int (checked in Python: no work at all on
+    other steps) or a tensor inside ``tf.function`` (then ``tf.cond``).
+    Writes go to ``writer`` (default: a file writer on ``log_dir`` in the
+    chief process, a no-op writer in other workers); do not call the
+    logging methods inside an XLA-compiled function.
+
+    Inside ``strategy.run`` (several replicas) call ``log_gradients`` from
+    every replica with its own gradients: they are summed across replicas
+    (the gradient the optimizer applies) and replica 0 writes; with
+    ``replica_divergence`` each replica's gradient is also compared with the
+    replica mean.  The collectives run on logged steps only for a Python
+    ``step``, on every step for a tensor step.
+    """
+
+    def __init__(self, log_dir=None, writer=None, gradient_every=GRADIENT_EVERY,
+                 compare_every=COMPARE_EVERY, variables=None, start_step=0, stop_step=None,
+                 histogram=True, name="model", replica_divergence=False):
+        if writer is None:
+            if log_dir is None:
+                raise ValueError("tb_gradlens.GradLens: give log_dir or writer")
+            writer = distribute.chief_writer(log_dir)
+        self.writer = writer
+        self.replica_divergence = replica_divergence
+        self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
+        self.compare_schedule = Schedule(compare_every, start_step, stop_step)
+        self.variables_pattern = variables
+        self.histogram = histogram
+        self.name = name
+        self._passes = {}
+        self._written_map = None
+        self._status = AskedAsCalled(WRITER, name, writer)
+
+    def _expect(self, step, schedule, name, *kinds):
+        self._status.expect(step, schedule, name, *kinds)
+
+    def should_log(self, step):
+        """Whether gradient statistics are logged at ``step``."""
+        return self.gradient_schedule(step)
+
+    def should_compare(self, step):
+        """Whether comparisons run at ``step``."""
+        return self.compare_schedule(step)
+
+    def _when(self, due, fn):
+        """Run ``fn`` when ``due`` (a bool, or a boolean tensor: tf.cond).
+
+        A failure is reported by ``safety`` (cause: the calling method) and
+        gives False.
+        """
+        cause = "tb_gradlens.keras." + fn.__qualname__.split(".<locals>")[0]
+        if isinstance(due, bool):
+            return safety.call(cause, fn, default=False) if due else False
+
+        def branch():
+            fn()
+            return tf.constant(True)
+
+        with safety.guard(cause):
+            return tf.cond(due, branch, lambda: tf.constant(False))
+        return tf.constant(False)
+
+    def log_gradients(self, grads, variables, step):
+        """Gradient statistics (and histograms) of the selected variables."""
+        grads, variables = list(grads), list(variables)
+        kinds = (metadata.GRAD_STATS, metadata.GRAD_HISTOGRAM) if self.histogram else (metadata.GRAD_STATS,)
+        self._expect(step, self.gradient_schedule, self.name, *kinds)
+        chosen = select(variables, self.variables_pattern)
+        grads, variables = [grads[i] for i in chosen], [variables[i] for i in chosen]
+        due = self.should_log(step)
+        gathered = None
+        if due is not False and distribute.replica_context() is not None:
+            # Collectives outside the condition, joined by every replica.
+            local, grads = grads, distribute.sum_across_replicas(grads)
+            if self.replica_divergence:
+                gathered = distribute.replica_divergence(local, grads, due)
+
+        def write():
+            with self.writer.as_default():
+                summary_v2.gradients(
+                    grads, variables, step=step, name=self.name, histogram=self.histogram,
+                    aggregate=False,
+                )
+                if gathered is not None:
+                    summary_v2.write_replica_divergence(
+                        gathered, summary_v2.variable_paths(variables), step, "replicas"
+                    )
+            return True
+
+        return self._when(due, write)
+
+    def log_updates(self, before, after, variables, step, gradients=None):
+        """Update statistics (incl. lost-update fraction) of one optimizer step."""
+        variables = list(variables)
+        self._expect(step, self.gradient_schedule, self.name, metadata.UPDATE_STATS)
+        chosen = select(variables, self.variables_pattern)
+
+        def write():
+            stats = numerics.update_statistics(
+                [before[i] for i in chosen], [after[i] for i in chosen],
+                [gradients[i] for i in chosen] if gradients is not None else None,
+            )
+            with self.writer.as_default():
+                summary_v2.update_stats(
+                    stats, summary_v2.variable_paths([variables[i] for i in chosen]),
+                    step=step, name=self.name,
+                    extras=records.update_extras([summary_v2.dtype_name(variables[i]) for i in chosen]),
+                )
+            return True
+
+        return self._when(self.should_log(step), write)
+
+    def compare(self, loss_fn, variables, step, reference="float32", candidate="mixed_bfloat16", names=None):
+        """``compare.compare_fn`` on logged steps, written to the writer."""
+        name = compare.default_name(compare.as_variant(reference), compare.as_variant(candidate))
+        self._expect(step, self.compare_schedule, name, metadata.DIVERGENCE, metadata.LOSS_COMPARISON)
+
+        def run():
+            result = compare.compare_fn(loss_fn, variables, reference, candidate, names)
+            with self.writer.as_default():
+                result.write(step)
+            return True
+
+        return self._when(self.should_compare(step), run)
+
+    def compare_keras(self, model, x, y=None, step=None, sample_weight=None,
+                      reference="float32", candidate=None, activations=True):
+        """``compare.compare_keras`` on logged steps, written to the writer."""
+        reference, candidate = compare.as_variant(reference), compare.as_variant(candidate)
+        kinds = (metadata.DIVERGENCE, metadata.LOSS_COMPARISON) + (
+            (metadata.ACTIVATION_DIVERGENCE,) if activations else ())
+        self._expect(step, self.compare_schedule, compare.default_name(reference, candidate), *kinds)
+        key = (id(model), reference, candidate, activations)
+        if key not in self._passes:
+            self._passes[key] = (
+                compare.KerasPass(model, reference, activations),
+                compare.KerasPass(model, candidate, activations),
+            )
+
+        def run():
+            result = compare.compare_keras(
+                model, x, y, sample_weight, reference, candidate, activations, self._passes[key]
+            )
+            with self.writer.as_default():
+                result.write(step)
+            return True
+
+        return self._when(self.should_compare(step), run)
+
+    def log_dtypes(self, model, x, step):
+        """Write the dtype map (one eager forward pass on ``x``) if it changed."""
+        return safety.call("tb_gradlens.keras.GradLens.log_dtypes", self._log_dtypes,
+                           model, x, step, default=False)
+
+    def _log_dtypes(self, model, x, step):
+        current = compare.observe_dtypes(model, x)
+        if current == self._written_map:
+            return False
+        with self.writer.as_default():
+            summary_v2.dtypes(current, step=step, name=self.name)
+        self._written_map = current
+        return True
+
+    def flush(self):
+        self._status.flush()
+        self.writer.flush()
+

@@ -1,0 +1,169 @@
+"""The lens inside a train step XLA does not compile: the step observed as it runs.
+
+``LiveStep`` shadows, while training runs, ``model.train_step``,
+``model.compute_loss`` and ``model.optimizer.apply`` (instance attributes,
+removed by ``restore``).  Keras' own step and the custom ``train_step`` of
+Keras' guide both end in ``optimizer.apply`` (``apply_gradients`` calls
+it), so the gradient statistics are those of the gradients the optimizer
+applies, divided by a ``LossScaleOptimizer``'s scale as it divides them.
+With Keras' own step the comparisons take the step itself as the
+candidate (its loss, those gradients and its layer outputs) and run only
+the reference pass, which draws the step's random numbers again from the
+seed states read before the step.  Nothing runs on steps not logged but
+one predicate per schedule.
+"""
+
+import keras
+import tensorflow as tf
+
+from tb_gradlens import compare
+from tb_gradlens import keras_private
+from tb_gradlens import metadata
+from tb_gradlens.keras.replicas import Replicas
+from tb_gradlens.keras.tap import COMPARISON_KINDS
+from tb_gradlens.keras.tap import GRADIENT_KINDS
+from tb_gradlens.keras.tap import optimizer_step
+from tb_gradlens.keras.tap import when
+
+class _Capture:
+    """What one train step exposes to the optimizer hook (per replica thread)."""
+
+    def __init__(self, step, data, seeds, recorder):
+        self.step = step
+        self.x, self.y, self.sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        self.seeds = seeds
+        self.recorder = recorder
+        self.loss = None
+
+    def on_loss(self, loss):
+        if self.loss is None:
+            self.loss = loss
+            self.recorder.stop()  # the forward pass is over
+
+
+class LiveStep:
+    """The tap of a train step run without XLA (see the module)."""
+
+    def __init__(self, tap):
+        self.tap = tap
+        model = tap.model
+        self.model = model
+        self.optimizer = model.optimizer
+        self.default_step = keras_private.uses_default_train_step(model)
+        self.seeds = compare.seed_states(model)
+        self.replicas = Replicas(tap) if model.distribute_strategy.num_replicas_in_sync > 1 else None
+        self._original = {}
+
+    # -- patching ------------------------------------------------------------
+
+    def patch(self):
+        model, optimizer = self.model, self.optimizer
+        self._original = {"train_step": model.train_step, "apply": optimizer.apply,
+                          "compute_loss": model.compute_loss}
+        keras_private.shadow_method(model, "train_step", self.train_step)
+        keras_private.shadow_method(model, "compute_loss", self.compute_loss)
+        keras_private.shadow_method(optimizer, "apply", self.apply)
+        if self.replicas is not None:
+            self.replicas.patch(optimizer)
+
+    def function(self):
+        """Keras' train function, traced with the shadowed step."""
+        self.model.make_train_function(force=True)
+        return self.model.train_function
+
+    def restore(self):
+        for name in ("train_step", "compute_loss"):
+            keras_private.unshadow(self.model, name)
+        keras_private.unshadow(self.optimizer, "apply")
+        if self.replicas is not None:
+            self.replicas.restore(self.optimizer)
+
+    # -- the step ---------------------------------------------------------------
+
+    def train_step(self, data):
+        tap, model = self.tap, self.model
+        step = optimizer_step(model)
+        seeds = [tf.identity(tf.convert_to_tensor(v.value)) for v in self.seeds]
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        for slot in tap.slots:
+            if not slot.live:
+                when(tap.status, "comparison %s" % slot.name, COMPARISON_KINDS, tap.compare_due(step),
+                     lambda slot=slot: slot.run(model, x, y, sample_weight, step, state_values=seeds),
+                     name=slot.name)
+        live = any(slot.live for slot in tap.slots) and self.default_step
+        recorder = compare.ActivationRecorder(model, keep_tensors=live)
+        capture = _Capture(step, data, seeds, recorder)
+        tap.local.capture = capture
+        try:
+            with recorder:
+                out = self._original["train_step"](data)
+        finally:
+            tap.local.capture = None
+            recorder.stop()
+        if recorder.dtypes:
+            tap.observed_dtypes = dict(recorder.dtypes)
+        return out
+
+    def compute_loss(self, *args, **kwargs):
+        loss = type(self.model).compute_loss(self.model, *args, **kwargs)
+        capture = getattr(self.tap.local, "capture", None)
+        if capture is not None:
+            capture.on_loss(loss)
+        return loss
+
+    # -- the optimizer ------------------------------------------------------------
+
+    def apply(self, grads, trainable_variables=None):
+        """The optimizer's ``apply``: on a logged step, the step's loss, the
+        live comparisons and the gradient statistics (one conditional), the
+        update, then the update statistics (another)."""
+        tap = self.tap
+        grads = list(grads)
+        variables = (list(trainable_variables) if trainable_variables is not None
+                     else keras_private.optimizer_variables(self.optimizer))
+        capture = getattr(tap.local, "capture", None)
+        if capture is not None:
+            capture.recorder.stop()
+        step = optimizer_step(self.model)
+        applied = keras_private.applied_gradients(self.optimizer, grads, variables)
+        chosen = tap.choose(applied, variables)
+        tap.note_gradient_dtypes(chosen)
+        loss = None if capture is None else capture.loss
+        if self.replicas is not None:  # collectives: every replica, every step, outside conditionals
+            if loss is not None:
+                loss = self.replicas.total_loss(loss)
+            if tap.logs_gradients:
+                self.replicas.before_update(step, chosen)
+        when(tap.status, "logged step", (), tap.any_due(step),
+             lambda: self._logged_step(step, capture, loss, applied, variables, chosen))
+        result = self._original["apply"](grads, trainable_variables)
+        if tap.logs_gradients and tap.log_updates:
+            if self.replicas is not None:
+                chosen = self.replicas.reduced()
+            when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.gradient_due(step),
+                 lambda: tap.describe_update(step, chosen), name=tap.status.name)
+        return result
+
+    def _logged_step(self, step, capture, loss, applied, variables, chosen):
+        tap = self.tap
+        if loss is not None:
+            tap.record_loss(step, loss)
+        self._compare_live(step, capture, applied, variables)
+        if tap.logs_gradients and self.replicas is None:
+            when(tap.status, "gradient statistics", GRADIENT_KINDS, tap.gradient_due(step),
+                 lambda: tap.describe_gradients(step, chosen), name=tap.status.name)
+        return tf.constant(True)
+
+    def _compare_live(self, step, capture, applied, variables):
+        tap = self.tap
+        live = [slot for slot in tap.slots if slot.live]
+        if not live or capture is None or capture.loss is None or not self.default_step:
+            return
+        by_id = {id(v): g for g, v in zip(applied, variables)}
+        grads = [by_id.get(id(v)) for v in self.model.trainable_variables]
+        outcome = (capture.loss, grads, list(capture.recorder.outputs))
+        for slot in live:
+            when(tap.status, "comparison %s" % slot.name, COMPARISON_KINDS, tap.compare_due(step),
+                 lambda slot=slot: slot.run(self.model, capture.x, capture.y, capture.sample_weight, step,
+                                            outcome, capture.seeds),
+                 name=slot.name)

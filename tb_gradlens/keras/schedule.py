@@ -1,0 +1,84 @@
+"""When the lens logs (``Schedule``), which variables, and which comparisons."""
+
+import tensorflow as tf
+
+from tb_gradlens import compare
+from tb_gradlens import patterns
+from tb_gradlens import summary_v2
+
+# Defaults from measurement on the 784-64-64-10 MLP (batch 64, 2 shared CPU
+# cores, mixed_bfloat16, model.fit, ~1.5 ms per step; BENCHMARKS.md): a
+# logged gradient step costs ~4 ms more (statistics, histogram, update
+# statistics, one write call), a comparison step ~6 ms more (one float32
+# reference pass and the divergence passes), an unlogged step nothing
+# measurable.  Every 100 / 500 steps keeps the average overhead at a few
+# percent even for this tiny model; see README "Precision lens".
+GRADIENT_EVERY = 100
+COMPARE_EVERY = 500
+
+
+class Schedule:
+    """Steps ``start <= step < stop`` with ``(step - start) % every == 0``.
+
+    ``every`` 0 or None: never.  ``stop`` None: no end.
+    """
+
+    def __init__(self, every, start=0, stop=None):
+        self.every = int(every or 0)
+        self.start = int(start or 0)
+        self.stop = None if stop is None else int(stop)
+
+    def __call__(self, step):
+        """bool for a Python step; a boolean tensor for a tensor step."""
+        if isinstance(step, (int,)) and not isinstance(step, bool):
+            return self._python(step)
+        if self.every <= 0:
+            return tf.constant(False)
+        step = tf.cast(step, tf.int64)
+        due = tf.logical_and(step >= self.start, (step - self.start) % self.every == 0)
+        if self.stop is not None:
+            due = tf.logical_and(due, step < self.stop)
+        return due
+
+    def _python(self, step):
+        if self.every <= 0 or step < self.start:
+            return False
+        if self.stop is not None and step >= self.stop:
+            return False
+        return (step - self.start) % self.every == 0
+
+    def any_in(self, first, last):
+        """Whether a step in ``[first, last)`` is due (Python ints)."""
+        if self.every <= 0:
+            return False
+        begin = max(first, self.start)
+        begin += (self.start - begin) % self.every
+        end = last if self.stop is None else min(last, self.stop)
+        return begin < end
+
+
+def select(variables, pattern):
+    """Indices of the variables whose path matches ``pattern`` (``re.search``
+    semantics, bounded time: ``tb_gradlens.patterns``; a refused pattern
+    raises ``patterns.PatternError``, a ValueError)."""
+    if pattern is None:
+        return list(range(len(variables)))
+    return patterns.filter_names(pattern, summary_v2.variable_paths(variables))
+
+
+def comparison_pairs(model, comparisons):
+    """[(reference, candidate)] Variants from the ``comparisons`` argument:
+    "auto" is a float32 reference for the model as configured when a layer
+    computes in 16 bits."""
+    if comparisons == "auto":
+        computes = {layer.compute_dtype for layer in compare.model_layers(model)}
+        if computes & {"bfloat16", "float16"}:
+            return [(compare.Variant("float32"), compare.Variant(None))]
+        return []
+    pairs = []
+    for item in comparisons or []:
+        if isinstance(item, (tuple, list)):
+            pairs.append((compare.as_variant(item[0]), compare.as_variant(item[1])))
+        else:
+            pairs.append((compare.as_variant(item), compare.Variant(None)))
+    return pairs

@@ -1,0 +1,238 @@
+"""The lens on one model while ``fit`` runs: set up, train function, restore.
+
+A ``Session`` exists from ``on_train_begin`` to ``on_train_end`` of a
+``GradLensCallback`` (and is resumed by a later ``fit`` of the same model,
+optimizer and variables, keeping its traced train function as Keras keeps
+its own).  It builds the ``Tap`` and the step tap (``LiveStep`` without
+XLA, ``ProbeStep`` under ``jit_compile=True``), installs a train function
+that writes the buffered records after every call and also when the call
+raises (``writing``), and restores every patch at the end, when the train
+function raises, or when a later session finds it stale.
+
+A model Keras builds at its first batch (subclassed models, Sequential
+without an Input) has no variables at ``on_train_begin``: the session then
+builds it from the first batch's specs (``keras_private.symbolic_build``,
+what ``fit`` does itself under a distribution strategy) when the train
+function is first called, and sets up before that first step.
+"""
+
+import weakref
+
+from tb_gradlens import keras_private
+from tb_gradlens import metadata
+from tb_gradlens import safety
+from tb_gradlens.keras import writing
+from tb_gradlens.keras.live import LiveStep
+from tb_gradlens.keras.probe import ProbeStep
+from tb_gradlens.keras.status import LensStatus
+from tb_gradlens.keras.tap import COMPARISON_KINDS
+from tb_gradlens.keras.tap import GRADIENT_KINDS
+from tb_gradlens.keras.tap import Tap
+
+WRITER = "tb_gradlens.keras.GradLensCallback"
+WRITE_CAUSE = WRITER + " (writing)"
+XLA_REPLICAS_REASON = (
+    "jit_compile=True under a strategy with several replicas: the lens cannot stay out of the "
+    "XLA-compiled step there (train with jit_compile=False to log)"
+)
+
+_patched_by = weakref.WeakKeyDictionary()  # model -> the Session whose patches are on it
+
+
+def trace_key(model):
+    """What a traced train function depends on, besides the callback."""
+    return (
+        id(model), id(model.optimizer), tuple(id(v) for v in model.trainable_variables),
+        model.jit_compile, model.run_eagerly, getattr(model, "steps_per_execution", 1),
+        id(model.distribute_strategy),
+    )
+
+
+def is_built(model):
+    return all(layer.built for layer in keras_private.flatten_layers(model))
+
+
+def restore_stale(model):
+    """Undo patches a previous session left (e.g. fit interrupted outside a step)."""
+    session = _patched_by.get(model)
+    if session is not None:
+        session.restore()
+
+
+class Session:
+    """The lens on ``callback.model`` (see the module).
+
+    Between train-function calls the model is exactly as without the lens:
+    ``arm`` (``on_train_batch_begin``) points ``model.train_function`` at the
+    lens's function, which shadows the step's methods for the call only and
+    puts the plain function back when the call returns or raises.  A
+    ``fit`` that ends without ``on_train_end`` (a callback raised, Ctrl-C)
+    leaves nothing behind.
+    """
+
+    def __init__(self, callback, writer):
+        self.callback = callback
+        self.model = callback.model
+        self.writer = writer
+        self.status = LensStatus(WRITER, self.model, callback.name)
+        self.key = None
+        self.tap = None
+        self.step_tap = None
+        self.sink = None
+        self.plain_function = None
+        self.function = None
+        self.entry = None  # what model.train_function is while armed
+        self.next_step = 0
+        self._writes_pending = True
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def start(self):
+        """``on_train_begin``: set up now, or at the first batch if unbuilt."""
+        model = self.model
+        restore_stale(model)
+        self.plain_function = model.train_function
+        if is_built(model):
+            self._set_up()
+        else:
+            self.entry = self._build_at_first_batch
+        self.arm()
+
+    def resume(self):
+        """A later ``fit`` with the same model, optimizer and variables."""
+        restore_stale(self.model)
+        self.plain_function = self.model.train_function
+        self._begin_training()
+        self.arm()
+
+    def matches(self, model):
+        return self.function is not None and self.key == trace_key(model)
+
+    def arm(self):
+        """``on_train_batch_begin``: the next train-function call goes through the lens."""
+        if self.entry is not None:
+            self.model.train_function = self.entry
+            _patched_by[self.model] = self
+
+    def restore(self):
+        """The model as without the lens (idempotent)."""
+        if self.step_tap is not None:
+            self.step_tap.restore()
+        if self.plain_function is not None:
+            self.model.train_function = self.plain_function
+        if _patched_by.get(self.model) is self:
+            del _patched_by[self.model]
+
+    def end(self):
+        """``on_train_end``: write what is left, restore."""
+        try:
+            self.flush()
+        finally:
+            self.restore()
+            with safety.guard(WRITE_CAUSE):
+                self.writer.flush()
+
+    def sync(self):
+        """Re-read the optimizer step (once per epoch: a last execution of an
+        epoch may run fewer than steps_per_execution steps)."""
+        if self.tap is not None:
+            self.next_step = int(self.model.optimizer.iterations.numpy())
+
+    # -- set up ------------------------------------------------------------------
+
+    def _build_at_first_batch(self, iterator):
+        spec = getattr(iterator, "element_spec", None)
+        if spec is None:
+            self.status.cannot("the first train-function call", [], "the model was built by it")
+            logs = self.plain_function(iterator)
+        else:
+            keras_private.symbolic_build(self.model, spec)
+            logs = None
+        self._set_up()
+        if logs is not None or self.entry is None:
+            return logs if logs is not None else self.plain_function(iterator)
+        return self.entry(iterator)
+
+    def _set_up(self):
+        model, callback = self.model, self.callback
+        self.key = trace_key(model)
+        xla = bool(model.jit_compile) and not model.run_eagerly
+        replicas = model.distribute_strategy.num_replicas_in_sync
+        if xla and replicas > 1:
+            self.entry = None
+            self.status.cannot("gradient statistics and comparisons", GRADIENT_KINDS + COMPARISON_KINDS,
+                               XLA_REPLICAS_REASON)
+            with safety.guard(WRITE_CAUSE), self.writer.as_default():
+                self.status.write(int(model.optimizer.iterations.numpy()))
+            return
+        live = keras_private.uses_default_train_step(model) and replicas == 1
+        self.tap = Tap(model, callback, self.status, xla, live)
+        self.step_tap = ProbeStep(self.tap) if xla else LiveStep(self.tap)
+        self.sink = writing.RecordSink(self.writer, callback.log_dir, self.tap,
+                                       getattr(self.step_tap, "replicas", None))
+        self._begin_training()
+        self.step_tap.patch()
+        try:
+            function = self.step_tap.function()
+        finally:
+            self.step_tap.restore()
+        self.function = self.entry = self._writing_after_each_call(function)
+
+    def _begin_training(self):
+        first = int(self.model.optimizer.iterations.numpy())
+        self.next_step = first
+        self.sink.offset = writing.step_offset(self.callback.log_dir, first, self.sink.offset)
+        self.status.step_offset = self.sink.offset
+        self.status.expected = []
+        self._expect()
+        self._writes_pending = True
+        with safety.guard(WRITE_CAUSE):
+            self.sink.write_status(first)
+
+    def _expect(self):
+        tap, callback, offset = self.tap, self.callback, self.sink.offset
+        expect = self.status.expect
+        if tap.logs_gradients:
+            expect(metadata.GRAD_STATS, callback.name, tap.gradient_schedule, offset)
+            if tap.histogram:
+                expect(metadata.GRAD_HISTOGRAM, callback.name, tap.gradient_schedule, offset)
+            if tap.log_updates:
+                expect(metadata.UPDATE_STATS, callback.name, tap.gradient_schedule, offset)
+        for slot in tap.slots:
+            expect(metadata.DIVERGENCE, slot.name, tap.compare_schedule, offset)
+            expect(metadata.LOSS_COMPARISON, slot.name, tap.compare_schedule, offset)
+            if slot.activations:
+                expect(metadata.ACTIVATION_DIVERGENCE, slot.name, tap.compare_schedule, offset)
+        for u in self.status.unsupported:  # said before: still true
+            for e in self.status.expected:
+                if e["kind"] in u["kinds"]:
+                    e["every"] = 0
+
+    # -- the train function ---------------------------------------------------------
+
+    def _writing_after_each_call(self, function):
+        def train_function(iterator):
+            first = self.next_step
+            self.step_tap.patch()  # read when the step is traced
+            try:
+                logs = function(iterator)
+            except BaseException:
+                self.flush(first)
+                raise
+            finally:
+                self.restore()
+            self.next_step = first + self.tap.gradients.slots
+            if self._writes_pending or self.tap.any_due_in(first, self.next_step):
+                self.flush(first)
+            return logs
+
+        return train_function
+
+    def flush(self, first_step=None):
+        """Write every buffered step (never raises but in strict mode)."""
+        if self.sink is None:
+            return
+        with safety.guard(WRITE_CAUSE):
+            self.sink.write_pending(self.next_step if first_step is None else first_step)
+            self._writes_pending = self.status.changed
+        self.sync()

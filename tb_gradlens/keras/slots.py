@@ -1,0 +1,83 @@
+"""One (reference, candidate) comparison of the Keras callback: its passes,
+its per-step buffers and its records."""
+
+import tensorflow as tf
+
+from tb_gradlens import compare
+from tb_gradlens import metadata
+from tb_gradlens.keras.rings import StepRing
+
+
+class ComparisonSlot:
+    """Passes, buffers and record descriptions of one comparison.
+
+    ``live``: the candidate is the training step itself (its loss,
+    gradients and layer outputs; or, under XLA, the lens's recomputation
+    of it), so only the reference pass runs.  Otherwise both sides are
+    shadow passes.  Under XLA (``xla``) a variant that runs "as the
+    surrounding code" runs as an XLA pass.
+    """
+
+    def __init__(self, model, reference, candidate, activations, max_rows, xla, slots, live):
+        self.reference, self.candidate = reference, candidate
+        self.xla = xla
+        self.live = live
+        self.name = compare.default_name(reference, candidate)
+        self.activations = activations
+        self.max_rows = max_rows
+        run_reference = reference.resolved(True) if xla else reference
+        run_candidate = candidate.resolved(True) if xla else candidate
+        self.passes = (
+            compare.KerasPass(model, run_reference, activations),
+            None if live else compare.KerasPass(model, run_candidate, activations),
+        )
+        n_cols = len(metadata.DIVERGENCE_COLUMNS)
+        self.ring = StepRing(slots, {
+            "divergence": [len(model.trainable_variables), n_cols],
+            "loss": [1, len(metadata.LOSS_COMPARISON_COLUMNS)],
+            "activation": [max_rows, n_cols],
+        })
+        self.variable_rows = []
+        self.activation_rows = []
+        self.extras = None  # {kind: extras}, set when traced
+
+    def run(self, model, x, y, sample_weight, step, candidate_outcome=None, state_values=None):
+        """Compare step ``step`` (inside the train function, under ``tf.cond``)."""
+        result = compare.compare_keras(
+            model, x, y, sample_weight, self.reference, self.candidate,
+            activations=self.activations, passes=self.passes, surrounding_jit=self.xla,
+            candidate_outcome=candidate_outcome, state_values=state_values,
+        )
+        rows = result.activation_rows[: self.max_rows]
+        result.activation_rows = rows
+        result.activation_dtypes = result.activation_dtypes[: len(rows)]
+        self.extras = {kind: result.extras(kind) for kind in (
+            metadata.DIVERGENCE, metadata.LOSS_COMPARISON, metadata.ACTIVATION_DIVERGENCE)}
+        self.variable_rows = result.variable_rows
+        self.activation_rows = rows
+        values = {"divergence": result.gradient_divergence, "loss": result.loss}
+        if rows:
+            act = result.activation_divergence[: len(rows)]
+            pad = tf.fill([self.max_rows - len(rows), act.shape[1]], float("nan"))
+            values["activation"] = tf.concat([act, pad], axis=0)
+        self.ring.put(step, values)
+        return tf.constant(True)
+
+    def records(self):
+        """``(name, RecordMetadata, value_fn)`` of this comparison's records."""
+        pending = [
+            (self.name, metadata.RecordMetadata(metadata.DIVERGENCE, list(self.variable_rows),
+                                                metadata.DIVERGENCE_COLUMNS, self.extras[metadata.DIVERGENCE]),
+             self.ring.reader("divergence")),
+            (self.name, metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS,
+                                                self.extras[metadata.LOSS_COMPARISON]),
+             self.ring.reader("loss")),
+        ]
+        if self.activation_rows:
+            pending.append((
+                self.name,
+                metadata.RecordMetadata(metadata.ACTIVATION_DIVERGENCE, list(self.activation_rows),
+                                        metadata.DIVERGENCE_COLUMNS, self.extras[metadata.ACTIVATION_DIVERGENCE]),
+                self.ring.reader("activation", rows=len(self.activation_rows)),
+            ))
+        return pending

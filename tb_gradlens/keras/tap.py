@@ -1,0 +1,175 @@
+"""The lens inside the train function: gradient and update statistics and the
+step's loss, buffered per step, and the comparisons' slots.
+
+``Tap`` declares every piece of state the train function writes (one
+place): the selected variables, the ``StepRing`` buffers, the copy of the
+weights before an update, and the comparison slots.  ``live.LiveStep``
+(steps without XLA) and ``probe.ProbeStep`` (``jit_compile=True``) fill
+them; ``writing.RecordSink`` writes them after each train-function call.
+"""
+
+import threading
+
+import tensorflow as tf
+
+from tb_gradlens import compare
+from tb_gradlens import distribute
+from tb_gradlens import keras_private
+from tb_gradlens import metadata
+from tb_gradlens import numerics
+from tb_gradlens import records
+from tb_gradlens import summary_v2
+from tb_gradlens.keras import schedule as schedules
+from tb_gradlens.keras.rings import StepRing
+from tb_gradlens.keras.slots import ComparisonSlot
+
+
+def _size(variable):
+    n = 1
+    for d in variable.shape:
+        n *= int(d)
+    return n
+
+
+GRADIENT_KINDS = (metadata.GRAD_STATS, metadata.GRAD_HISTOGRAM)
+COMPARISON_KINDS = (metadata.DIVERGENCE, metadata.LOSS_COMPARISON, metadata.ACTIVATION_DIVERGENCE)
+
+
+def when(status, what, kinds, pred, fn, name=None):
+    """``tf.cond(pred, fn, no-op)``, the branch kept out of steps not taken;
+    a failure to build it is reported once per model and recorded
+    (``LensStatus.failed``).  True if built."""
+    try:
+        out = tf.cond(pred, fn, lambda: tf.constant(False))
+        if distribute.replica_context() is None:
+            # (A functional If of one replica cannot take another replica's
+            # variables: with several replicas TensorFlow must lower it.)
+            keras_private.keep_branches_unlowered(out)
+        return True
+    except Exception as error:  # noqa: BLE001 - the lens never stops training
+        status.failed(what, kinds, error, name=name)
+        return False
+
+
+def optimizer_step(model):
+    """The optimizer step the train step is about to take (before the update)."""
+    return tf.identity(tf.convert_to_tensor(model.optimizer.iterations.value))
+
+
+class Tap:
+    """Everything the lens computes inside one model's train function.
+
+    Args:
+      model: the (built) model.
+      options: the callback (schedules, variables, histogram, update_stats,
+        activations, comparisons).
+      status: the ``LensStatus`` failures and unsupported features go to.
+      xla: the step is compiled by XLA (comparisons then run as XLA passes).
+      live_possible: the step's own loss, gradients and layer outputs can be
+        a comparison's candidate.
+    """
+
+    def __init__(self, model, options, status, xla, live_possible):
+        self.model = model
+        self.options = options
+        self.status = status
+        self.xla = xla
+        self.model_policy = compare.dominant_policy(model)
+        self.gradient_schedule = options.gradient_schedule
+        self.compare_schedule = options.compare_schedule
+        self.histogram = options.histogram
+        self.log_updates = options.update_stats
+        variables = model.trainable_variables
+        self.selected = schedules.select(variables, options.variables)
+        self.selected_vars = [variables[i] for i in self.selected]
+        self.rows = summary_v2.variable_paths(self.selected_vars)
+        self.sizes = [_size(v) for v in self.selected_vars]
+        self.index = {id(v): k for k, v in enumerate(self.selected_vars)}
+        n = len(self.selected_vars)
+        spe = int(getattr(model, "steps_per_execution", 1) or 1)
+        self.logs_gradients = bool(n) and self.gradient_schedule.every > 0
+        shapes = {"stats": [n, len(metadata.GRAD_STATS_COLUMNS)], "histogram": [n, len(metadata.HISTOGRAM_COLUMNS)]}
+        self.replicas = model.distribute_strategy.num_replicas_in_sync
+        self.replica_divergence = bool(options.replica_divergence) and self.replicas > 1 and self.logs_gradients
+        if self.replica_divergence:
+            shapes["replicas"] = [self.replicas, n, len(metadata.DIVERGENCE_COLUMNS)]
+        self.gradients = StepRing(spe, shapes)
+        self.updates = StepRing(spe, {"update": [n, len(metadata.UPDATE_STATS_COLUMNS)]})
+        self.losses = StepRing(spe, {"loss": []})
+        self.before = [self.buffer_like(v) for v in self.selected_vars] if self.log_updates else []
+        self.gradient_extras = None  # set when the step is traced
+        self.observed_dtypes = None  # layer id -> output dtype, when traced
+        max_rows = 4 * max(1, len(compare.model_layers(model)))
+        self.slots = [
+            ComparisonSlot(model, reference, candidate, options.activations, max_rows, xla, spe,
+                           live=live_possible and candidate.is_model_as_configured(xla)
+                           and reference.runs_as_surrounding(xla))
+            for reference, candidate in schedules.comparison_pairs(model, options.comparisons)
+        ]
+        self.local = threading.local()  # per replica thread: the step being observed
+
+    # -- schedules ------------------------------------------------------------
+
+    def gradient_due(self, step):
+        return tf.logical_and(self.gradient_schedule(step), distribute.is_first_replica())
+
+    def compare_due(self, step):
+        return tf.logical_and(self.compare_schedule(step), distribute.is_first_replica())
+
+    def any_due(self, step):
+        return tf.logical_or(self.gradient_due(step), self.compare_due(step))
+
+    def any_due_in(self, first, last):
+        """Whether optimizer steps ``[first, last)`` log anything (Python)."""
+        return self.gradient_schedule.any_in(first, last) or (
+            bool(self.slots) and self.compare_schedule.any_in(first, last))
+
+    # -- gradients --------------------------------------------------------------
+
+    def choose(self, grads, variables):
+        """The selected variables' gradients from (grads, variables), by identity."""
+        chosen = [None] * len(self.selected_vars)
+        for g, v in zip(grads, variables):
+            k = self.index.get(id(v))
+            if k is not None:
+                chosen[k] = summary_v2.as_gradient(g)
+        return chosen
+
+    def note_gradient_dtypes(self, chosen):
+        """The ``grad_stats`` extras of the gradients the step applies (trace time)."""
+        self.gradient_extras = records.gradient_extras(
+            [summary_v2.dtype_name(v) for v in self.selected_vars],
+            [summary_v2.dtype_name(g) for g in chosen],
+        )
+
+    def describe_gradients(self, step, chosen, more=None):
+        """Statistics and histograms of the applied gradients of ``step``
+        (and ``more`` values of the gradient ring), and a copy of the weights
+        before the update (under ``tf.cond``)."""
+        stats, hist = numerics.gradient_statistics(chosen, self.sizes)
+        self.gradients.put(step, dict({"stats": stats, "histogram": hist}, **(more or {})))
+        return self.copy_weights()
+
+    def copy_weights(self):
+        """Copy the selected weights (before the optimizer updates them)."""
+        for buf, v in zip(self.before, self.selected_vars):
+            buf.assign(tf.convert_to_tensor(v.value))
+        return tf.constant(True)
+
+    @staticmethod
+    def buffer_like(variable):
+        return distribute.buffer(tf.zeros(variable.shape, variable.dtype))
+
+    def describe_update(self, step, chosen):
+        """Update statistics of ``step``, after the optimizer applied it."""
+        after = [tf.convert_to_tensor(v.value) for v in self.selected_vars]
+        before = [b.read_value() for b in self.before]
+        self.updates.put(step, {"update": numerics.update_statistics(before, after, chosen)})
+        return tf.constant(True)
+
+    def record_loss(self, step, loss):
+        self.losses.put(step, {"loss": tf.reshape(tf.cast(loss, tf.float32), [])})
+        return tf.constant(True)
+
+    def rings(self):
+        return [self.gradients, self.updates, self.losses] + [slot.ring for slot in self.slots]

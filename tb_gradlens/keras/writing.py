@@ -1,0 +1,143 @@
+"""Writing what the tap buffered, right after each train-function call.
+
+Writes happen in the train function's wrapper (``session``), not in
+``on_train_batch_end``: a callback listed before the lens that raises or
+stops training at a NaN step cannot keep that step from the disk, and when
+the step itself raises (or Ctrl-C arrives) the steps buffered so far are
+written before the exception goes on.  Each call writes every logged step
+of the call (``StepRing``), in step order, and the summary writer flushes
+when its ``as_default()`` block exits.
+
+Steps: records are written at *record step* = optimizer step + offset.
+The offset is 0 unless the optimizer restarted below a step this process
+already wrote into the same log_dir (``model.compile`` again with the same
+variables: the optimizer restarts at 0); then the new training continues
+the run's steps after the last one written, so one tag never holds two
+trainings' values at one step (TensorBoard would drop or mix them).
+"""
+
+import os
+
+import tensorflow as tf
+
+from tb_gradlens import compare
+from tb_gradlens import metadata
+from tb_gradlens import records
+from tb_gradlens import summary_v2
+
+_last_written = {}  # log_dir -> the highest record step written in this process
+
+
+def _key(log_dir):
+    text = os.fspath(log_dir)
+    return text if "://" in text else os.path.realpath(text)
+
+
+def step_offset(log_dir, first_step, previous_offset=0):
+    """The offset of a training starting at optimizer step ``first_step``."""
+    last = _last_written.get(_key(log_dir))
+    if last is not None and first_step + previous_offset <= last:
+        return last + 1 - first_step
+    return previous_offset
+
+
+def note_written(log_dir, record_step):
+    key = _key(log_dir)
+    _last_written[key] = max(_last_written.get(key, record_step), record_step)
+
+
+class RecordSink:
+    """Writes one tap's buffers to ``writer`` (outside the step)."""
+
+    def __init__(self, writer, log_dir, tap, replicas=None):
+        self.writer = writer
+        self.log_dir = log_dir
+        self.tap = tap
+        self.replicas = replicas
+        self.offset = 0
+        self._writers = {}  # key -> (rows and extras it was built for, RecordWriter)
+        self._written_map = None
+        self._loss_writer = tf.function(self._write_loss, autograph=False)
+
+    def write_pending(self, first_step=None):
+        """Write every buffered step not written yet (and the status and
+        dtype map when they changed)."""
+        tap = self.tap
+        with self.writer.as_default():
+            if first_step is not None:
+                self._write_status_and_map(first_step)
+            if tap.gradient_extras is not None:
+                self._write_ring(tap.gradients, "gradients", self._gradient_records)
+            if tap.log_updates:
+                self._write_ring(tap.updates, "updates", self._update_records)
+            self._write_ring(tap.losses, None, None)
+            for slot in tap.slots:
+                if slot.extras is not None:
+                    self._write_ring(slot.ring, "comparison " + slot.name, slot.records)
+
+    def write_status(self, step):
+        with self.writer.as_default():
+            self.tap.status.write(step + self.offset)
+
+    def _write_status_and_map(self, first_step):
+        step = first_step + self.offset
+        self.tap.status.write(step)
+        if self.tap.observed_dtypes is not None:
+            current = compare.dtype_map(self.tap.model, self.tap.observed_dtypes)
+            if current != self._written_map:
+                summary_v2.dtypes(current, step=step, name=self.tap.status.name)
+                self._written_map = current
+
+    def _write_ring(self, ring, key, make_records):
+        pending = ring.pending()
+        if not pending:
+            return
+        writer = None
+        if make_records is not None:
+            writer = self._record_writer(key, make_records)
+        for step, slot in pending:
+            ring.select(slot)
+            record_step = step + self.offset
+            if writer is None:
+                self._loss_writer(tf.constant(record_step, tf.int64))
+            else:
+                writer(record_step)
+            ring.written = step
+            note_written(self.log_dir, record_step)
+
+    def _record_writer(self, key, make_records):
+        """The RecordWriter of ``key``'s records, rebuilt when their rows or
+        extras change (a retrace of the step)."""
+        records_ = make_records()
+        described = [(r.rows, r.extras) for _, r, _ in records_]
+        built = self._writers.get(key)
+        if built is None or built[0] != described:
+            built = (described, summary_v2.RecordWriter(self.writer, records_))
+            self._writers[key] = built
+        return built[1]
+
+    def _write_loss(self, step):
+        tf.summary.scalar("loss", self.tap.losses.reader("loss")(), step=step)
+        return tf.constant(True)
+
+    # -- the records of a gradient step ----------------------------------------
+
+    def _gradient_records(self):
+        tap = self.tap
+        name = tap.status.name
+        pending = [(name, metadata.RecordMetadata(metadata.GRAD_STATS, tap.rows, metadata.GRAD_STATS_COLUMNS,
+                                                  tap.gradient_extras), tap.gradients.reader("stats"))]
+        if tap.histogram:
+            pending.append((name, metadata.RecordMetadata(
+                metadata.GRAD_HISTOGRAM, tap.rows, metadata.HISTOGRAM_COLUMNS, records.histogram_extras(),
+            ), tap.gradients.reader("histogram")))
+        if self.replicas is not None:
+            pending.extend(self.replicas.records(name))
+        return pending
+
+    def _update_records(self):
+        tap = self.tap
+        return [(tap.status.name, metadata.RecordMetadata(
+            metadata.UPDATE_STATS, tap.rows, metadata.UPDATE_STATS_COLUMNS,
+            records.update_extras([summary_v2.dtype_name(v) for v in tap.selected_vars]),
+        ), tap.updates.reader("update"))]

@@ -1,0 +1,110 @@
+"""The plugin's memory of what it read: a byte-bounded, versioned LRU.
+
+TensorFlow-free.  ``reading.Source`` keys entries by (what, data location,
+run, tag) and versions them by the tag's ``(max_step, max_wall_time)``, so
+a tag that grows is read again and experiment ids that name the same
+logdir share one entry.
+"""
+
+import collections
+import logging
+import os
+import threading
+
+logger = logging.getLogger(__name__)
+
+# Default memory budgets of a Cache: series read from the provider (a
+# grad_stats tag of 10,000 steps x 200 variables is 112 MB), and analysis
+# results.
+DEFAULT_CACHE_BYTES = 2 * 1024 * 1024 * 1024
+DEFAULT_DERIVED_BYTES = 64 * 1024 * 1024
+
+
+class _LRU:
+    """A thread-safe LRU of (version, value, size), bounded in bytes."""
+
+    def __init__(self, max_bytes):
+        self.max_bytes = max_bytes
+        self._entries = collections.OrderedDict()  # key -> (version, value, size)
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def lookup(self, key, version):
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] == version:
+                self._entries.move_to_end(key)
+                return True, hit[1]
+        return False, None
+
+    def store(self, key, version, value):
+        size = int(getattr(value, "nbytes", 1024))
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[2]
+            if size <= self.max_bytes:
+                self._entries[key] = (version, value, size)
+                self._bytes += size
+            while self._bytes > self.max_bytes and self._entries:
+                _, (_, _, s) = self._entries.popitem(last=False)
+                self._bytes -= s
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+class Cache:
+    """What a Source has read or computed, kept between requests.
+
+    ``get(key, version, compute, pool)`` returns the value stored under
+    ``key`` if it was computed for the same ``version`` (a tag's
+    ``(max_step, max_wall_time)``); else it calls ``compute()`` and stores
+    the result.  Two LRU pools bounded in bytes (``nbytes`` of the value,
+    else 1 KiB): ``data`` for series read from the provider, ``derived``
+    for small analysis results, so large reads never evict the alerts.
+    The data budget defaults to $TB_GRADLENS_CACHE_MB or 2 GiB.
+
+    Concurrent requests that miss the same key compute it once: the
+    others wait for that result (the tab asks for the overview and the
+    alerts at once, and both read every record of a cold logdir).
+    """
+
+    def __init__(self, max_bytes=None, derived_max_bytes=DEFAULT_DERIVED_BYTES):
+        if max_bytes is None:
+            max_bytes = _env_cache_bytes()
+        self._pools = {"data": _LRU(max_bytes), "derived": _LRU(derived_max_bytes)}
+        self._computing = {}  # (pool, key) -> Lock held while one request computes it
+        self._computing_lock = threading.Lock()
+
+    def get(self, key, version, compute, pool="derived"):
+        lru = self._pools[pool]
+        found, value = lru.lookup(key, version)
+        if found:
+            return value
+        with self._computing_lock:
+            lock = self._computing.setdefault((pool, key), threading.Lock())
+        with lock:
+            found, value = lru.lookup(key, version)  # computed meanwhile by another request
+            if not found:
+                value = compute()
+                lru.store(key, version, value)
+        with self._computing_lock:
+            if self._computing.get((pool, key)) is lock and not lock.locked():
+                del self._computing[(pool, key)]
+        return value
+
+    def clear(self):
+        for lru in self._pools.values():
+            lru.clear()
+
+
+def _env_cache_bytes():
+    value = os.environ.get("TB_GRADLENS_CACHE_MB")
+    try:
+        return int(float(value) * 1024 * 1024) if value else DEFAULT_CACHE_BYTES
+    except ValueError:
+        logger.warning("gradlens: ignoring TB_GRADLENS_CACHE_MB=%r (not a number)", value)
+        return DEFAULT_CACHE_BYTES

@@ -1,0 +1,77 @@
+"""Every private Keras and TensorFlow API tb_gradlens touches is still there.
+
+``tb_gradlens/keras_private.py`` is the one module that reaches into Keras'
+internals.  A Keras (or TensorFlow) upgrade that renames one of them fails
+here, with its name, before it fails anywhere else.
+"""
+
+import inspect
+
+import keras
+import tensorflow as tf
+
+from tb_gradlens import keras_private
+
+
+def _model():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2), keras.layers.Dropout(0.5)])
+    model.compile(optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD()), loss="mse")
+    return model
+
+
+def test_private_attributes_exist():
+    from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
+
+    model = _model()
+    dense = model.layers[0]
+    assert keras_private.flatten_layers(model)[0] is model
+    assert keras_private.own_trainable_variables(dense) == [dense.kernel, dense.bias]
+    assert keras_private.uses_default_train_step(model)
+    for name in ("train_step", "_compute_loss", "_make_function", "_symbolic_build", "_jit_compile"):
+        assert hasattr(TensorFlowTrainer, name) or hasattr(model, name), name
+    assert keras_private.loss_objects(model)
+    assert callable(keras_private.var_key(model.optimizer))
+    assert keras_private.all_reduce(model.optimizer) is not None
+    keras_private.build_as_apply_does(model.optimizer, model.trainable_variables)
+    assert isinstance(model.optimizer.dynamic_scale, keras.Variable)
+    assert keras_private.optimizer_variables(model.optimizer) == model.trainable_variables
+    policy = keras_private.ShadowPolicy("float32", "float32", "bfloat16")
+    assert (policy.compute_dtype, policy.variable_dtype) == ("float32", "bfloat16")
+
+
+def test_random_functions_and_their_dtype_arguments():
+    module = keras_private.random_module()
+    for name, dtype_argument in keras_private.RANDOM_FUNCTIONS.items():
+        parameters = inspect.signature(getattr(module, name)).parameters
+        assert "seed" in parameters, name
+        if dtype_argument is not None:
+            assert dtype_argument in parameters, name
+    shape = keras_private.concrete_noise_shape(tf.zeros([2, 3, 4]), (None, 1, 4))
+    assert [int(d) for d in shape] == [2, 1, 4]
+    seeds = [v for v in _model().non_trainable_variables if keras_private.is_seed_state(v)]
+    assert len(seeds) == 1
+
+
+def test_train_function_around_a_step_and_unlowered_branches():
+    model = _model()
+    seen = []
+
+    def step(data):
+        seen.append(1)
+        return model.train_step(data)
+
+    function = keras_private.make_train_function_around(model, step)
+    assert model.jit_compile is False or model._jit_compile is not None
+    dataset = tf.data.Dataset.from_tensor_slices((tf.ones([4, 3]), tf.ones([4, 2]))).batch(2)
+    function(iter(dataset))
+    assert seen
+
+    @tf.function
+    def branch(flag):
+        out = tf.cond(flag, lambda: tf.constant(1.0), lambda: tf.constant(0.0))
+        keras_private.keep_branches_unlowered(out)
+        ops = [op for op in tf.compat.v1.get_default_graph().get_operations() if op.type in ("If", "StatelessIf")]
+        assert ops and all(not op.get_attr("_lower_using_switch_merge") for op in ops)
+        return out
+
+    assert float(branch(tf.constant(True))) == 1.0
