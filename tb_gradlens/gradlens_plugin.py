@@ -108,6 +108,24 @@ def series_answer(series, rows, columns, steps):
     }
 
 
+def filter_dtype_maps(maps, pattern):
+    """The dtype maps with only the layers and variables whose path matches
+    ``pattern`` (the ``rows`` pattern of ``series``: bounded time, 400 when
+    refused).  The maps are not changed (they are the cache's)."""
+    keys = ("layers", "variables")
+    paths = sorted({
+        item["path"] for m in maps for key in keys for item in (m.get("map") or {}).get(key, ())
+    })
+    keep = {paths[i] for i in reading.select_rows(paths, pattern)}
+    out = []
+    for m in maps:
+        if m.get("map"):
+            shown = {key: [x for x in m["map"].get(key, ()) if x["path"] in keep] for key in keys}
+            m = dict(m, map=dict(m["map"], **shown))
+        out.append(m)
+    return out
+
+
 # ---------------------------------------------------------------------------
 # Request parameters.
 # ---------------------------------------------------------------------------
@@ -330,6 +348,9 @@ class GradLensPlugin(base_plugin.TBPlugin):
             for m in source.dtype_maps(run, entry.tag):
                 maps.append(dict(m, tag=entry.tag))
         maps.sort(key=lambda m: (m["step"], m["wall_time"]))
+        pattern = _arg(request, "rows")
+        if pattern is not None:
+            maps = filter_dtype_maps(maps, pattern)
         latest = max(entries, key=lambda e: (e.max_step or 0, e.last_wall_time or 0))
         return respond_json(request, {"run": run, "tag": latest.tag, "maps": maps})
 

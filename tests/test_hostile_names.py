@@ -166,6 +166,33 @@ def test_tab_shows_hostile_names_literally(tensorboard, browser):  # noqa: F811
         page.close()
 
 
+def test_variable_filter_with_a_catastrophic_pattern_is_matched_by_the_server(tensorboard, browser):  # noqa: F811
+    """The Dtypes view's variable filter is matched by the dtypes route in bounded
+    time (tb_gradlens.patterns), never by a backtracking RegExp in the browser:
+    ``(L+)+$`` against the 10,000-character name would freeze the tab for good."""
+    _require_browser()
+    tb = tensorboard
+    pattern = "(L+)+$|日本"
+    query = urllib.parse.urlencode({"run": RUNS["unicode"], "rows": pattern})
+    (shown,) = tb.get_json(PREFIX + "dtypes?" + query)["maps"]
+    assert [x["path"] for x in shown["map"]["layers"]] == [x["path"] for x in shown["map"]["variables"]] == [UNICODE]
+    page = Page(browser)
+    try:
+        p = _open(tb, page, view="dtypes", run=RUNS["unicode"], filter=pattern)
+        assert [r[0] for r in table_rows(p, ".gl-layer-row")] == [UNICODE]
+        assert [r[0] for r in table_rows(p, ".gl-variable-row")] == [UNICODE]
+        # Python's syntax, as in every other view (a browser RegExp refuses "(?i)").
+        p = _open(tb, page, view="dtypes", run=RUNS["unicode"], filter="(?i)LONG/NAME$")
+        assert [r[0] for r in table_rows(p, ".gl-layer-row")] == [LONG]
+        page.assert_clean()
+        # A pattern the server refuses says why, in the view (its 400 is the only console error).
+        p = _open(tb, page, view="dtypes", run=RUNS["unicode"], filter="(a)\\1")
+        assert "backreferences" in p.text_content(".gl-view")
+        assert len(page.errors) == 1 and "400" in page.errors[0]
+    finally:
+        page.close()
+
+
 def test_cli_shows_names_literally_with_control_characters_escaped(logdir):
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
     text = subprocess.run([sys.executable, "-m", "tb_gradlens", "report", logdir],
