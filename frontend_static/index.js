@@ -13,6 +13,7 @@ import {followTheme} from './theme.js';
 import {beginDraw} from './chart_memory.js';
 import * as state from './state.js';
 import {HOW_TO_LOG} from './views/common.js';
+import {runProblemsBanner} from './views/problems.js';
 import * as overview from './views/overview.js';
 import * as divergence from './views/divergence.js';
 import * as gradients from './views/gradients.js';
@@ -155,6 +156,7 @@ async function show({quiet}) {
   if (!quiet) clear(app.content).appendChild(message('loading', 'Loading…'));
   beginDraw(current); // the charts keep their zoom and hidden series while they show the same data
   const next = el('div', {class: `gl-view gl-view-${view.name}`});
+  const shownRuns = new Set();
   const context = {
     state: current,
     runs: app.runs,
@@ -164,7 +166,10 @@ async function show({quiet}) {
     showRun: (name) => {
       const control = app.controls.querySelector('.gl-run');
       if (control && generation === app.generation) control.value = name;
+      shownRuns.add(name);
     },
+    // The runs a view shows (their event-file problems are named above it).
+    showRuns: (...names) => names.forEach((name) => shownRuns.add(name)),
   };
   // Drawn attached but invisible (laid out, so charts know their width); shown when done.
   next.classList.add('gl-pending');
@@ -179,6 +184,8 @@ async function show({quiet}) {
     next.remove();
     return;
   }
+  const problems = runProblemsBanner(app.runs, [...shownRuns]);
+  if (problems) next.prepend(problems);
   for (const child of [...app.content.children]) if (child !== next) child.remove();
   next.classList.remove('gl-pending');
   // When the view became usable (ms since the page started): benchmarks/frontend_views.py reads it.

@@ -29,8 +29,11 @@ def js():
 
     def serve(route):
         path = route.request.url[len(ORIGIN):].split("?")[0]
-        if path.startswith("/static/"):
-            with open(os.path.join(STATIC, path[len("/static/"):]), "rb") as f:
+        file = os.path.join(STATIC, path[len("/static/"):])
+        if path.startswith("/static/") and not os.path.isfile(file):
+            route.fulfill(status=404, body="no such module")  # the import fails, the test does not hang
+        elif path.startswith("/static/"):
+            with open(file, "rb") as f:
                 route.fulfill(status=200, body=f.read(), content_type="text/javascript")
         else:
             route.fulfill(status=200, body="<!DOCTYPE html><html><body></body></html>", content_type="text/html")
@@ -182,3 +185,23 @@ def test_alert_target_marks_view_step_and_highlights_the_row(js):
         name: 'update_stats'}})];""", alert)
     assert got[0]["view"] == "gradients" and got[0]["step"] == "5" and got[0]["row"] == "v" and got[0]["tag"] == "t"
     assert got[1]["step"] == "4" and got[1]["utag"] == "t" and got[1]["tag"] == "" and got[1]["focus"] == "update_stats"
+
+
+def test_file_problems_read_as_problems_of_the_runs_files(js):
+    """alerts ``errors`` entries with ``tag: null`` (a damaged event file, two
+    writers, a logdir note) are listed under their run as the file's problem,
+    never as "run / null"."""
+    errors = [
+        {"run": "r", "tag": None, "file": "r/events.out.1", "error": "data checksum mismatch at record 10"},
+        {"run": "", "tag": None, "file": None, "error": "symlink loop skipped: up -> .."},
+        {"run": "r", "tag": "g/grad_stats/1", "error": "not UTF-8 JSON"},
+    ]
+    got = js("""const {problemsSection} = await import('/static/views/problems.js');
+      const section = problemsSection(args[0]);
+      return [...section.querySelectorAll('.gl-read-error-run')].map((li) => [
+        li.querySelector('strong').textContent, [...li.querySelectorAll('li')].map((x) => x.textContent)]);""",
+             errors)
+    assert got == [
+        ["Run r", ["event file r/events.out.1: data checksum mismatch at record 10", "record g/grad_stats/1: not UTF-8 JSON"]],
+        ["The logdir", ["logdir: symlink loop skipped: up -> .."]],
+    ]

@@ -30,6 +30,7 @@ export async function render(container, ctx) {
   const runA = names.includes(state.runA) ? state.runA : defaults.a;
   const runB = names.includes(state.runB) ? state.runB : defaults.b;
   const noise = state.noise === 'none' ? '' : names.includes(state.noise) ? state.noise : defaults.noise;
+  ctx.showRuns(...[runA, runB, noise].filter(Boolean));
   const entries = [runA, runB].map((n) => runs.find((r) => r.run === n));
   const scalarNames = [...new Set(entries.flatMap((e) => scalars.get(e.run) || []))].sort();
   const kinds = RECORD_KINDS.filter((k) => entries.some((e) => e.tags.some((t) => t.kind === k)));

@@ -11,6 +11,7 @@ import {table} from '../table.js';
 import {alertStep, alertTarget} from './alert_target.js';
 import {filterParams} from './common.js';
 import {limitsFor} from './limits.js';
+import {problemsSection} from './problems.js';
 import {comparisonLabel} from './records.js';
 
 const LISTED = 4;
@@ -66,12 +67,10 @@ export async function render(container, ctx) {
     for (const alert of alerts.alerts) list.appendChild(el('li', {}, [alertButton(alert, navigate)]));
     container.appendChild(list);
   }
-  if (alerts.errors && alerts.errors.length) {
-    container.appendChild(el('h3', {text: 'Records that could not be read'}));
-    const list = el('ul', {class: 'gl-read-errors'});
-    for (const e of alerts.errors) list.appendChild(el('li', {text: `${e.run} / ${e.tag}: ${e.error}`}));
-    container.appendChild(list);
-  }
+  // File problems of the listed runs are named above the view (runProblemsBanner); the rest here.
+  ctx.showRuns(...runs.map((r) => r.run));
+  const problems = problemsSection((alerts.errors || []).filter((e) => !listedProblem(e, runEntries)));
+  if (problems) container.appendChild(problems);
 }
 
 /** The worst divergence's tolerance: {limit, basis} (null when unknown); the
@@ -89,6 +88,13 @@ async function worstRatio(run, runEntries) {
   } catch (error) {
     return null;
   }
+}
+
+/** True for a file problem (tag null) the runs listing names for its run. */
+function listedProblem(error, runEntries) {
+  if (error.tag !== null && error.tag !== undefined) return false;
+  const entry = runEntries.find((e) => e.run === error.run);
+  return Boolean(entry && (entry.problems || []).some((p) => p.file === error.file && p.error === error.error));
 }
 
 /** Names, the first few and "and N more" (all of them in the cell's title). */
