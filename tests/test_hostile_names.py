@@ -193,6 +193,35 @@ def test_variable_filter_with_a_catastrophic_pattern_is_matched_by_the_server(te
         page.close()
 
 
+def test_an_alert_of_every_run_is_one_entry_with_a_button_per_run(tensorboard, browser):  # noqa: F811
+    """The same NaN in the same variable of five runs (one alert ``group``) is one
+    entry of the Overview, as the CLI groups them; each other run has a button that
+    opens its own evidence."""
+    _require_browser()
+    tb = tensorboard
+    alerts = tb.get_json(PREFIX + "alerts")["alerts"]
+    nonfinite = [a for a in alerts if a["code"] == "nonfinite"]
+    assert len(nonfinite) == len(RUNS) and len({a["group"] for a in nonfinite}) == 1
+    page = Page(browser)
+    try:
+        p = _open(tb, page, view="overview")
+        groups = len({a["group"] for a in alerts})
+        assert p.text_content(".gl-view h2:nth-of-type(2)") == "Alerts (%d, %d distinct)" % (len(alerts), groups)
+        entries = p.eval_on_selector_all(".gl-alert[data-code=nonfinite]", "n => n.map(x => x.dataset.run)")
+        assert entries == [nonfinite[0]["run"]]
+        others = p.eval_on_selector_all(".gl-alert-other", "n => n.map(x => x.dataset.run)")
+        assert others == [a["run"] for a in nonfinite[1:]]
+        last = nonfinite[-1]
+        p.locator(".gl-alert-other").last.click()
+        p.wait_for_function("document.documentElement.dataset.view === 'gradients'")
+        wait_drawn(page)
+        assert p.eval_on_selector(".gl-run", "s => s.value") == last["run"]
+        assert p.text_content(".gl-nan-step") == str(last["step_first"])
+        _no_injection(p, page)
+    finally:
+        page.close()
+
+
 def test_cli_shows_names_literally_with_control_characters_escaped(logdir):
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
     text = subprocess.run([sys.executable, "-m", "tb_gradlens", "report", logdir],

@@ -58,13 +58,17 @@ export async function render(container, ctx) {
     cellTitle: (row, key) => row.titles[key],
   }));
 
-  container.appendChild(el('h2', {text: `Alerts (${alerts.alerts.length})`}));
+  const groups = groupAlerts(alerts.alerts);
+  const distinct = groups.length < alerts.alerts.length ? `, ${groups.length} distinct` : '';
+  container.appendChild(el('h2', {text: `Alerts (${alerts.alerts.length}${distinct})`}));
   if (!alerts.alerts.length) {
     container.appendChild(el('p', {class: 'gl-message gl-no-alerts',
       text: 'No alerts: nothing looks wrong in the logged steps.'}));
   } else {
     const list = el('ul', {class: 'gl-alerts'});
-    for (const alert of alerts.alerts) list.appendChild(el('li', {}, [alertButton(alert, navigate)]));
+    for (const [first, ...others] of groups) {
+      list.appendChild(el('li', {}, [alertButton(first, navigate), others.length ? alsoIn(others, navigate) : null]));
+    }
     container.appendChild(list);
   }
   // File problems of the listed runs are named above the view (runProblemsBanner); the rest here.
@@ -136,6 +140,31 @@ function headline(r, tolerance, entry) {
       nonfinite: firstVars.join('\n'),
     },
   };
+}
+
+/**
+ * Alerts that say the same thing in several runs (the same `group`: code,
+ * record, tag name, variables), as lists in the order of their first alert.
+ * Alerts without a group (an older backend) stay alone.
+ */
+export function groupAlerts(alerts) {
+  const groups = new Map();
+  alerts.forEach((alert, i) => {
+    const key = alert.group ? `g:${alert.group}` : `i:${i}`;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(alert);
+  });
+  return [...groups.values()];
+}
+
+/** "The same in: run b · step 12, ...": a button per other run of a group, opening its evidence. */
+function alsoIn(others, navigate) {
+  return el('div', {class: 'gl-alert-also'}, ['The same in: ', ...others.map((alert) => el('button', {
+    type: 'button', class: 'gl-alert-other', dataset: {run: alert.run || ''},
+    text: `run ${alert.run} · step ${stepRange(alertStep(alert) ?? alert.step_first, alert.step_last)}`,
+    title: 'Open the chart that shows this in that run',
+    onclick: () => navigate(alertTarget(alert)),
+  }))]);
 }
 
 /** A button that shows the alert and opens the view with its evidence. */
