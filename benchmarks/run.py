@@ -74,7 +74,7 @@ def main(argv=None):
     }
     status = 0
     for name, cmd in jobs.items():
-        if name.split("_")[0] not in only or cmd is None:
+        if (name not in only and name.split("_")[0] not in only) or cmd is None:
             continue
         print("\n## %s: %s" % (name, " ".join(cmd)), flush=True)
         rc = subprocess.call([sys.executable, os.path.join(HERE, cmd[0])] + cmd[1:])
