@@ -35,16 +35,22 @@ function setLut(out, lut, i) {
   return true;
 }
 
-function colorbar(lut, width = 160) {
+/** The colorbar of `lut` from index `from` to 255 (the part a colorer uses). */
+function colorbar(lut, width = 160, from = 0) {
   const bar = el('canvas', {class: 'gl-colorbar', width: 256, height: 10, 'aria-hidden': 'true'});
   bar.style.width = `${width}px`;
   const ctx = bar.getContext('2d');
   for (let i = 0; i < 256; i++) {
-    ctx.fillStyle = lutCss(i, lut);
+    ctx.fillStyle = lutCss(from + Math.round((i * (255 - from)) / 255), lut);
     ctx.fillRect(i, 0, 1, 10);
   }
   return bar;
 }
+
+// Histogram counts start at viridis 0.3 (a blue): its dark purple end was
+// next to invisible on the dark theme's background, where a one-element
+// variable's histogram (every count 1) all sits.
+const COUNTS_FROM = 77;
 
 function swatch(css, text, cls = '') {
   return [el('span', {class: `gl-swatch ${cls}`.trim(), style: `background:${css}`}), el('span', {text})];
@@ -142,11 +148,11 @@ export function counts(values, special) {
       if (special[row] === 'nonfinite') return setRgb(out, NONFINITE);
       if (special[row] === 'zero') return setRgb(out, ZERO);
       const t = Math.max(0, Math.min(1, (Math.log10(v) - l0) / span));
-      return setLut(out, LUT, Math.round(t * 255));
+      return setLut(out, LUT, COUNTS_FROM + Math.round(t * (255 - COUNTS_FROM)));
     },
     legend: (title) => el('div', {class: 'gl-colorlegend'}, [
       el('span', {class: 'gl-legend-title', text: `${title} (log scale)`}),
-      el('span', {text: `${fmt(lo)}`}), colorbar(LUT), el('span', {text: `${fmt(top)}`}),
+      el('span', {text: `${fmt(lo)}`}), colorbar(LUT, 160, COUNTS_FROM), el('span', {text: `${fmt(top)}`}),
       el('span', {class: 'gl-swatch gl-empty'}), el('span', {text: 'none'}),
       ...swatch(ZERO_CSS, 'exact zeros'), ...swatch(NONFINITE_CSS, 'NaN/Inf (any count)'),
     ]),

@@ -345,7 +345,8 @@ def test_divergence_view_numbers_heatmap_hover_and_keyboard(tensorboard, page):
     act = table_dicts(p, ".gl-sec-activations table.gl-table")
     assert [r["layer"] for r in act] == list(LAYERS)
     for depth, r in enumerate(act):
-        assert r["depth"] == str(depth) and shown_close(r["rel_l2"], float(np.float32(2e-3 * (depth + 1))))
+        # Depth counts from 1 (the first layer), as the tolerance's basis does ("depth 1: 5 x u x 1").
+        assert r["depth"] == str(depth + 1) and shown_close(r["rel_l2"], float(np.float32(2e-3 * (depth + 1))))
     page.assert_clean()
 
 

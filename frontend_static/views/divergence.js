@@ -119,7 +119,7 @@ async function renderGradients(section, {ctx, run, metric, alerts, entry}) {
     title: `${metric} per step, ${state.rank === 'first' ? 'first' : 'worst'} ${shown.length} of ${series.rows.length} variables`,
     note: tolNote, yLabel: metric, yScale: state.logy === '0' ? 'linear' : 'log',
     series: shown.map((i) => ({name: series.rows[i], steps: series.steps, values: values[i]})),
-    limits: limitLines(limits, basis, shown), markStep: mark, highlight: series.rows[selected],
+    limits: limitLines(limits, shown), markStep: mark, highlight: series.rows[selected],
     smoothing: smoothingOf(state), onClick: (s) => navigate({step: s}),
   }));
   const colors = limits.some((l) => l > 0) ? colorers.tolerance(limits, bad, basisText(limits, basis))

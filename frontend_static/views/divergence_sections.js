@@ -55,7 +55,7 @@ export async function renderLoss(section, {ctx, run, alerts, entry}) {
         {name: `candidate: ${names[1]}`, steps: series.steps, values: cand}], onClick: pick}),
     lineChart({title: 'relative error of the loss', yLabel: 'rel_error', yScale: state.logy === '0' ? 'linear' : 'log',
       note: found.limit !== null ? `tolerance ${basisText(limits, basis)}` : '', markStep: mark,
-      smoothing: smoothingOf(state), limits: limitLines(limits, basis, [0]),
+      smoothing: smoothingOf(state), limits: limitLines(limits, [0]),
       series: [{name: 'rel_error', steps: series.steps, values: rel}], onClick: pick}),
   ]));
 }
@@ -85,7 +85,7 @@ export async function renderActivations(section, {ctx, run, metric, alerts, entr
   if (over.length) {
     const f = over[0];
     p.append('First layer above its tolerance: ', el('strong', {class: 'gl-act-first', text: series.rows[f.row]}),
-      ` at step ${series.steps[f.first]} (depth ${f.row}; tolerance ${fmt(f.limit)}, worst ${fmt(f.worst)} = `
+      ` at step ${series.steps[f.first]} (depth ${f.row + 1}; tolerance ${fmt(f.limit)}, worst ${fmt(f.worst)} = `
       + `${fmtRatio(f.ratio)}× at step ${series.steps[f.worstAt]}); ${over.length} of ${series.rows.length} layers exceed.`);
   } else if (limits.some((l) => l > 0)) {
     p.append(`No layer exceeds its tolerance (${basisText(limits, basis)}).`);
@@ -98,14 +98,15 @@ export async function renderActivations(section, {ctx, run, metric, alerts, entr
   section.appendChild(heatmap({
     title: `${badnessLabel(column)}: layers (depth order) × steps`, rows: series.rows, steps: series.steps,
     values: bad, shown: values, colors, legendTitle: badnessLabel(column), selectedRow: selected, markStep: mark,
-    describe: (r, i, v) => [`depth ${r}`, `step ${series.steps[i]}`, `${column} ${fmt(v)}`,
+    describe: (r, i, v) => [`depth ${r + 1}`, `step ${series.steps[i]}`, `${column} ${fmt(v)}`,
       limits[r] > 0 ? `${fmtRatio(bad[r][i] / limits[r])}× tolerance ${fmt(limits[r])}` : 'no tolerance'],
     onSelect: (r, i) => navigate({row: series.rows[r], step: series.steps[i], focus: 'activation_divergence'}),
   }));
   if (selected >= 0) {
     section.appendChild(lineChart({title: `${column} of layer ${series.rows[selected]}`, yLabel: column,
       yScale: state.logy === '0' ? 'linear' : 'log', markStep: mark, smoothing: smoothingOf(state),
-      highlight: series.rows[selected], limits: limitLines(limits, basis, [selected]),
+      highlight: series.rows[selected], limits: limitLines(limits, [selected]),
+      note: limits[selected] > 0 ? `tolerance ${basisText(limits, basis, [selected])}` : '',
       series: [{name: series.rows[selected], steps: series.steps, values: values[selected]}],
       onClick: (s) => navigate({step: s})}));
   }
@@ -115,7 +116,7 @@ export async function renderActivations(section, {ctx, run, metric, alerts, entr
     columns: [{key: 'depth', label: 'depth', numeric: true}, {key: 'layer', label: 'layer'},
       {key: 'value', label: column, numeric: true}, {key: 'ratio', label: '× tolerance', numeric: true, format: (v) => (v === null ? '–' : fmtRatio(v))},
       {key: 'first', label: 'first above', numeric: true, format: (v) => (v === null ? 'never' : String(v))}],
-    rows: series.rows.map((layer, r) => ({depth: r, layer, value: values[r][i],
+    rows: series.rows.map((layer, r) => ({depth: r + 1, layer, value: values[r][i],
       ratio: limits[r] > 0 ? bad[r][i] / limits[r] : null,
       first: found[r].first >= 0 ? series.steps[found[r].first] : null})),
     rowKey: (row) => row.layer,

@@ -98,13 +98,17 @@ export function basisText(limits, basis, rows = null) {
   return [...seen.values()].map(({limit, basis: b}) => (b ? `${fmt(limit)} (${b})` : fmt(limit))).join(', ');
 }
 
-/** Tolerance lines of a line chart: one per distinct limit among `rows`. */
-export function limitLines(limits, basis, rows) {
+/**
+ * Tolerance lines of a line chart: one per distinct limit among `rows`,
+ * labelled with the value only (the chart's note says where each comes
+ * from: a label with its basis ran across the series it marks).
+ */
+export function limitLines(limits, rows) {
   const seen = new Map();
   for (const r of rows) {
     const limit = limits[r];
     if (!(limit > 0) || seen.has(limit)) continue;
-    seen.set(limit, {value: limit, label: `tolerance ${fmt(limit)}${basis[r] ? ` (${basis[r]})` : ''}`});
+    seen.set(limit, {value: limit, label: `tolerance ${fmt(limit)}`});
   }
   return [...seen.values()];
 }

@@ -7,7 +7,7 @@ import {getJson} from '../api.js';
 import {el, labelled, select} from '../dom.js';
 import {lineChart} from '../line_chart.js';
 import {emptyState, markedStep, maxSteps, seriesColumn, smoothingOf, stepParams, tagsOfKind, topK} from './common.js';
-import {columnLimits, limitLines} from './limits.js';
+import {basisText, columnLimits, limitLines} from './limits.js';
 import {exceedances, order} from './rank.js';
 import {chooseTag, recordLabel, sibling} from './records.js';
 
@@ -47,8 +47,8 @@ export async function renderUpdates(container, {ctx, run, entry = null, alerts =
   const basis = series.rows.map(() => 'lost_update alert');
   section.appendChild(el('div', {class: 'gl-grid2'}, [
     lineChart({...common, title: 'updates bfloat16 weights would lose (fraction of elements)',
-      yLabel: 'lost_update_bf16', series: lines(lost), limits: limitLines(limits, basis, shown),
-      note: limits.some((l) => l > 0) ? '' : 'no lost_update alert: no tolerance line'}),
+      yLabel: 'lost_update_bf16', series: lines(lost), limits: limitLines(limits, shown),
+      note: limits.some((l) => l > 0) ? `tolerance ${basisText(limits, basis)}` : 'no lost_update alert: no tolerance line'}),
     lineChart({...common, title: 'update / weight ratio ‖Δw‖/‖w‖', yLabel: 'update_ratio',
       yScale: state.logy === '0' ? 'linear' : 'log', series: lines(ratio)}),
   ]));
