@@ -2,8 +2,8 @@
 
 Loads frontend_static/heatmap.js (served from disk through Playwright's
 request routing, no server), builds random log-normal values with a few
-NaN/Inf cells, and times heatmap() - value range, ImageData paint, axes,
-labels and legend - until the canvas is drawn.  Prints the times; asserts
+NaN/Inf cells, and times heatmap() - colors anchored at a tolerance, ImageData paint by
+step value, axes, row labels and legend - until the canvas is drawn.  Prints the times; asserts
 nothing.
 
     python benchmarks/frontend_heatmap.py [--rows 200] [--steps 10000] [--repeat 5]
@@ -21,6 +21,7 @@ PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head>
 
 SCRIPT = """async ([rows, steps, repeat]) => {
   const {heatmap} = await import('/static/heatmap.js');
+  const colorers = await import('/static/heatmap_colors.js');
   // Random log-normal values (a tiny xorshift generator), some NaN/Inf.
   let seed = 12345;
   const random = () => {
@@ -42,7 +43,9 @@ SCRIPT = """async ([rows, steps, repeat]) => {
   for (let k = 0; k < repeat; k++) {
     host.replaceChildren();
     const t0 = performance.now();
-    const figure = heatmap({rows: names, steps: stepList, values, legendTitle: 'rel_l2'});
+    const limits = names.map(() => 0.01);
+    const figure = heatmap({rows: names, steps: stepList, values, legendTitle: 'rel_l2',
+      colors: colorers.tolerance(limits, values, '0.01')});
     host.appendChild(figure);
     figure.redraw();  // one full draw at the attached width
     // Wait for the next frame so the drawing is really done.

@@ -10,8 +10,10 @@ step, 10^4 to 10^6 tiny variables, the lens on keras.applications
 MobileNetV2 and ResNet50 under fit (steps it does not log, the first step),
 plugin load
 and route latency for 20 runs x 10,000 steps x 200 variables with both
-loaders, the 200 x 10,000 heatmap in headless Chromium, and TensorBoard's memory
-on long runs (50,000 steps x 50 variables; 10,000 with histograms). Results go to
+loaders, the 200 x 10,000 heatmap in headless Chromium, the tab's views until
+usable (cold and warm) on the demo, 128 x 3,000 and 200 x 10,000, and
+TensorBoard's memory on long runs (50,000 steps x 50 variables; 10,000 with
+histograms). Results go to
 BENCHMARKS.md by hand, with the machine, versions and date this prints.
 """
 
@@ -53,10 +55,10 @@ def machine():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
-    parser.add_argument("--only", help="comma list of: logging,fit,variables,real_models,plugin,frontend,writer,"
+    parser.add_argument("--only", help="comma list of: logging,fit,variables,real_models,plugin,frontend,views,writer,"
                                        "memory")
     args = parser.parse_args(argv)
-    only = set((args.only or "logging,fit,variables,real_models,plugin,frontend,writer,memory").split(","))
+    only = set((args.only or "logging,fit,variables,real_models,plugin,frontend,views,writer,memory").split(","))
     print("machine: " + machine(), flush=True)
     tiny = args.tiny
     jobs = {
@@ -69,6 +71,7 @@ def main(argv=None):
         "plugin": ["bench_plugin.py"] + (["--runs", "2", "--steps", "30", "--variables", "4", "--repeats", "2",
                                           "--loaders", "true"] if tiny else []),
         "frontend": ["frontend_heatmap.py"] + (["--rows", "20", "--steps", "100", "--repeat", "1"] if tiny else []),
+        "views": ["frontend_views.py"] + (["--tiny"] if tiny else []),
         "writer": ["bench_writer.py"] + (["--rounds", "1", "--steps", "3"] if tiny else []),
         "memory": ["bench_memory.py"] + (["--steps", "200", "--variables", "4", "--loaders", "true"] if tiny else []),
         "memory_histograms": ["bench_memory.py", "--steps", "10000", "--histograms"] if not tiny else None,

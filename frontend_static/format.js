@@ -28,6 +28,15 @@ export function fmt(v) {
   return x.toExponential(3);
 }
 
+/** A ratio (e.g. value / tolerance) to 2 significant digits: "0.53", "1.4", "140". */
+export function fmtRatio(v) {
+  const x = num(v);
+  if (!Number.isFinite(x)) return fmt(x);
+  if (x === 0) return '0';
+  const a = Math.abs(x);
+  return a >= 1e-3 && a < 1e5 ? String(Number(x.toPrecision(2))) : x.toExponential(1);
+}
+
 /** Step range text: "12" or "12–40". */
 export function stepRange(first, last) {
   if (first === null || first === undefined) return '–';

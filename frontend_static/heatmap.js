@@ -1,171 +1,115 @@
-// A canvas heatmap of rows (variables, layers, exponent bins) x steps.
+// A heatmap card of rows (variables, layers, exponent bins) x steps.
 //
-// Cells are written straight into an ImageData at one pixel per (row,
-// column bin) and scaled onto the plot: 200 rows x 10,000 steps draw in
-// well under a second.  When there are more steps than pixels, a pixel
-// column shows the largest value of its steps (spikes stay visible) and
-// NaN/Inf wins over any number.  Color: log-10 (default) or linear scale
-// on the viridis colormap, with a legend; NaN/Inf in magenta.  Hover (or
-// the arrow keys) shows row, step and value; click (or Enter) selects.
+// Cells are painted by step value (heatmap_paint.js) and colored by a
+// colorer (heatmap_colors.js) that brings its own legend.  Row labels stay
+// readable at any row count (every k-th row, the selected one always, in
+// bold); step ticks are round numbers.  Drag zooms the steps, double-click
+// or "Reset zoom" undoes it; hover (or the arrow keys) shows row, step and
+// value; click (or Enter) selects; a rule marks the marked step.
 
-import {LUT, NONFINITE, NONFINITE_CSS, lutCss, themeColors} from './colors.js';
-import {el} from './dom.js';
+import {themeColors, hexToRgb} from './colors.js';
+import {FONT, drawFrame, drawLabelledLine, drawRule, drawStepAxis} from './axes.js';
+import {chartFrame, fillTooltip, placeTooltip, sizeCanvas} from './chart_frame.js';
+import {remember} from './chart_memory.js';
 import {fmt} from './format.js';
-import {extent, linear} from './scale.js';
-import {observeWidth, placeTooltip, sizeCanvas} from './line_chart.js';
+import {blit, columnSpans, paintImage} from './heatmap_paint.js';
+import {linear} from './scale.js';
+import {attachZoom} from './zoom.js';
 
-/**
- * Color range of the values: [lo, hi] of finite values (positive for log).
- * @returns {[number, number]|null}
- */
-export function colorRange(values, scale) {
-  const range = extent(values, scale === 'log');
-  if (!range) return null;
-  let [lo, hi] = range;
-  if (scale === 'log' && hi / lo < 10) lo = hi / 10;
-  if (hi === lo) hi = lo + (scale === 'log' ? lo : 1);
-  return [lo, hi];
-}
-
-/**
- * Paint rows x steps into an ImageData of `columns` x rows.length pixels.
- * Pixel column b covers steps [floor(b n / columns), floor((b+1) n / columns)).
- * @param {Array<Float64Array|number[]>} values values[row][stepIndex]
- */
-export function paintImage(values, columns, lo, hi, scale, empty, zeroIsEmpty = false) {
-  const nRows = values.length;
-  const nSteps = nRows ? values[0].length : 0;
-  const image = new ImageData(Math.max(columns, 1), Math.max(nRows, 1));
-  const data = image.data;
-  const binOf = new Int32Array(nSteps);
-  for (let s = 0; s < nSteps; s++) binOf[s] = Math.min(columns - 1, Math.floor((s * columns) / nSteps));
-  const best = new Float64Array(columns);
-  const bad = new Uint8Array(columns);
-  const useLog = scale === 'log';
-  const l0 = useLog ? Math.log10(lo) : lo;
-  const span = (useLog ? Math.log10(hi) : hi) - l0 || 1;
-  for (let r = 0; r < nRows; r++) {
-    const row = values[r];
-    best.fill(-Infinity);
-    bad.fill(0);
-    for (let s = 0; s < nSteps; s++) {
-      const v = row[s];
-      const b = binOf[s];
-      if (v > best[b]) best[b] = v;
-      else if (v !== v || v === Infinity || v === -Infinity) bad[b] = 1;
-    }
-    let offset = r * columns * 4;
-    for (let b = 0; b < columns; b++, offset += 4) {
-      const v = best[b];
-      let color;
-      if (bad[b] || v === Infinity) {
-        color = NONFINITE;
-      } else if (v === -Infinity || (zeroIsEmpty && v === 0) || (useLog && v <= 0 && zeroIsEmpty)) {
-        color = empty;
-      } else {
-        let t = useLog ? (v > 0 ? (Math.log10(v) - l0) / span : 0) : (v - l0) / span;
-        t = t < 0 ? 0 : t > 1 ? 1 : t;
-        const i = Math.round(t * 255) * 3;
-        data[offset] = LUT[i];
-        data[offset + 1] = LUT[i + 1];
-        data[offset + 2] = LUT[i + 2];
-        data[offset + 3] = 255;
-        continue;
-      }
-      data[offset] = color[0];
-      data[offset + 1] = color[1];
-      data[offset + 2] = color[2];
-      data[offset + 3] = color[3] === undefined ? 255 : color[3];
-    }
-  }
-  return image;
-}
+const LABEL_PX = 12;
 
 /**
  * Create a heatmap.
  * @param {Object} o
- *   rows: row names; steps: step numbers; values: values[row][stepIndex] (numbers, color)
- *   shown: optional values[row][stepIndex] shown on hover (default: values)
- *   scale: 'log' | 'linear'; range: optional [lo, hi]; legendTitle
- *   zeroIsEmpty: draw 0 as empty (histogram counts)
- *   selectedRow, onSelect(rowIndex, stepIndex)
- *   rowLabels: 'auto' | false; yTicks: [{row, label}] instead of row labels
- *   lines: [{row, label, color}] horizontal lines at (fractional) row positions
- *   rowHeight, maxHeight, describe(row, step, value): tooltip lines
- * @returns {HTMLElement} a <figure> with plot, legend and tooltip
+ *   rows: names; steps: sorted step numbers; values: values[row][stepIndex] (what is colored)
+ *   colors: a colorer (heatmap_colors.js); legendTitle; shown: values shown on hover (default values)
+ *   title, note, selectedRow, markStep, onSelect(row, stepIndex)
+ *   yTicks: [{row, label, priority?}] instead of row labels (kept by priority, never overlapping);
+ *   lines: [{row, label, color}] (fractional rows)
+ *   rowHeight, maxHeight, describe(row, stepIndex, value): tooltip lines after the title
  */
 export function heatmap(o) {
-  const scale = o.scale || 'log';
-  const range = o.range || colorRange(o.values, scale) || [scale === 'log' ? 1e-6 : 0, 1];
-  const figure = el('figure', {class: 'gl-chart gl-heatmap'});
-  if (o.title) figure.appendChild(el('figcaption', {text: o.title}));
-  const wrap = el('div', {class: 'gl-plot'});
-  const canvas = el('canvas', {
-    tabindex: 0, role: 'img',
-    'aria-label': `${o.title || 'heatmap'}: arrow keys move, Enter selects`,
+  const frame = chartFrame({
+    title: o.title, note: o.note, className: 'gl-heatmap', name: o.title,
+    label: `${o.title || 'heatmap'}: arrow keys move, Enter selects`,
+    data: () => ({rows: o.rows, steps: o.steps, values: o.shown || o.values}),
+    onReset: () => setZoom(null),
   });
-  const tooltip = el('div', {class: 'gl-tooltip', hidden: true, role: 'status'});
-  wrap.append(canvas, tooltip);
-  figure.append(wrap, legend(range, scale, o.legendTitle || '', o.zeroIsEmpty));
-
-  const state = {layout: null, cursor: null};
-  const paint = (width) => {
-    state.layout = drawHeatmap(canvas, o, range, scale, Math.max(width || 600, 240));
-    if (state.cursor) drawCursor(canvas, state.layout, state.cursor);
+  const {figure, canvas, tooltip, wrap} = frame;
+  canvas.tabIndex = 0;
+  frame.legend.appendChild(o.colors.legend(o.legendTitle || ''));
+  figure.dataset.markStep = o.markStep ?? '';
+  figure.dataset.selectedRow = o.selectedRow >= 0 ? o.rows[o.selectedRow] : '';
+  const kept = remember(`heatmap:${o.title}`);
+  const view = {layout: null, cursor: null, zoom: kept.zoom};
+  const draw = (width) => {
+    view.layout = drawHeatmap(canvas, o, view.zoom, Math.max(width, 240));
+    if (view.cursor) drawCursor(canvas, view.layout, view.cursor, o.steps);
   };
-  // Drawn when laid out (now, or when attached) and on every width change.
-  const draw = observeWidth(wrap, paint);
-  figure.redraw = () => draw();
+  frame.draw(draw);
+  figure.redraw = frame.redraw;
+  const setZoom = (range) => {
+    view.zoom = range;
+    kept.zoom = range;
+    frame.setZoomed(Boolean(range));
+    frame.redraw();
+  };
+  frame.setZoomed(Boolean(view.zoom));
 
   const show = (cell, px, py) => {
     if (!cell) {
       tooltip.hidden = true;
       return;
     }
-    const shown = (o.shown || o.values)[cell.row][cell.step];
-    const lines = o.describe
-      ? o.describe(cell.row, cell.step, shown)
-      : [o.rows[cell.row], `step ${o.steps[cell.step]}`, `value ${fmt(shown)}`];
-    tooltip.replaceChildren(...lines.map((line, i) => el('div', {
-      class: i === 0 ? 'gl-tip-title' : '', text: line,
-    })));
+    const value = (o.shown || o.values)[cell.row][cell.index];
+    const lines = o.describe ? o.describe(cell.row, cell.index, value)
+      : [`step ${o.steps[cell.index]}`, `value ${fmt(value)}`];
+    fillTooltip(tooltip, o.rows[cell.row], lines);
     placeTooltip(tooltip, wrap, px, py);
   };
+  const cellAt = (px, py) => view.layout && view.layout.cellAt(px, py, o.steps);
   canvas.addEventListener('mousemove', (event) => {
     const rect = canvas.getBoundingClientRect();
     const px = event.clientX - rect.left;
     const py = event.clientY - rect.top;
-    show(state.layout && state.layout.cellAt(px, py), px, py);
+    show(cellAt(px, py), px, py);
   });
   canvas.addEventListener('mouseleave', () => {
     tooltip.hidden = true;
   });
-  canvas.addEventListener('click', (event) => {
-    const rect = canvas.getBoundingClientRect();
-    const cell = state.layout && state.layout.cellAt(event.clientX - rect.left, event.clientY - rect.top);
-    if (cell && o.onSelect) o.onSelect(cell.row, cell.step);
+  attachZoom({
+    canvas, brush: frame.brush, plot: () => view.layout && view.layout.plot,
+    onZoom: (px0, px1) => {
+      const s0 = Math.floor(view.layout.x.invert(px0));
+      const s1 = Math.ceil(view.layout.x.invert(px1));
+      if (s1 > s0) setZoom([s0, s1]);
+    },
+    onClick: (px, py) => {
+      const cell = cellAt(px, py);
+      if (cell && o.onSelect) o.onSelect(cell.row, cell.index);
+    },
+    onReset: () => setZoom(null),
   });
   canvas.addEventListener('keydown', (event) => {
-    const layout = state.layout;
-    if (!layout || !o.rows.length || !o.steps.length) return;
-    const stride = Math.max(1, Math.round(o.steps.length / layout.columns));
-    const c = state.cursor || {row: Math.max(0, o.selectedRow ?? 0), step: o.steps.length - 1};
+    if (!view.layout || !o.rows.length || !o.steps.length) return;
+    const stride = Math.max(1, Math.round(o.steps.length / view.layout.columns));
+    const c = view.cursor || {row: Math.max(0, o.selectedRow ?? 0), index: o.steps.length - 1};
     const moves = {
       ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -stride], ArrowRight: [0, stride],
       Home: [0, -o.steps.length], End: [0, o.steps.length],
     };
     if (event.key in moves) {
       const [dr, ds] = moves[event.key];
-      state.cursor = {
+      view.cursor = {
         row: Math.max(0, Math.min(o.rows.length - 1, c.row + dr)),
-        step: Math.max(0, Math.min(o.steps.length - 1, c.step + ds)),
+        index: Math.max(0, Math.min(o.steps.length - 1, c.index + ds)),
       };
-      draw();
-      const p = layout.cellCenter(state.cursor);
-      show(state.cursor, p.x, p.y);
+      frame.redraw();
+      const p = view.layout.cellCenter(view.cursor, o.steps);
+      show(view.cursor, p.x, p.y);
       event.preventDefault();
     } else if ((event.key === 'Enter' || event.key === ' ') && o.onSelect) {
-      o.onSelect(c.row, c.step);
+      o.onSelect(c.row, c.index);
       event.preventDefault();
     }
   });
@@ -175,141 +119,130 @@ export function heatmap(o) {
   return figure;
 }
 
-function drawHeatmap(canvas, o, [lo, hi], scale, width) {
+/** The step where a heatmap's last logged value stops: last step + the usual gap. */
+export function stepEnd(steps) {
+  const n = steps.length;
+  if (n < 2) return (n ? steps[0] : 0) + 1;
+  const gaps = [];
+  for (let i = Math.max(1, n - 50); i < n; i++) gaps.push(steps[i] - steps[i - 1]);
+  gaps.sort((a, b) => a - b);
+  return steps[n - 1] + Math.max(1, gaps[gaps.length >> 1]);
+}
+
+/** Which rows get a label: every k-th, and `selected` (whose neighbours give way). */
+export function labelledRows(nRows, rowH, selected) {
+  const every = Math.max(1, Math.ceil(LABEL_PX / rowH));
+  const near = Math.ceil(LABEL_PX / rowH);
+  const out = [];
+  for (let r = 0; r < nRows; r += every) {
+    if (selected >= 0 && r !== selected && Math.abs(r - selected) < near) continue;
+    out.push(r);
+  }
+  if (selected >= 0 && !out.includes(selected)) out.push(selected);
+  return out.sort((a, b) => a - b);
+}
+
+function drawHeatmap(canvas, o, zoom, width) {
   const nRows = o.rows.length;
   const nSteps = o.steps.length;
   const colors = themeColors();
-  const rowHeight = o.rowHeight || Math.max(2, Math.min(18, Math.floor(420 / Math.max(nRows, 1))));
-  const plotHeight = Math.min(o.maxHeight || 480, Math.max(nRows * rowHeight, 40));
-  const labels = o.yTicks ? 'ticks' : o.rowLabels === false || plotHeight / nRows < 9 ? 'none' : 'rows';
+  const rowH = o.rowHeight || Math.max(2, Math.min(18, Math.floor((o.maxHeight || 560) / Math.max(nRows, 1))));
+  const plotHeight = Math.max(nRows * rowH, 40);
+  const selected = o.selectedRow ?? -1;
+  const labelled = o.yTicks ? [] : labelledRows(nRows, rowH, selected);
+  const texts = o.yTicks ? o.yTicks.map((t) => t.label) : labelled.map((r) => o.rows[r]);
   const ctx0 = canvas.getContext('2d');
-  ctx0.font = '11px sans-serif';
-  let left = 48;
-  if (labels !== 'none') {
-    const names = labels === 'rows' ? o.rows : o.yTicks.map((t) => t.label);
-    left = Math.min(220, 12 + Math.max(0, ...names.map((r) => ctx0.measureText(r).width)));
-  }
-  const plot = {x0: left, x1: width - 12, y0: 6, y1: 6 + plotHeight};
-  const height = plot.y1 + 26;
-  const ctx = sizeCanvas(canvas, width, height);
-  ctx.font = '11px sans-serif';
-  const columns = Math.max(1, Math.min(nSteps, Math.round(plot.x1 - plot.x0)));
-  const empty = hexToRgb(colors.bg);
-
+  ctx0.font = `bold ${FONT}`;
+  const left = Math.min(260, 14 + Math.max(30, ...texts.map((t) => ctx0.measureText(t).width)));
+  const plot = {x0: left, x1: width - 12, y0: 16, y1: 16 + plotHeight};
+  const ctx = sizeCanvas(canvas, width, plot.y1 + 24);
+  ctx.font = FONT;
+  const domain = zoom || [nSteps ? o.steps[0] : 0, stepEnd(o.steps)];
+  const x = linear(domain[0], domain[1], plot.x0, plot.x1);
+  const columns = Math.max(1, Math.min(Math.round(plot.x1 - plot.x0), Math.ceil(domain[1] - domain[0])));
+  if (o.colors.refresh) o.colors.refresh();
   if (nRows && nSteps) {
-    const image = paintImage(o.values, columns, lo, hi, scale, empty, o.zeroIsEmpty);
-    const buffer = document.createElement('canvas');
-    buffer.width = image.width;
-    buffer.height = image.height;
-    buffer.getContext('2d').putImageData(image, 0, 0);
-    ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(buffer, plot.x0, plot.y0, plot.x1 - plot.x0, plot.y1 - plot.y0);
+    const spans = columnSpans(o.steps, domain[0], domain[1], columns, stepEnd(o.steps));
+    blit(ctx, paintImage(o.values, spans, columns, o.colors.colorOf, hexToRgb(colors.bg)), plot);
   }
-  const rowH = (plot.y1 - plot.y0) / Math.max(nRows, 1);
-  // The plot rectangle in CSS pixels, for tests and tools that point at cells.
-  canvas.dataset.plot = JSON.stringify({...plot, rows: nRows, steps: nSteps});
-  ctx.strokeStyle = colors.muted;
-  ctx.lineWidth = 1;
-  ctx.strokeRect(plot.x0 - 0.5, plot.y0 - 0.5, plot.x1 - plot.x0 + 1, plot.y1 - plot.y0 + 1);
-
-  // Row labels (truncated) or y ticks.
-  ctx.fillStyle = colors.fg;
+  const rowHeight = (plot.y1 - plot.y0) / Math.max(nRows, 1);
+  drawFrame(ctx, plot, colors);
+  const labelY = [];
   ctx.textAlign = 'right';
   ctx.textBaseline = 'middle';
-  if (labels === 'rows') {
-    o.rows.forEach((name, r) => {
-      ctx.fillText(truncate(ctx, name, plot.x0 - 8), plot.x0 - 6, plot.y0 + (r + 0.5) * rowH);
-    });
-  } else if (labels === 'ticks') {
-    for (const tick of o.yTicks) ctx.fillText(tick.label, plot.x0 - 6, plot.y0 + (tick.row + 0.5) * rowH);
-  }
-  // Step ticks.
-  ctx.textAlign = 'center';
-  ctx.textBaseline = 'top';
-  ctx.fillStyle = colors.muted;
-  if (nSteps) {
-    const x = linear(0, nSteps, plot.x0, plot.x1);
-    const count = Math.max(2, Math.floor((plot.x1 - plot.x0) / 90));
-    const seen = new Set();
-    for (let k = 0; k <= count; k++) {
-      const i = Math.min(nSteps - 1, Math.round((k * (nSteps - 1)) / count));
-      if (seen.has(i)) continue;
-      seen.add(i);
-      ctx.fillText(String(o.steps[i]), x(i + 0.5), plot.y1 + 6);
+  if (o.yTicks) {
+    // Never overlapping: labels are kept by priority, each at least LABEL_PX from those kept.
+    const byPriority = [...o.yTicks].sort((a, b) => (b.priority || 0) - (a.priority || 0));
+    for (const tick of byPriority) {
+      const py = plot.y0 + (tick.row + 0.5) * rowHeight;
+      if (labelY.some((y) => Math.abs(y - py) < LABEL_PX)) continue;
+      labelY.push(py);
+      ctx.fillStyle = colors.fg;
+      ctx.fillText(tick.label, plot.x0 - 6, py);
     }
+    labelY.sort((a, b) => a - b);
   }
-  // Horizontal limit lines.
-  for (const line of o.lines || []) {
-    const py = Math.round(plot.y0 + line.row * rowH) + 0.5;
-    if (py < plot.y0 || py > plot.y1) continue;
-    ctx.strokeStyle = line.color || colors.fg;
-    ctx.setLineDash([6, 3]);
-    ctx.beginPath();
-    ctx.moveTo(plot.x0, py);
-    ctx.lineTo(plot.x1, py);
-    ctx.stroke();
-    ctx.setLineDash([]);
-    ctx.textAlign = 'right';
-    ctx.textBaseline = 'top';
-    const w = ctx.measureText(line.label).width;
-    const top = py - 13 >= plot.y0 ? py - 13 : py + 1;
-    ctx.fillStyle = colors.bg;
-    ctx.fillRect(plot.x1 - w - 6, top, w + 4, 12);
-    ctx.fillStyle = line.color || colors.fg;
-    ctx.fillText(line.label, plot.x1 - 4, top);
+  for (const r of labelled) {
+    const chosen = r === selected;
+    ctx.font = chosen ? `bold ${FONT}` : FONT;
+    ctx.fillStyle = chosen ? colors.accent : colors.fg;
+    ctx.fillText(truncate(ctx, o.rows[r], plot.x0 - 10), plot.x0 - 6, plot.y0 + (r + 0.5) * rowHeight);
+    labelY.push(plot.y0 + (r + 0.5) * rowHeight);
   }
-  // Selected row.
-  if (o.selectedRow !== undefined && o.selectedRow !== null && o.selectedRow >= 0) {
+  ctx.font = FONT;
+  const xTicks = drawStepAxis(ctx, x, plot, colors);
+  // What is drawn, for tests and tools that point at cells.
+  canvas.dataset.plot = JSON.stringify({...plot, rows: nRows, steps: nSteps, domain, labelled: labelled.length,
+    labelY, xTicks, theme: document.documentElement.dataset.theme || ''});
+  drawLines(ctx, o.lines || [], plot, rowHeight, colors);
+  if (selected >= 0) {
     ctx.strokeStyle = colors.accent;
     ctx.lineWidth = 2;
-    ctx.strokeRect(plot.x0 - 1, plot.y0 + o.selectedRow * rowH - 1, plot.x1 - plot.x0 + 2, rowH + 2);
+    ctx.strokeRect(plot.x0 - 1, plot.y0 + selected * rowHeight - 1, plot.x1 - plot.x0 + 2, rowHeight + 2);
   }
-  const stepIndexAt = (px) => Math.min(nSteps - 1, Math.max(0, Math.floor(((px - plot.x0) / (plot.x1 - plot.x0)) * nSteps)));
+  if (o.markStep !== undefined && o.markStep !== null && o.markStep !== '') drawRule(ctx, x, plot, Number(o.markStep), colors);
   return {
-    columns,
-    plot,
-    rowH,
-    cellAt(px, py) {
+    columns, plot, x, rowH: rowHeight,
+    cellAt(px, py, steps) {
       if (px < plot.x0 || px >= plot.x1 || py < plot.y0 || py >= plot.y1 || !nRows || !nSteps) return null;
-      return {row: Math.min(nRows - 1, Math.floor((py - plot.y0) / rowH)), step: stepIndexAt(px)};
+      const index = lastAtOrBefore(steps, x.invert(px));
+      return index < 0 ? null : {row: Math.min(nRows - 1, Math.floor((py - plot.y0) / rowHeight)), index};
     },
-    cellCenter(cell) {
-      return {
-        x: plot.x0 + ((cell.step + 0.5) / nSteps) * (plot.x1 - plot.x0),
-        y: plot.y0 + (cell.row + 0.5) * rowH,
-      };
+    cellCenter(cell, steps) {
+      return {x: x(steps[cell.index]) + 1, y: plot.y0 + (cell.row + 0.5) * rowHeight};
     },
   };
 }
 
-function drawCursor(canvas, layout, cell) {
+/** Index of the last element of sorted `steps` <= target (-1 if none). */
+function lastAtOrBefore(steps, target) {
+  let lo = 0;
+  let hi = steps.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (steps[mid] <= target) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo - 1;
+}
+
+function drawLines(ctx, lines, plot, rowH, colors) {
+  for (const line of lines) {
+    const py = Math.round(plot.y0 + line.row * rowH) + 0.5;
+    if (py >= plot.y0 && py <= plot.y1) drawLabelledLine(ctx, plot, py, line.label, line.color || colors.fg, colors);
+  }
+}
+
+function drawCursor(canvas, layout, cell, steps) {
   const ctx = canvas.getContext('2d');
-  const p = layout.cellCenter(cell);
+  const p = layout.cellCenter(cell, steps);
   const w = Math.max(3, (layout.plot.x1 - layout.plot.x0) / layout.columns);
   ctx.strokeStyle = themeColors().fg;
   ctx.lineWidth = 1.5;
   ctx.strokeRect(p.x - w / 2 - 1, p.y - layout.rowH / 2 - 1, w + 2, layout.rowH + 2);
 }
 
-function legend([lo, hi], scale, title, zeroIsEmpty) {
-  const bar = el('canvas', {class: 'gl-colorbar', width: 256, height: 10, 'aria-hidden': 'true'});
-  const ctx = bar.getContext('2d');
-  for (let i = 0; i < 256; i++) {
-    ctx.fillStyle = lutCss(i);
-    ctx.fillRect(i, 0, 1, 10);
-  }
-  const items = [
-    el('span', {class: 'gl-legend-title', text: `${title}${title ? ' ' : ''}(${scale} scale)`}),
-    el('span', {class: 'gl-legend-lo', text: `≤${fmt(lo)}`}),
-    bar,
-    el('span', {class: 'gl-legend-hi', text: `≥${fmt(hi)}`}),
-    el('span', {class: 'gl-swatch', style: `background:${NONFINITE_CSS}`}),
-    el('span', {text: 'NaN/Inf'}),
-  ];
-  if (zeroIsEmpty) items.push(el('span', {class: 'gl-swatch gl-empty'}), el('span', {text: '0'}));
-  return el('div', {class: 'gl-colorlegend'}, items);
-}
-
+/** `text`, shortened from the left with '…' to fit `width` (the ends of paths matter). */
 function truncate(ctx, text, width) {
   if (ctx.measureText(text).width <= width) return text;
   let lo = 0;
@@ -320,11 +253,4 @@ function truncate(ctx, text, width) {
     else hi = mid - 1;
   }
   return `…${text.slice(text.length - lo)}`;
-}
-
-function hexToRgb(color) {
-  const m = /^#([0-9a-f]{6})$/i.exec(color.trim());
-  if (!m) return [255, 255, 255, 0];
-  const n = parseInt(m[1], 16);
-  return [(n >> 16) & 255, (n >> 8) & 255, n & 255, 255];
 }

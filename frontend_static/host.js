@@ -35,29 +35,3 @@ export function connectToHost(onReload) {
   window.parent.postMessage('experimental.bootstrap', '*', [channel.port2]);
   return true;
 }
-
-/**
- * Follow TensorBoard's dark mode (the "dark-mode" class of its body, same
- * origin) or, standalone, the browser's prefers-color-scheme; sets
- * data-theme="dark"|"light" on <html>.
- */
-export function followTheme() {
-  const root = document.documentElement;
-  const media = window.matchMedia ? window.matchMedia('(prefers-color-scheme: dark)') : null;
-  let hostBody = null;
-  try {
-    if (window.parent !== window) hostBody = window.parent.document.body;
-  } catch (error) {
-    hostBody = null;
-  }
-  const apply = () => {
-    const dark = hostBody ? hostBody.classList.contains('dark-mode') : Boolean(media && media.matches);
-    root.dataset.theme = dark ? 'dark' : 'light';
-  };
-  apply();
-  if (hostBody) {
-    new MutationObserver(apply).observe(hostBody, {attributes: true, attributeFilter: ['class']});
-  } else if (media && media.addEventListener) {
-    media.addEventListener('change', apply);
-  }
-}

@@ -8,14 +8,43 @@
 
 import * as api from './api.js';
 import {el, clear, message} from './dom.js';
-import {connectToHost, followTheme} from './host.js';
+import {connectToHost} from './host.js';
+import {followTheme} from './theme.js';
+import {beginDraw} from './chart_memory.js';
 import * as state from './state.js';
 import {HOW_TO_LOG} from './views/common.js';
+import {runProblemsBanner} from './views/problems.js';
 import * as overview from './views/overview.js';
 import * as divergence from './views/divergence.js';
 import * as gradients from './views/gradients.js';
 import * as dtypes from './views/dtypes.js';
 import * as compare from './views/compare.js';
+// Every other module of the tab too, so that the browser fetches them all at
+// once instead of discovering them one level of the import graph at a time
+// (five round trips to TensorBoard before anything is drawn).
+import './axes.js';
+import './chart_frame.js';
+import './colors.js';
+import './download.js';
+import './format.js';
+import './heatmap.js';
+import './heatmap_colors.js';
+import './heatmap_paint.js';
+import './line_chart.js';
+import './line_draw.js';
+import './scale.js';
+import './smoothing.js';
+import './table.js';
+import './views/alert_target.js';
+import './views/compare_verdict.js';
+import './views/divergence_sections.js';
+import './views/gradient_health.js';
+import './views/histogram.js';
+import './views/limits.js';
+import './views/rank.js';
+import './views/records.js';
+import './views/updates.js';
+import './zoom.js';
 
 export const VIEWS = [
   {name: 'overview', label: 'Overview', module: overview},
@@ -54,14 +83,14 @@ function buildShell() {
   for (const view of VIEWS) {
     const tab = el('button', {
       type: 'button', role: 'tab', id: `gl-tab-${view.name}`, text: view.label,
-      dataset: {view: view.name}, onclick: () => state.update({view: view.name}),
+      dataset: {view: view.name}, onclick: () => state.update({view: view.name, focus: '', alert: ''}),
     });
     tab.addEventListener('keydown', (event) => {
       const i = VIEWS.indexOf(view);
       const delta = event.key === 'ArrowRight' ? 1 : event.key === 'ArrowLeft' ? -1 : 0;
       if (!delta) return;
       const next = VIEWS[(i + delta + VIEWS.length) % VIEWS.length];
-      state.update({view: next.name});
+      state.update({view: next.name, focus: '', alert: ''});
       tabs.querySelector(`[data-view="${next.name}"]`).focus();
     });
     tabs.appendChild(tab);
@@ -78,6 +107,7 @@ function buildShell() {
 /** Refetch everything (Reload button, TensorBoard's reload) and redraw. */
 async function reload({quiet = true} = {}) {
   api.clearCache();
+  prefetch();
   const root = document.documentElement;
   root.dataset.reloads = String(Number(root.dataset.reloads || 0) + 1);
   app.status.textContent = 'Loading…';
@@ -91,6 +121,13 @@ async function reload({quiet = true} = {}) {
     app.status.textContent = 'Load failed';
   }
   await show({quiet});
+}
+
+/** Ask for what the current view needs before the runs listing arrives (it does not depend on it). */
+function prefetch() {
+  const current = state.get();
+  const view = VIEWS.find((v) => v.name === current.view) || VIEWS[0];
+  if (view.module.prefetch) view.module.prefetch(current);
 }
 
 /** Draw the current view; stale draws (the state changed meanwhile) are dropped. */
@@ -117,7 +154,9 @@ async function show({quiet}) {
     return;
   }
   if (!quiet) clear(app.content).appendChild(message('loading', 'Loading…'));
+  beginDraw(current); // the charts keep their zoom and hidden series while they show the same data
   const next = el('div', {class: `gl-view gl-view-${view.name}`});
+  const shownRuns = new Set();
   const context = {
     state: current,
     runs: app.runs,
@@ -127,7 +166,10 @@ async function show({quiet}) {
     showRun: (name) => {
       const control = app.controls.querySelector('.gl-run');
       if (control && generation === app.generation) control.value = name;
+      shownRuns.add(name);
     },
+    // The runs a view shows (their event-file problems are named above it).
+    showRuns: (...names) => names.forEach((name) => shownRuns.add(name)),
   };
   // Drawn attached but invisible (laid out, so charts know their width); shown when done.
   next.classList.add('gl-pending');
@@ -142,8 +184,12 @@ async function show({quiet}) {
     next.remove();
     return;
   }
+  const problems = runProblemsBanner(app.runs, [...shownRuns]);
+  if (problems) next.prepend(problems);
   for (const child of [...app.content.children]) if (child !== next) child.remove();
   next.classList.remove('gl-pending');
+  // When the view became usable (ms since the page started): benchmarks/frontend_views.py reads it.
+  document.documentElement.dataset.readyAt = performance.now().toFixed(1);
   document.documentElement.dataset.ready = String(generation);
 }
 
@@ -156,7 +202,9 @@ function renderControls(current, view) {
   }
   runSelect.value = current.run && runs.some((r) => r.run === current.run) ? current.run
     : view.name === 'overview' ? '' : (runs[0] ? runs[0].run : '');
-  runSelect.addEventListener('change', () => state.update({run: runSelect.value}));
+  // Another run: what was selected in the old one (record, variable, step, alert) no longer applies.
+  runSelect.addEventListener('change', () => state.update({run: runSelect.value, tag: '', utag: '', row: '',
+    step: '', focus: '', alert: ''}));
 
   const regex = el('input', {
     type: 'search', class: 'gl-regex', 'aria-label': 'Variable regex',
@@ -178,7 +226,7 @@ function renderControls(current, view) {
     ? document.activeElement.className : null;
   app.controls.replaceChildren(
     view.name === 'compare' ? '' : el('label', {class: 'gl-field'}, [el('span', {text: 'Run'}), runSelect]),
-    el('label', {class: 'gl-field'}, [el('span', {text: 'Variable regex'}), regex]),
+    view.name === 'compare' ? '' : el('label', {class: 'gl-field'}, [el('span', {text: 'Variable regex'}), regex]),
     el('label', {class: 'gl-field'}, [el('span', {text: 'From step'}), stepInput('smin', 'From step')]),
     el('label', {class: 'gl-field'}, [el('span', {text: 'To step'}), stepInput('smax', 'To step')]),
   );

@@ -1,239 +1,170 @@
-// A canvas line chart: several series over steps, linear or log-10 y,
-// NaN/Inf shown as markers on the top edge (never dropped), a hover
-// tooltip with every series' value at the nearest step, and a legend.
+// A line chart card: series over steps (line_draw.js), with what
+// TensorBoard's Time Series cards offer - drag to zoom the steps and
+// double-click or "Reset zoom" to undo, legend entries that hide and show
+// their series, smoothing, CSV/JSON download - plus a click that picks a
+// step, a rule at the marked step, tolerance lines and a highlighted series.
 
-import {PALETTE, NONFINITE_CSS, themeColors} from './colors.js';
+import {NONFINITE_CSS, NONE_CSS, PALETTE} from './colors.js';
+import {chartFrame, fillTooltip, placeTooltip} from './chart_frame.js';
+import {remember} from './chart_memory.js';
 import {el} from './dom.js';
 import {fmt} from './format.js';
-import {linear, log10, extent} from './scale.js';
-
-const MARGIN = {left: 64, right: 16, top: 14, bottom: 30};
+import {drawLines, drawnValues} from './line_draw.js';
+import {attachZoom} from './zoom.js';
 
 /**
  * Create a line chart.
- * @param {Object} options
- *   series: [{name, steps: number[], values: number[], color?, dashed?}]
- *   logY: log-10 y axis (values <= 0 are left out, NaN/Inf still marked)
- *   title, yLabel, height (CSS px), onClick(step)
- * @returns {HTMLElement} the chart (a <figure>)
+ * @param {Object} o
+ *   series: [{name, steps: number[], values: number[], none?: flags, flags?: flags, color?, dashed?}]
+ *   yScale: 'linear' (default) | 'log' | 'count' (log with 0 on the bottom edge); logY: same as 'log'
+ *   title, note, yLabel, height; limits: [{value, label}]; markStep; highlight (series name)
+ *   smoothing (0..0.999); onClick(step); legendNote: extra legend entries [{css, text}]
+ * @returns {HTMLElement} the chart (a <figure class="gl-chart gl-line">)
  */
-export function lineChart(options) {
-  const {series, logY = false, title = '', yLabel = '', height = 220, onClick = null} = options;
-  const figure = el('figure', {class: 'gl-chart'});
-  if (title) figure.appendChild(el('figcaption', {text: title}));
-  const wrap = el('div', {class: 'gl-plot'});
-  const canvas = el('canvas', {role: 'img', 'aria-label': title || yLabel || 'line chart'});
-  const tooltip = el('div', {class: 'gl-tooltip', hidden: true});
-  wrap.append(canvas, tooltip);
-  figure.appendChild(wrap);
-  const colored = series.map((s, i) => ({...s, color: s.color || PALETTE[i % PALETTE.length]}));
-  figure.appendChild(legend(colored));
-
-  let layout = null;
-  observeWidth(wrap, (width) => {
-    layout = drawChart(canvas, colored, {width: Math.max(width || 600, 200), height, logY, yLabel});
+export function lineChart(o) {
+  const series = o.series.map((s, i) => ({...s, color: s.color || PALETTE[i % PALETTE.length]}));
+  const kept = remember(`line:${o.title}`);
+  const model = {
+    series, hidden: kept.hidden, zoom: kept.zoom, height: o.height || 220,
+    yScale: o.yScale || (o.logY ? 'log' : 'linear'), yLabel: o.yLabel || '', limits: o.limits || [],
+    markStep: o.markStep, highlight: o.highlight, smoothing: Number(o.smoothing) || 0,
+  };
+  const frame = chartFrame({
+    title: o.title, note: o.note, className: 'gl-line', label: o.title || o.yLabel,
+    name: o.title, data: () => ({series: series.filter((s) => !model.hidden.has(s.name))}),
+    onReset: () => setZoom(null),
   });
+  const {figure, canvas, tooltip, wrap} = frame;
+  let layout = null;
+  const draw = (width) => {
+    layout = drawLines(canvas, model, Math.max(width, 200));
+    // What is drawn, for tests and tools that read the chart.
+    canvas.dataset.plot = layout ? JSON.stringify({...layout.plot, domain: layout.domain, yScale: model.yScale,
+      yDomain: layout.yDomain, yLabels: layout.yLabels, xTicks: layout.xTicks,
+      hidden: [...model.hidden], theme: document.documentElement.dataset.theme || ''}) : '';
+  };
+  frame.draw(draw);
+  const setZoom = (range) => {
+    model.zoom = range;
+    kept.zoom = range;
+    frame.setZoomed(Boolean(range));
+    frame.redraw();
+  };
+  frame.setZoomed(Boolean(model.zoom));
+  frame.legend.appendChild(legend(series, model, () => frame.redraw(), o.legendNote));
+  figure.dataset.markStep = model.markStep ?? '';
+  figure.dataset.highlight = model.highlight || '';
 
+  attachZoom({
+    canvas, brush: frame.brush, plot: () => layout && layout.plot,
+    onZoom: (px0, px1) => {
+      const s0 = Math.round(layout.x.invert(px0));
+      const s1 = Math.round(layout.x.invert(px1));
+      if (s1 > s0) setZoom([s0, s1]);
+    },
+    onClick: (px) => {
+      const step = layout && nearestStep(series, model, layout.x.invert(px));
+      if (step !== null && o.onClick) o.onClick(step);
+    },
+    onReset: () => setZoom(null),
+  });
   canvas.addEventListener('mousemove', (event) => {
     if (!layout) return;
     const rect = canvas.getBoundingClientRect();
-    const step = layout.stepAt(event.clientX - rect.left);
-    if (step === null) {
+    const px = event.clientX - rect.left;
+    if (px < layout.plot.x0 - 4 || px > layout.plot.x1 + 4) {
       tooltip.hidden = true;
       return;
     }
-    tooltip.replaceChildren(el('div', {class: 'gl-tip-title', text: `step ${step}`}));
-    for (const s of colored) {
-      const i = s.steps.indexOf(step);
-      if (i < 0) continue;
-      tooltip.appendChild(el('div', {}, [
-        el('span', {class: 'gl-swatch', style: `background:${s.color}`}),
-        `${s.name}: ${fmt(s.values[i])}`,
-      ]));
-    }
-    placeTooltip(tooltip, wrap, event.clientX - rect.left, event.clientY - rect.top);
+    const step = nearestStep(series, model, layout.x.invert(px));
+    if (step === null) return;
+    fillTooltip(tooltip, `step ${step}`, tooltipLines(series, model, step));
+    placeTooltip(tooltip, wrap, px, event.clientY - rect.top);
   });
   canvas.addEventListener('mouseleave', () => {
     tooltip.hidden = true;
   });
-  if (onClick) {
-    canvas.addEventListener('click', (event) => {
-      const rect = canvas.getBoundingClientRect();
-      const step = layout && layout.stepAt(event.clientX - rect.left);
-      if (step !== null && step !== undefined) onClick(step);
-    });
-  }
   return figure;
 }
 
-function legend(series) {
-  const list = el('ul', {class: 'gl-legend'});
+/** The logged step nearest `target` among the visible series within the zoom. */
+function nearestStep(series, model, target) {
+  let best = null;
   for (const s of series) {
-    list.appendChild(el('li', {}, [
-      el('span', {class: s.dashed ? 'gl-swatch gl-dashed' : 'gl-swatch', style: `background:${s.color}`}),
-      el('span', {text: s.name}),
+    if (model.hidden.has(s.name)) continue;
+    const i = nearestIndex(s.steps, target);
+    if (i < 0) continue;
+    const step = s.steps[i];
+    if (model.zoom && (step < model.zoom[0] || step > model.zoom[1])) continue;
+    if (best === null || Math.abs(step - target) < Math.abs(best - target)) best = step;
+  }
+  return best;
+}
+
+/** Index of the element of sorted `steps` nearest `target` (-1 if empty). */
+export function nearestIndex(steps, target) {
+  if (!steps.length) return -1;
+  let lo = 0;
+  let hi = steps.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (steps[mid] < target) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo > 0 && Math.abs(steps[lo - 1] - target) <= Math.abs(steps[lo] - target)) return lo - 1;
+  return lo;
+}
+
+function tooltipLines(series, model, step) {
+  const lines = [];
+  const ordered = [...series].sort((a, b) => (b.name === model.highlight) - (a.name === model.highlight));
+  for (const s of ordered) {
+    if (model.hidden.has(s.name)) continue;
+    const i = nearestIndex(s.steps, step);
+    if (i < 0 || s.steps[i] !== step) continue;
+    let text;
+    if (s.none && s.none[i]) text = 'None (disconnected)';
+    else {
+      text = fmt(s.values[i]);
+      if (model.smoothing > 0 && Number.isFinite(s.values[i])) text += ` (smoothed ${fmt(drawnValues(s, model.smoothing)[i])})`;
+    }
+    lines.push(el('div', {class: s.name === model.highlight ? 'gl-tip-highlight' : ''}, [
+      el('span', {class: 'gl-swatch', style: `background:${s.color}`}), `${s.name}: ${text}`,
     ]));
   }
+  return lines;
+}
+
+/** Legend: one toggle button per series (click hides/shows it), then the marker keys. */
+function legend(series, model, redraw, extra = []) {
+  const list = el('ul', {class: 'gl-legend'});
+  for (const s of series) {
+    const off = model.hidden.has(s.name);
+    const button = el('button', {
+      type: 'button', class: `gl-legend-item${s.name === model.highlight ? ' gl-legend-highlight' : ''}${off ? ' gl-legend-off' : ''}`,
+      'aria-pressed': String(!off), title: 'Click to hide or show this series',
+    }, [el('span', {class: s.dashed ? 'gl-swatch gl-dashed' : 'gl-swatch', style: `background:${s.color}`}),
+      el('span', {class: 'gl-legend-name', text: s.name})]);
+    button.addEventListener('click', () => {
+      const hidden = !model.hidden.has(s.name);
+      if (hidden) model.hidden.add(s.name);
+      else model.hidden.delete(s.name);
+      button.setAttribute('aria-pressed', String(!hidden));
+      button.classList.toggle('gl-legend-off', hidden);
+      redraw();
+    });
+    list.appendChild(el('li', {}, [button]));
+  }
+  const markers = [];
+  if (series.some((s) => s.values.some((v, i) => !Number.isFinite(v) && !(s.none && s.none[i]))
+    || (s.flags && s.flags.some(Boolean)))) {
+    markers.push({css: NONFINITE_CSS, text: '▼ NaN/Inf', cls: 'gl-key-nonfinite'});
+  }
+  if (series.some((s) => s.none && s.none.some(Boolean))) {
+    markers.push({css: NONE_CSS, text: '■ None (disconnected)', cls: 'gl-key-none'});
+  }
+  for (const m of [...markers, ...extra]) {
+    list.appendChild(el('li', {class: `gl-legend-key ${m.cls || ''}`}, [el('span', {style: `color:${m.css}`, text: m.text})]));
+  }
   return list;
-}
-
-/**
- * Draw with `draw(width)` now if `node` is laid out, and again whenever its
- * width changes (also when it is first attached).  Returns a function that
- * draws at the current width.
- */
-export function observeWidth(node, draw) {
-  let drawn = -1;
-  const now = () => {
-    drawn = node.clientWidth;
-    draw(drawn);
-  };
-  const maybe = () => {
-    if (node.isConnected && node.clientWidth > 0 && node.clientWidth !== drawn) now();
-  };
-  if (typeof ResizeObserver !== 'undefined') new ResizeObserver(maybe).observe(node);
-  maybe();
-  return now;
-}
-
-/** Show a tooltip near (x, y) inside `wrap`, kept within its width. */
-export function placeTooltip(tooltip, wrap, x, y) {
-  tooltip.hidden = false;
-  const width = tooltip.offsetWidth;
-  const left = x + 14 + width > wrap.clientWidth ? Math.max(0, x - 14 - width) : x + 14;
-  tooltip.style.left = `${left}px`;
-  tooltip.style.top = `${Math.max(0, y - 10)}px`;
-}
-
-/** Size a canvas for the device pixel ratio; returns its 2D context in CSS pixels. */
-export function sizeCanvas(canvas, width, height) {
-  const ratio = window.devicePixelRatio || 1;
-  canvas.width = Math.round(width * ratio);
-  canvas.height = Math.round(height * ratio);
-  canvas.style.width = `${width}px`;
-  canvas.style.height = `${height}px`;
-  const ctx = canvas.getContext('2d');
-  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-  return ctx;
-}
-
-function drawChart(canvas, series, {width, height, logY, yLabel}) {
-  const ctx = sizeCanvas(canvas, width, height);
-  const colors = themeColors();
-  ctx.font = '11px sans-serif';
-  const plot = {
-    x0: MARGIN.left, x1: width - MARGIN.right, y0: MARGIN.top, y1: height - MARGIN.bottom,
-  };
-  const allSteps = series.flatMap((s) => s.steps);
-  if (!allSteps.length) {
-    ctx.fillStyle = colors.muted;
-    ctx.fillText('no data', plot.x0, plot.y0 + 20);
-    return null;
-  }
-  const s0 = Math.min(...allSteps);
-  const s1 = Math.max(...allSteps);
-  const x = linear(s0, s1 === s0 ? s0 + 1 : s1, plot.x0, plot.x1);
-  let range = extent(series.map((s) => s.values), logY);
-  if (!range) range = logY ? [1e-3, 1] : [0, 1];
-  let [lo, hi] = range;
-  if (logY) {
-    if (hi / lo < 10) {
-      lo /= 3;
-      hi *= 3;
-    }
-  } else {
-    if (lo === hi) {
-      lo -= Math.abs(lo) * 0.1 || 1;
-      hi += Math.abs(hi) * 0.1 || 1;
-    }
-    const pad = (hi - lo) * 0.05;
-    lo = lo >= 0 && lo - pad < 0 ? 0 : lo - pad;
-    hi += pad;
-  }
-  const y = logY ? log10(lo, hi, plot.y1, plot.y0) : linear(lo, hi, plot.y1, plot.y0);
-
-  // Grid and axes.
-  ctx.strokeStyle = colors.grid;
-  ctx.fillStyle = colors.muted;
-  ctx.lineWidth = 1;
-  ctx.textAlign = 'right';
-  ctx.textBaseline = 'middle';
-  for (const t of y.ticks(5)) {
-    const py = Math.round(y(t)) + 0.5;
-    ctx.beginPath();
-    ctx.moveTo(plot.x0, py);
-    ctx.lineTo(plot.x1, py);
-    ctx.stroke();
-    ctx.fillText(fmt(t), plot.x0 - 6, py);
-  }
-  ctx.textAlign = 'center';
-  ctx.textBaseline = 'top';
-  for (const t of x.ticks(Math.max(2, Math.floor((plot.x1 - plot.x0) / 80)))) {
-    if (!Number.isInteger(t)) continue;
-    ctx.fillText(String(t), x(t), plot.y1 + 6);
-  }
-  ctx.strokeStyle = colors.muted;
-  ctx.strokeRect(plot.x0 + 0.5, plot.y0 + 0.5, plot.x1 - plot.x0, plot.y1 - plot.y0);
-  if (yLabel) {
-    ctx.save();
-    ctx.translate(12, (plot.y0 + plot.y1) / 2);
-    ctx.rotate(-Math.PI / 2);
-    ctx.textAlign = 'center';
-    ctx.fillText(yLabel, 0, 0);
-    ctx.restore();
-  }
-
-  // Series: a gap at every NaN/Inf (and value <= 0 on log axes); NaN/Inf get a marker on top.
-  ctx.save();
-  ctx.beginPath();
-  ctx.rect(plot.x0, plot.y0 - 1, plot.x1 - plot.x0, plot.y1 - plot.y0 + 2);
-  ctx.clip();
-  for (const s of series) {
-    ctx.strokeStyle = s.color;
-    ctx.fillStyle = s.color;
-    ctx.lineWidth = 1.5;
-    ctx.setLineDash(s.dashed ? [5, 3] : []);
-    ctx.beginPath();
-    let pen = false;
-    for (let i = 0; i < s.steps.length; i++) {
-      const v = s.values[i];
-      const ok = Number.isFinite(v) && (!logY || v > 0);
-      if (!ok) {
-        pen = false;
-        continue;
-      }
-      const px = x(s.steps[i]);
-      const py = y(v);
-      if (pen) ctx.lineTo(px, py);
-      else ctx.moveTo(px, py);
-      pen = true;
-      if (s.steps.length < 60) ctx.fillRect(px - 1.5, py - 1.5, 3, 3);
-    }
-    ctx.stroke();
-  }
-  ctx.restore();
-  ctx.setLineDash([]);
-  ctx.fillStyle = NONFINITE_CSS;
-  for (const s of series) {
-    for (let i = 0; i < s.steps.length; i++) {
-      if (Number.isFinite(s.values[i])) continue;
-      const px = x(s.steps[i]);
-      ctx.beginPath();
-      ctx.moveTo(px - 4, plot.y0);
-      ctx.lineTo(px + 4, plot.y0);
-      ctx.lineTo(px, plot.y0 + 7);
-      ctx.fill();
-    }
-  }
-
-  const steps = [...new Set(allSteps)].sort((a, b) => a - b);
-  return {
-    stepAt(px) {
-      if (px < plot.x0 - 4 || px > plot.x1 + 4) return null;
-      const target = s0 + ((px - plot.x0) / (plot.x1 - plot.x0)) * (s1 - s0);
-      let best = steps[0];
-      for (const st of steps) if (Math.abs(st - target) < Math.abs(best - target)) best = st;
-      return best;
-    },
-  };
 }

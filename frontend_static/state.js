@@ -34,17 +34,38 @@ export function get() {
   return {...current};
 }
 
-/** Initial state: TensorBoard's p.gradlens.* keys (if any), then this document's hash. */
+/**
+ * Initial state: TensorBoard's p.gradlens.* keys (if any), then this
+ * document's hash.  Afterwards a change of either hash (the tab's own, or
+ * TensorBoard's address while the GradLens tab is open) switches the view.
+ */
 export function init(hostState = {}) {
   current = {...hostState, ...parseHash(window.location.hash)};
-  window.addEventListener('hashchange', () => {
-    const next = parseHash(window.location.hash);
-    if (toHash(next) !== toHash(current)) {
-      current = next;
-      notify();
+  window.addEventListener('hashchange', () => adopt(parseHash(window.location.hash), false));
+  try {
+    if (window.parent !== window) {
+      // A TensorBoard address without p.gradlens.* keys (TensorBoard's own navigation back to the
+      // tab) keeps the view: the keys are written back.
+      const follow = () => {
+        const host = hostHashState();
+        if (host && Object.keys(host).length) adopt(host, true);
+        else if (host) mirrorToHost();
+      };
+      window.parent.addEventListener('hashchange', follow);
+      window.parent.addEventListener('popstate', follow);
     }
-  });
+  } catch (error) {
+    // Another origin: only the tab's own hash is followed.
+  }
   return get();
+}
+
+/** Make `next` the state (if it differs); fromHost: also write it to our hash. */
+function adopt(next, fromHost) {
+  if (toHash(next) === toHash(current)) return;
+  current = next;
+  if (fromHost) window.history.replaceState(null, '', `#${toHash(current)}`);
+  notify();
 }
 
 /**
@@ -98,16 +119,23 @@ export function parseHostHash(hash) {
 
 /** The p.gradlens.* keys of TensorBoard's hash (same origin), or {}. */
 export function readHostState() {
-  const out = {};
+  return hostHashState() || {};
+}
+
+/** The p.gradlens.* keys of TensorBoard's hash when its GradLens tab is open, else null. */
+function hostHashState() {
   try {
-    if (window.parent === window) return out;
-    for (const [key, value] of parseHostHash(window.parent.location.hash).pairs) {
+    if (window.parent === window) return null;
+    const {tab, pairs} = parseHostHash(window.parent.location.hash);
+    if (tab && tab !== 'gradlens') return null;
+    const out = {};
+    for (const [key, value] of pairs) {
       if (key.startsWith(PREFIX)) out[key.slice(PREFIX.length)] = value;
     }
+    return out;
   } catch (error) {
-    // Not reachable (another origin): the tab's own hash is used.
+    return null; // Not reachable (another origin): the tab's own hash is used.
   }
-  return out;
 }
 
 /**

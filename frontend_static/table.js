@@ -13,6 +13,7 @@ import {fmt, num} from './format.js';
  *   sortKey, descending: initial order (default: as given)
  *   sortValue(row, key): value used to sort (default row[key])
  *   onSelect(row): row activation; rowClass(row): extra class; caption
+ *   cellTitle(row, key): a cell's title (hover text); rowKey(row): data-key of a row
  *   maxRows: show at most this many rows (after sorting)
  */
 export function table(o) {
@@ -57,6 +58,7 @@ export function table(o) {
   const bodyRow = (row) => {
     const classes = [o.rowClass ? o.rowClass(row) : '', o.onSelect ? 'gl-selectable' : ''];
     const tr = el('tr', {class: classes.filter(Boolean).join(' ')});
+    if (o.rowKey) tr.dataset.key = o.rowKey(row);
     for (const column of o.columns) {
       const value = row[column.key];
       const missing = value === undefined || value === null || value === '';
@@ -66,6 +68,8 @@ export function table(o) {
       if (column.numeric && !missing) {
         props['data-value'] = String(num(value));
       }
+      const title = o.cellTitle ? o.cellTitle(row, column.key) : '';
+      if (title) props.title = title;
       tr.appendChild(el('td', props));
     }
     if (o.onSelect) {

@@ -1,6 +1,11 @@
 """The README demo: train the 784-64-64-10 MLP in float32 and mixed_bfloat16,
 log gradient statistics with tb_gradlens, then serve TensorBoard with the tab.
 
+A second float32 run, ``float32_seed1`` (another seed for the weights and the
+batch order), is the noise floor of the tab's Compare view: the bfloat16 run
+differs from ``float32`` beyond float32-vs-float32 noise only where it
+differs by more than ``float32_seed1`` does.
+
 With ``precision=True`` (what ``tb-gradlens demo`` runs) the mixed_bfloat16
 custom loop also logs, through ``tb_gradlens.keras.GradLens``, a shadow
 float32 step every ``compare_every`` steps (per-variable and per-layer
@@ -21,6 +26,8 @@ import sys
 import numpy as np
 
 RUNS = ("float32", "mixed_bfloat16")
+# The float32 noise floor: float32 again with another seed (run name, seed).
+NOISE_RUN = ("float32_seed1", 1)
 FIT_RUN = "fit_mixed_bfloat16"
 COMPARE_EVERY = 10
 
@@ -67,8 +74,9 @@ def build_mlp(policy, seed=0):
 
 
 def train_run(logdir, policy, steps=300, batch_size=64, log_every=1, seed=0,
-              precision=False, compare_every=COMPARE_EVERY):
-    """Train one run with a custom GradientTape loop that logs gradients.
+              precision=False, compare_every=COMPARE_EVERY, run=None):
+    """Train one run (directory ``run``, default the policy name) with a
+    custom GradientTape loop that logs gradients and the ``loss`` scalar.
 
     With ``precision`` (and a non-float32 policy) it also logs shadow-step
     comparisons against float32, update statistics and the dtype map.
@@ -84,7 +92,7 @@ def train_run(logdir, policy, steps=300, batch_size=64, log_every=1, seed=0,
     optimizer = keras.optimizers.Adam(1e-3)
     loss_fn = keras.losses.SparseCategoricalCrossentropy()
     model.compile(optimizer=optimizer, loss=loss_fn)  # compute_loss for comparisons
-    writer = tf.summary.create_file_writer(os.path.join(logdir, policy))
+    writer = tf.summary.create_file_writer(os.path.join(logdir, run or policy))
     rng = np.random.default_rng(seed)
     lens = None
     if precision and policy != "float32":
@@ -151,13 +159,16 @@ def fit_run(logdir, steps=300, batch_size=64, seed=0, compare_every=COMPARE_EVER
 def write_demo_logdir(logdir, steps=300, log_every=1, precision=False):
     """Train every demo run into ``logdir``; returns {run: final loss}.
 
-    ``precision`` adds the precision-lens records and the ``FIT_RUN`` run.
+    ``precision`` adds the precision-lens records, the float32 noise-floor
+    run ``NOISE_RUN`` and the ``FIT_RUN`` run.
     """
     losses = {
         run: train_run(logdir, run, steps, log_every=log_every, precision=precision)
         for run in RUNS
     }
     if precision:
+        name, seed = NOISE_RUN
+        losses[name] = train_run(logdir, "float32", steps, log_every=log_every, seed=seed, run=name)
         losses[FIT_RUN] = fit_run(logdir, steps)
     return losses
 
@@ -192,7 +203,7 @@ def serve(logdir, port=6006, host="127.0.0.1"):
 def run(logdir, steps=300, port=6006, serve_after=True, log_every=1):
     """The whole demo: train, then (optionally) serve until interrupted."""
     print(
-        "tb_gradlens demo: training %s into %s" % (", ".join(RUNS + (FIT_RUN,)), logdir),
+        "tb_gradlens demo: training %s into %s" % (", ".join(RUNS + (NOISE_RUN[0], FIT_RUN)), logdir),
         flush=True,
     )
     losses = write_demo_logdir(logdir, steps, log_every, precision=True)

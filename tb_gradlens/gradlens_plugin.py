@@ -16,6 +16,8 @@ from werkzeug import wrappers
 
 from tb_gradlens import analysis
 from tb_gradlens import event_files
+from tb_gradlens import filtered_source
+from tb_gradlens import health
 from tb_gradlens import metadata
 from tb_gradlens.json_encoding import encode_array  # noqa: F401 (tests, callers)
 from tb_gradlens.json_encoding import encode_json
@@ -31,6 +33,12 @@ _STATIC_PREFIX = "/static/"
 DEFAULT_MAX_STEPS = 2000
 MAX_STEPS = 10000
 MAX_VALUES = 4_000_000
+# Steps of a log2 histogram read for the tab when it names none (histograms route).
+HISTOGRAM_STEPS = 500
+MAX_HISTOGRAM_STEPS = 5000
+# Buckets of steps of the health route (about one per pixel column of the tab's heatmap).
+HEALTH_BUCKETS = 1000
+MAX_HEALTH_BUCKETS = 5000
 _CONTENT_TYPES = {
     ".js": "text/javascript",
     ".css": "text/css",
@@ -78,6 +86,44 @@ def safe_static_path(root, relative):
 
 def respond_json(request, obj):
     return http_util.Respond(request, encode_json(obj), "application/json")
+
+
+def series_answer(series, rows, columns, steps):
+    """The JSON-ready answer of the series and histograms routes: rows,
+    columns and steps (index lists) of a Series, ``values[column][row][step]``."""
+    record = series.record
+    index = np.ix_(steps, np.asarray(rows, np.intp), np.asarray(columns, np.intp))
+    values = series.values[index]  # [steps, rows, columns]
+    return {
+        "run": series.run,
+        "tag": series.tag,
+        "kind": record.kind,
+        "rows": [record.rows[i] for i in rows],
+        "columns": [record.columns[i] for i in columns],
+        "extras": record.extras,
+        "sampled": series.sampled,
+        "steps": series.steps[steps],
+        "wall_times": series.wall_times[steps],
+        "values": np.ascontiguousarray(values.transpose(2, 1, 0)),
+    }
+
+
+def filter_dtype_maps(maps, pattern):
+    """The dtype maps with only the layers and variables whose path matches
+    ``pattern`` (the ``rows`` pattern of ``series``: bounded time, 400 when
+    refused).  The maps are not changed (they are the cache's)."""
+    keys = ("layers", "variables")
+    paths = sorted({
+        item["path"] for m in maps for key in keys for item in (m.get("map") or {}).get(key, ())
+    })
+    keep = {paths[i] for i in reading.select_rows(paths, pattern)}
+    out = []
+    for m in maps:
+        if m.get("map"):
+            shown = {key: [x for x in m["map"].get(key, ()) if x["path"] in keep] for key in keys}
+            m = dict(m, map=dict(m["map"], **shown))
+        out.append(m)
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -141,6 +187,8 @@ class GradLensPlugin(base_plugin.TBPlugin):
             "/static/*": self._serve_static,
             "/runs": self._serve_runs,
             "/series": self._serve_series,
+            "/histograms": self._serve_histograms,
+            "/health": self._serve_health,
             "/dtypes": self._serve_dtypes,
             "/scalars": self._serve_scalars,
             "/alerts": self._serve_alerts,
@@ -162,6 +210,18 @@ class GradLensPlugin(base_plugin.TBPlugin):
 
     def _source(self, request):
         return reading.Source.from_request(self._data_provider, request, self._cache)
+
+    def _filtered_source(self, request, rows=True):
+        """The source seen through the tab's filters: ``rows`` (regex, when
+        ``rows``), ``step_min``, ``step_max`` (filtered_source.py)."""
+        source = self._source(request)
+        pattern = _arg(request, "rows") if rows else None
+        step_min, step_max = _int_arg(request, "step_min"), _int_arg(request, "step_max")
+        if not filtered_source.is_filtered(pattern, step_min, step_max):
+            return source
+        if pattern is not None:
+            reading.select_rows([], pattern)  # 400 for an invalid regex
+        return filtered_source.FilteredSource(source, pattern, step_min, step_max)
 
     def _file_problems(self):
         """{run: [{"file", "error"}]}: damaged event files and overlapping
@@ -227,20 +287,49 @@ class GradLensPlugin(base_plugin.TBPlugin):
         in_range = reading.select_steps(series.steps, step_min, step_max)
         steps = in_range[reading.thin_indices(len(in_range), max_steps)]
         _check_answer_size(len(rows), len(columns), len(steps))
-        index = np.ix_(steps, np.asarray(rows, np.intp), np.asarray(columns, np.intp))
-        values = series.values[index]  # [steps, rows, columns]
-        body = {
-            "run": run,
-            "tag": tag,
-            "kind": record.kind,
-            "rows": [record.rows[i] for i in rows],
-            "columns": [record.columns[i] for i in columns],
-            "extras": record.extras,
-            "sampled": bool(series.sampled or len(steps) < len(in_range)),
-            "steps": series.steps[steps],
-            "wall_times": series.wall_times[steps],
-            "values": np.ascontiguousarray(values.transpose(2, 1, 0)),
-        }
+        body = series_answer(series, rows, columns, steps)
+        body["sampled"] = bool(series.sampled or len(steps) < len(in_range))
+        return respond_json(request, body)
+
+    @wrappers.Request.application
+    def _serve_histograms(self, request):
+        run = _arg(request, "run", required=True)
+        tag = _arg(request, "tag", required=True)
+        max_steps = min(
+            _int_arg(request, "max_steps", minimum=1) or HISTOGRAM_STEPS, MAX_HISTOGRAM_STEPS
+        )
+        source = self._source(request)
+        if source.entry(run, tag).kind != metadata.GRAD_HISTOGRAM:
+            raise errors.InvalidArgumentError("tag %r is not a grad_histogram record" % tag)
+        series = source.sampled_series(run, tag, max_steps)
+        rows = reading.select_rows(
+            series.record.rows, _arg(request, "rows"), request.args.getlist("row")
+        )
+        columns = list(range(len(series.record.columns)))
+        steps = reading.select_steps(
+            series.steps, _int_arg(request, "step_min"), _int_arg(request, "step_max")
+        )
+        _check_answer_size(len(rows), len(columns), len(steps))
+        return respond_json(request, series_answer(series, rows, columns, steps))
+
+    @wrappers.Request.application
+    def _serve_health(self, request):
+        run = _arg(request, "run", required=True)
+        tag = _arg(request, "tag", required=True)
+        buckets = min(_int_arg(request, "buckets", minimum=1) or HEALTH_BUCKETS, MAX_HEALTH_BUCKETS)
+        series = self._source(request).series(run, tag)
+        record = series.record
+        if record.kind != metadata.GRAD_STATS:
+            raise errors.InvalidArgumentError("tag %r is not a grad_stats record" % tag)
+        rows = reading.select_rows(record.rows, _arg(request, "rows"), request.args.getlist("row"))
+        steps = reading.select_steps(
+            series.steps, _int_arg(request, "step_min"), _int_arg(request, "step_max")
+        )
+        _check_answer_size(len(rows), 2, min(buckets, len(steps)))  # status, nonfinite
+        index = np.ix_(steps, np.asarray(rows, np.intp))
+        columns = {c: series.column(c)[index].astype(np.float64) for c in health.COLUMNS}
+        body = health.gradient_health(series.steps[steps], columns, buckets)
+        body.update(run=run, tag=tag, rows=[record.rows[i] for i in rows])
         return respond_json(request, body)
 
     @wrappers.Request.application
@@ -259,6 +348,9 @@ class GradLensPlugin(base_plugin.TBPlugin):
             for m in source.dtype_maps(run, entry.tag):
                 maps.append(dict(m, tag=entry.tag))
         maps.sort(key=lambda m: (m["step"], m["wall_time"]))
+        pattern = _arg(request, "rows")
+        if pattern is not None:
+            maps = filter_dtype_maps(maps, pattern)
         latest = max(entries, key=lambda e: (e.max_step or 0, e.last_wall_time or 0))
         return respond_json(request, {"run": run, "tag": latest.tag, "maps": maps})
 
@@ -275,7 +367,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def _serve_alerts(self, request):
         run = _arg(request, "run")
-        source = self._source(request)
+        source = self._filtered_source(request)
         if run is not None:
             source.entries(run)  # 404 for an unknown run
         runs = None if run is None else [run]
@@ -292,7 +384,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_overview(self, request):
-        runs = analysis.overview(self._source(request), self._thresholds)
+        runs = analysis.overview(self._filtered_source(request), self._thresholds)
         return respond_json(request, {"runs": runs})
 
     @wrappers.Request.application
@@ -306,7 +398,8 @@ class GradLensPlugin(base_plugin.TBPlugin):
             column=_arg(request, "column"),
         )
         body = analysis.compare_runs(
-            self._source(request), run_a, run_b, quantity, _arg(request, "noise_run")
+            self._filtered_source(request, rows=False), run_a, run_b, quantity,
+            _arg(request, "noise_run"),
         )
         return respond_json(request, body)
 

@@ -66,20 +66,34 @@ class Cache:
     else 1 KiB): ``data`` for series read from the provider, ``derived``
     for small analysis results, so large reads never evict the alerts.
     The data budget defaults to $TB_GRADLENS_CACHE_MB or 2 GiB.
+
+    Concurrent requests that miss the same key compute it once: the
+    others wait for that result (the tab asks for the overview and the
+    alerts at once, and both read every record of a cold logdir).
     """
 
     def __init__(self, max_bytes=None, derived_max_bytes=DEFAULT_DERIVED_BYTES):
         if max_bytes is None:
             max_bytes = _env_cache_bytes()
         self._pools = {"data": _LRU(max_bytes), "derived": _LRU(derived_max_bytes)}
+        self._computing = {}  # (pool, key) -> Lock held while one request computes it
+        self._computing_lock = threading.Lock()
 
     def get(self, key, version, compute, pool="derived"):
         lru = self._pools[pool]
         found, value = lru.lookup(key, version)
         if found:
             return value
-        value = compute()
-        lru.store(key, version, value)
+        with self._computing_lock:
+            lock = self._computing.setdefault((pool, key), threading.Lock())
+        with lock:
+            found, value = lru.lookup(key, version)  # computed meanwhile by another request
+            if not found:
+                value = compute()
+                lru.store(key, version, value)
+        with self._computing_lock:
+            if self._computing.get((pool, key)) is lock and not lock.locked():
+                del self._computing[(pool, key)]
         return value
 
     def clear(self):

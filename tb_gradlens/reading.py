@@ -239,6 +239,24 @@ class Source:
             )
         return self.cached("series", entry, lambda: self._read_series(entry), "data")
 
+    def sampled_series(self, run, tag, max_steps):
+        """A Series of at most ``max_steps`` steps of a float record, read with
+        the data provider's own downsampling (the last step and a uniform
+        sample of the others, as TensorBoard reads its histograms), cached per
+        ``max_steps``.  For views that need no single step exactly (the log2
+        histogram heatmap): a cold read of a large record costs a fraction.
+        """
+        entry = self.entry(run, tag)
+        _require_readable(entry)
+        if entry.kind in metadata.JSON_KINDS:
+            raise errors.InvalidArgumentError(
+                "tag %r holds %s JSON, not a series" % (tag, entry.kind)
+            )
+        return self.cached(
+            ("sampled_series", int(max_steps)), entry,
+            lambda: self._read_series(entry, int(max_steps)), "data",
+        )
+
     def _read_tensor_points(self, entry, downsample):
         flt = tb_provider.RunTagFilter(runs=[entry.run], tags=[entry.tag])
         data = self.data_provider.read_tensors(
@@ -253,17 +271,17 @@ class Source:
             raise errors.NotFoundError("run %r has no gradlens tag %r" % (entry.run, entry.tag))
         return points
 
-    def _read_series(self, entry):
+    def _read_series(self, entry, downsample=DOWNSAMPLE_ALL):
         record = entry.record
         n_rows, n_cols = len(record.rows), len(record.columns)
-        sampled = False
         try:
-            points = self._read_tensor_points(entry, DOWNSAMPLE_ALL)
+            points = self._read_tensor_points(entry, downsample)
+            sampled = downsample != DOWNSAMPLE_ALL and len(points) >= downsample
         except errors.PublicError:
             raise
         except Exception as e:  # noqa: BLE001 - e.g. a gRPC answer over its size limit
             per_point = max(1, n_rows * n_cols * 4)
-            budget = max(2, MAX_READ_BYTES // per_point)
+            budget = min(downsample, max(2, MAX_READ_BYTES // per_point))
             logger.warning(
                 "gradlens: reading %s/%s in full failed (%s); reading %d sampled steps",
                 entry.run, entry.tag, e, budget,

@@ -1,4 +1,5 @@
-"""The README's first command, end to end: the demo trains, then serves the GradLens tab."""
+"""The README's first command, end to end: the demo trains (with a float32 noise-floor run), then
+serves the GradLens tab."""
 
 import json
 import os
@@ -32,9 +33,17 @@ def test_demo_trains_then_serves_the_tab(tmp_path):
         listing = json.load(urllib.request.urlopen(url + "data/plugins_listing", timeout=60))
         assert listing["gradlens"]["tab_name"] == "GradLens"
         runs = json.load(urllib.request.urlopen(url + "data/plugin/gradlens/runs", timeout=60))
-        assert [r["run"] for r in runs["runs"]] == ["fit_mixed_bfloat16", "float32", "mixed_bfloat16"]
+        assert [r["run"] for r in runs["runs"]] == ["fit_mixed_bfloat16", "float32", "float32_seed1",
+                                                     "mixed_bfloat16"]
         kinds = {t["kind"] for r in runs["runs"] if r["run"] == "mixed_bfloat16" for t in r["tags"]}
         assert {"grad_stats", "divergence", "activation_divergence", "loss_comparison", "dtypes"} <= kinds
+        # Issue 15 defect 12: Compare answers Q4 on the demo's own data, bfloat16 vs float32 against the
+        # float32 noise floor.
+        compare = json.load(urllib.request.urlopen(
+            url + "data/plugin/gradlens/compare?run_a=float32&run_b=mixed_bfloat16&noise_run=float32_seed1"
+            "&kind=scalar&tag=loss", timeout=60))
+        assert compare["steps"] == list(range(12)) and compare["noise"]["steps"] == list(range(12))
+        assert isinstance(compare["summary"]["exceeds_noise"], bool)
     finally:
         proc.terminate()
         proc.wait(30)

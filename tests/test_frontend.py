@@ -8,26 +8,30 @@ tb_gradlens.summary_v2.write_record adds the kinds the demo does not log yet
 variable is named like an HTML injection).
 
 Every number checked on screen is compared with the JSON route fetched here.
-Screenshots of each view go to test-artifacts/frontend/.
+Screenshots of each view go to test-artifacts/frontend/.  The four questions
+and the defects of issue 15 are tested in test_frontend_questions.py.
 Without Chromium or Playwright the tests skip, except under CI (env CI set),
 where they fail.
 """
 
+import csv
+import io
 import json
 import math
 import os
-import re
 import urllib.parse
 
 import numpy as np
 import pytest
 
+from frontend_page import (  # noqa: F401 (browser, page: fixtures)
+    PREFIX, Page, browser, chart, navigate, number, open_tab, page, plot_of, require_browser, route, screenshot,
+    shown_close, step_x, table_dicts, table_rows, tag_of, wait_complete, wait_drawn,
+)
 from tb_server import TensorBoardProcess
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ARTIFACTS = os.path.join(ROOT, "test-artifacts", "frontend")
-CHROMIUM = "/usr/bin/chromium"
-PREFIX = "/data/plugin/gradlens/"
+_require_browser = require_browser  # the name test_hostile_names.py imports from here
+
 HOSTILE = "<img src=x onerror=alert(1)>"
 STEPS = 12
 BF16 = "mixed_bfloat16"
@@ -36,21 +40,6 @@ DIV_NAN = (7, 1)  # (step, row) of the NaN in the divergence record
 REFERENCE = {"label": "float32 shadow", "policy": "float32", "device": "CPU", "jit_compile": False}
 CANDIDATE = {"label": "bf16 candidate", "policy": "mixed_bfloat16", "device": "CPU", "jit_compile": False}
 LAYERS = ("dense_1", "dense_2", "logits", "predictions")
-
-
-def _require_browser():
-    """Skip without Playwright/Chromium; fail instead under CI."""
-    problem = None
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError as e:  # pragma: no cover - depends on the machine
-        problem = "playwright is not installed (%s)" % e
-    if problem is None and not os.path.exists(CHROMIUM):
-        problem = "Chromium is missing at %s (apt-get install -y chromium)" % CHROMIUM
-    if problem:
-        if os.environ.get("CI"):
-            pytest.fail("browser tests cannot run in CI: " + problem)
-        pytest.skip(problem)
 
 
 # ---------------------------------------------------------------------------
@@ -156,13 +145,13 @@ def build_logdir(logdir):
 
 
 # ---------------------------------------------------------------------------
-# Fixtures.
+# Fixtures: one tensorboard and one browser for the module.
 # ---------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
-    _require_browser()
+    require_browser()
     path = str(tmp_path_factory.mktemp("frontend") / "logs")
     build_logdir(path)
     return path
@@ -181,131 +170,12 @@ def tensorboard(logdir):
         yield tb
 
 
-@pytest.fixture(scope="module")
-def browser():
-    _require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
-class Page:
-    """A browser page that records console errors, page errors and dialogs."""
-
-    def __init__(self, browser, dark=False):
-        self.context = browser.new_context(
-            viewport={"width": 1280, "height": 900}, color_scheme="dark" if dark else "light"
-        )
-        self.page = self.context.new_page()
-        self.errors = []
-        self.dialogs = []
-        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-
-        def on_dialog(dialog):
-            self.dialogs.append(dialog.message)
-            dialog.dismiss()
-
-        self.page.on("dialog", on_dialog)
-        # Opening the tab's document directly makes Chromium ask for /favicon.ico,
-        # which TensorBoard does not serve (inside TensorBoard it is not asked for).
-        self.page.route("**/favicon.ico", lambda r: r.fulfill(status=204, body=""))
-
-    def assert_clean(self):
-        """No console error, no page error, no dialog (no injected script ran)."""
-        assert self.errors == []
-        assert self.dialogs == []
-
-    def close(self):
-        self.context.close()
-
-
-@pytest.fixture()
-def page(browser):
-    p = Page(browser)
-    yield p
-    p.close()
-
-
-def route(tb, name, **params):
-    query = urllib.parse.urlencode(params, doseq=True)
-    return tb.get_json(PREFIX + name + ("?" + query if query else ""))
-
-
-def number(v):
-    return float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}.get(v, v)) if isinstance(v, str) else float(v)
-
-
-def open_tab(tb, page, hash_state=""):
-    """Open the tab's own document (what TensorBoard iframes) with a hash state; wait until drawn."""
-    page.page.goto(tb.url + "/data/plugin_entry.html?name=gradlens" + ("#" + hash_state if hash_state else ""))
-    wait_drawn(page)
-    return page.page
-
-
-def wait_drawn(page):
-    page.page.wait_for_selector(".gl-view:not(.gl-pending)", timeout=30000)
-
-
-def navigate(page, action):
-    """Run action (which changes the view) and wait for the next drawn view."""
-    before = page.page.evaluate("document.documentElement.dataset.ready || ''")
-    action()
-    page.page.wait_for_function(
-        "(b) => document.documentElement.dataset.ready && document.documentElement.dataset.ready !== b "
-        "&& !document.querySelector('.gl-loading')",
-        arg=before,
-        timeout=30000,
-    )
-
-
-def screenshot(page, name):
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    page.page.screenshot(path=os.path.join(ARTIFACTS, name + ".png"), full_page=True)
-
-
-def cell_numbers(page, selector):
-    """Displayed numbers and data-value numbers of the cells matching selector."""
-    out = []
-    for cell in page.page.query_selector_all(selector):
-        out.append((cell.text_content(), number(cell.get_attribute("data-value"))))
-    return out
-
-
-def shown_close(text, want, rel=5e-4):
-    """The 4-significant-digit text on screen equals want (NaN/Inf spelled out)."""
-    if math.isnan(want):
-        return text == "NaN"
-    if math.isinf(want):
-        return text == ("+Inf" if want > 0 else "-Inf")
-    return math.isclose(float(text), want, rel_tol=rel, abs_tol=1e-12)
-
-
-def tag_of(tb, run, kind, prefix=None):
-    runs = route(tb, "runs")["runs"]
-    tags = [t for r in runs if r["run"] == run for t in r["tags"] if t["kind"] == kind]
-    if prefix:
-        tags = [t for t in tags if t["tag"].startswith(prefix + "/")]
-    return tags[0]
-
-
-def table_rows(page, row_selector):
-    """[[cell text, ...], ...] of the table rows matching row_selector."""
-    return page.evaluate(
-        "(s) => [...document.querySelectorAll(s)].map(tr => [...tr.cells].map(td => td.textContent))",
-        row_selector,
-    )
-
-
-def column_index(page, table_selector, label):
-    labels = page.evaluate(
-        "(s) => [...document.querySelector(s).tHead.rows[0].cells].map(th => th.textContent.replace(/ [▲▼]$/, ''))",
-        table_selector,
-    )
-    return labels.index(label)
+def tab_frame(p):
+    """The GradLens iframe inside TensorBoard's page, once its view is drawn."""
+    p.wait_for_selector("iframe", timeout=60000)
+    frame = next(f for f in p.frames if "plugin_entry.html?name=gradlens" in f.url)
+    wait_drawn(frame)
+    return frame
 
 
 # ---------------------------------------------------------------------------
@@ -313,17 +183,16 @@ def column_index(page, table_selector, label):
 # ---------------------------------------------------------------------------
 
 
-def test_tab_listed_opens_follows_reload_dark_mode_and_shares_state(tensorboard, page):
+def test_tab_in_tensorboard_follows_reload_hash_and_dark_mode_live(tensorboard, page):
+    """Issue 15 defect 9: dark mode switched while a view is open, and a changed address, take effect."""
     tb = tensorboard
     listing = tb.get_json("/data/plugins_listing")
     assert listing["gradlens"]["enabled"] and listing["gradlens"]["tab_name"] == "GradLens"
     p = page.page
     p.goto(tb.url + "/#gradlens")
-    p.wait_for_selector("iframe", timeout=60000)
+    frame = tab_frame(p)
     tabs = [t.strip() for t in p.locator("[role=tab]").all_text_contents()]
     assert "GradLens" in tabs
-    frame = next(f for f in p.frames if "plugin_entry.html?name=gradlens" in f.url)
-    frame.wait_for_selector(".gl-view:not(.gl-pending)", timeout=30000)
     runs = [r["run"] for r in route(tb, "overview")["runs"]]
     shown = frame.eval_on_selector_all(".gl-run-row td:first-child", "tds => tds.map(td => td.textContent)")
     assert shown == runs == [F32, BF16]
@@ -334,25 +203,33 @@ def test_tab_listed_opens_follows_reload_dark_mode_and_shares_state(tensorboard,
     frame.wait_for_function("(n) => Number(document.documentElement.dataset.reloads) > n", arg=reloads)
     assert frame.evaluate("document.documentElement.dataset.host") == "connected"
 
-    # The view is kept in TensorBoard's hash (p.gradlens.*): the address can be shared.
-    frame.click(".gl-tabs [data-view=dtypes]")
-    frame.wait_for_selector(".gl-view-dtypes:not([hidden])")
-    assert "p.gradlens.view=dtypes" in p.url
+    # The view is kept in TensorBoard's hash (p.gradlens.*): the address can be shared ...
+    navigate(page, lambda: frame.click(".gl-tabs [data-view=gradients]"), frame)
+    assert "p.gradlens.view=gradients" in p.url
     shared = p.url
-    # TensorBoard's dark mode (class on its body) is followed.
+    # ... and a changed address switches the open tab's view (issue 15, defect 9).
+    navigate(page, lambda: p.evaluate("location.hash = '#gradlens&p.gradlens.view=divergence&p.gradlens.run=%s'" % BF16),
+             frame)
+    assert frame.eval_on_selector(".gl-tabs [aria-selected=true]", "b => b.textContent") == "Divergence"
+
+    # TensorBoard's dark mode switched while a view is open redraws every chart in dark colors (defect 9).
+    canvases = frame.locator("figure.gl-chart .gl-plot canvas")
+    assert canvases.count() >= 2
     p.evaluate("document.body.classList.add('dark-mode')")
     frame.wait_for_function("document.documentElement.dataset.theme === 'dark'")
     background = frame.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(32, 33, 36)"
-    screenshot(page, "tensorboard-dtypes-dark")
+    themes = frame.eval_on_selector_all("figure.gl-chart .gl-plot canvas", "cs => cs.map(c => JSON.parse(c.dataset.plot).theme)")
+    assert set(themes) == {"dark"}
+    screenshot(page, "tensorboard-divergence-dark")
+    p.evaluate("document.body.classList.remove('dark-mode')")
+    frame.wait_for_function("document.documentElement.dataset.theme === 'light'")
 
     other = page.context.new_page()
     try:
         other.goto(shared)
-        other.wait_for_selector("iframe", timeout=60000)
-        frame2 = next(f for f in other.frames if "plugin_entry.html?name=gradlens" in f.url)
-        frame2.wait_for_selector(".gl-view-dtypes:not([hidden])", timeout=30000)
-        assert frame2.eval_on_selector(".gl-tabs [aria-selected=true]", "b => b.textContent") == "Dtypes"
+        frame2 = tab_frame(other)
+        assert frame2.eval_on_selector(".gl-tabs [aria-selected=true]", "b => b.textContent") == "Gradients"
     finally:
         other.close()
     page.assert_clean()
@@ -363,7 +240,7 @@ def test_overview_headline_alerts_and_alert_click(tensorboard, page):
     overview = {r["run"]: r for r in route(tb, "overview")["runs"]}
     alerts = route(tb, "alerts")["alerts"]
     p = open_tab(tb, page, "view=overview")
-    rows = {r[0]: r for r in table_rows(p, ".gl-run-row")}
+    rows = {r["run"]: r for r in table_dicts(p, "table.gl-table", "tr.gl-run-row")}
     assert set(rows) == {F32, BF16}
     worst = overview[BF16]["worst_divergence"]
     # NaN wins the worst divergence (issue 14): the NaN written at DIV_NAN, not the
@@ -372,16 +249,21 @@ def test_overview_headline_alerts_and_alert_click(tensorboard, page):
     div_rows = tag_of(tb, BF16, "divergence")["rows"]
     assert math.isnan(number(worst["value"])) and worst["nonfinite"] is True
     assert worst["row"] == div_rows[row] and worst["step"] == step
-    bf16 = rows[BF16]
-    assert bf16[1] == "rel_l2" and shown_close(bf16[2], math.nan) and bf16[3] == div_rows[row]
-    assert bf16[4] == str(step)
-    assert "bf16 candidate" in bf16[5] and "float32 shadow" in bf16[5]
+    limits = route(tb, "limits", run=BF16, tag=worst["tag"])
+    assert worst["limit"] == pytest.approx(limits["limits"][row])
+    metric, value, text = rows[BF16]["worst divergence"].split(" ", 2)
+    assert metric == "rel_l2" and value == "NaN"
+    tolerance, rest = text.split(") · ", 1)
+    assert tolerance.startswith("(not finite; tolerance ") and shown_close(tolerance.split()[-1], worst["limit"])
+    assert rest == "%s · step %d" % (div_rows[row], step)
+    assert rows[BF16]["comparison"] == "bf16 candidate vs float32 shadow"
     # The only NaN is in the compared gradients (DIV_NAN): it is the run's first NaN/Inf step.
-    assert overview[BF16]["first_nonfinite_step"] == DIV_NAN[0] and bf16[6] == str(DIV_NAN[0])
-    assert bf16[7] == str(len(overview[BF16]["disconnected_variables"])) == "1"
+    assert overview[BF16]["first_nonfinite_step"] == DIV_NAN[0]
+    assert rows[BF16]["first NaN/Inf"].startswith("step %d: " % DIV_NAN[0])
+    assert rows[BF16]["disconnected (None)"] == HOSTILE == overview[BF16]["disconnected_variables"][0]
     counts = overview[BF16]["alert_counts"]
-    assert bf16[9] == "%d / %d / %d" % (counts["error"], counts["warning"], counts["info"])
-    assert rows[F32][1:5] == ["", "", "", ""]
+    assert rows[BF16]["alerts E/W/I"] == "%d / %d / %d" % (counts["error"], counts["warning"], counts["info"])
+    assert rows[F32]["worst divergence"] == "no comparison logged" and rows[F32]["first NaN/Inf"] == "none"
 
     codes = p.eval_on_selector_all(".gl-alert .gl-alert-code", "n => n.map(x => x.textContent)")
     assert codes == [a["code"] for a in alerts]
@@ -392,17 +274,15 @@ def test_overview_headline_alerts_and_alert_click(tensorboard, page):
     nonfinite = next(a for a in alerts if a["code"] == "nonfinite")
     step, row = DIV_NAN
     assert nonfinite["step_first"] == step and nonfinite["view"]["name"] == "divergence"
-    index = alerts.index(nonfinite)
-    navigate(page, lambda: p.locator(".gl-alert").nth(index).click())
+    navigate(page, lambda: p.locator(".gl-alert").nth(alerts.index(nonfinite)).click())
     assert p.eval_on_selector(".gl-tabs [aria-selected=true]", "b => b.textContent") == "Divergence"
-    assert p.text_content(".gl-view:not(.gl-pending) h2:has-text('Worst variables')") == "Worst variables at step %d" % step
+    assert p.text_content(".gl-sec-gradients .gl-step-title") == "Variables at step %d" % step
     assert p.eval_on_selector(".gl-metric", "s => s.value") == nonfinite["view"]["column"]
-    selected = table_rows(p, ".gl-var-row.gl-selected")
-    assert [r[0] for r in selected] == [nonfinite["view"]["row"]]
+    table = ".gl-sec-gradients table.gl-table"
+    selected = table_dicts(p, table, "tr.gl-selected")
+    assert [r["variable"] for r in selected] == [nonfinite["view"]["row"]]
     # The NaN written at DIV_NAN is shown as NaN, and nonfinite = 3.
-    rel_col = column_index(p, ".gl-view:not(.gl-pending) table:has(.gl-var-row)", "rel_l2")
-    nf_col = column_index(p, ".gl-view:not(.gl-pending) table:has(.gl-var-row)", "nonfinite")
-    assert selected[0][rel_col] == "NaN" and selected[0][nf_col] == "3"
+    assert selected[0]["rel_l2"] == "NaN" and selected[0]["nonfinite"] == "3"
     page.assert_clean()
 
 
@@ -411,53 +291,62 @@ def test_divergence_view_numbers_heatmap_hover_and_keyboard(tensorboard, page):
     tag = tag_of(tb, BF16, "divergence")
     rows = tag["rows"]
     last = STEPS - 1
-    series = route(tb, "series", run=BF16, tag=tag["tag"], step_min=last, step_max=last)
+    series = route(tb, "series", run=BF16, tag=tag["tag"], step_min=last, step_max=last, max_steps=1)
     p = open_tab(tb, page, "view=divergence&run=" + BF16)
-    assert p.text_content(".gl-candidate") == "bf16 candidate (mixed_bfloat16, CPU)"
-    assert p.text_content(".gl-reference") == "float32 shadow (float32, CPU)"
+    assert p.text_content(".gl-candidate") == "bf16 candidate"
+    assert p.text_content(".gl-reference") == "float32 shadow"
+    assert "policy mixed_bfloat16, computes in bfloat16" in p.text_content(".gl-variants")
     assert p.text_content(".gl-run-name") == BF16
 
     expected = divergence_values(len(rows)).astype(np.float64)[last]  # [rows, columns]
-    table_sel = ".gl-view:not(.gl-pending) table:has(.gl-var-row)"
-    shown = table_rows(p, ".gl-var-row")
-    assert sorted(r[0] for r in shown) == sorted(rows)
-    # Ranked by rel_l2, worst first: the written rel_l2 grows with the row index.
-    assert [r[0] for r in shown] == rows[::-1]
+    # The tolerance of each row: the alert rules' (limits route), bfloat16's budget for all.
+    limits = route(tb, "limits", run=BF16, tag=tag["tag"])
+    assert limits["rows"] == rows and len(set(limits["limits"])) == 1
+    tolerance = limits["limits"][0]
+    table = ".gl-sec-gradients table.gl-table"
+    shown = table_dicts(p, table)
+    assert sorted(r["variable"] for r in shown) == sorted(rows)
+    # Ranked by rel_l2 / tolerance, worst first: the written rel_l2 grows with the row index.
+    assert [r["variable"] for r in shown] == rows[::-1]
     for c, column in enumerate(series["columns"]):
-        col = column_index(p, table_sel, column)
         for r, name in enumerate(series["rows"]):
-            text = next(s for s in shown if s[0] == name)[col]
+            text = next(s for s in shown if s["variable"] == name)[column]
             route_value = number(series["values"][c][r][0])
             assert route_value == pytest.approx(np.float32(expected[r, c]), rel=1e-6)
             assert shown_close(text, route_value), (name, column, text, route_value)
+            if column == "rel_l2":
+                ratio = next(s for s in shown if s["variable"] == name)["× tolerance"]
+                assert float(ratio) == pytest.approx(route_value / tolerance, rel=0.05)
 
-    # Heatmap: hover the hostile row's last cell; the tooltip shows it literally, with step and value.
-    canvas = p.locator(".gl-heatmap .gl-plot canvas").first
-    plot = json.loads(canvas.get_attribute("data-plot"))
+    # Heatmap: hover the hostile row's last cell; the tooltip shows it literally, with step, value, ratio.
+    heat = chart(p, "variables × steps")
+    canvas = heat.locator("canvas").first
+    plot = plot_of(heat)
     assert plot["rows"] == len(rows) and plot["steps"] == STEPS
     row_h = (plot["y1"] - plot["y0"]) / plot["rows"]
-    canvas.hover(position={"x": plot["x1"] - 3, "y": plot["y0"] + row_h * (len(rows) - 0.5)})
-    tip = p.locator(".gl-heatmap .gl-tooltip").first
+    canvas.hover(position={"x": step_x(plot, last) + 2, "y": plot["y0"] + row_h * (len(rows) - 0.5)})
+    tip = heat.locator(".gl-tooltip")
     lines = tip.locator("div").all_text_contents()
     want = number(series["values"][0][len(rows) - 1][0])
     assert lines[0] == HOSTILE and lines[1] == "step %d" % last
     assert lines[2].startswith("rel_l2 ") and shown_close(lines[2].split(" ", 1)[1], want)
+    assert lines[3].endswith("× tolerance %s" % float("%.4g" % tolerance))
     screenshot(page, "divergence")
 
     # Keyboard: focus the heatmap, Home goes to step 0, Enter selects (row 0, step 0).
     canvas.focus()
     p.keyboard.press("Home")
-    lines = tip.locator("div").all_text_contents()
-    assert lines[1] == "step 0"
+    assert tip.locator("div").all_text_contents()[1] == "step 0"
     navigate(page, lambda: p.keyboard.press("Enter"))
-    assert p.text_content(".gl-view:not(.gl-pending) h2:has-text('Worst variables')") == "Worst variables at step 0"
+    assert p.text_content(".gl-sec-gradients .gl-step-title") == "Variables at step 0"
     assert "row=" in p.evaluate("location.hash") and "step=0" in p.evaluate("location.hash")
 
     # Activation divergence: layers in depth order with their values at step 0.
-    act = [r for r in table_rows(p, ".gl-layer-row")]
-    assert [r[1] for r in act] == list(LAYERS)
+    act = table_dicts(p, ".gl-sec-activations table.gl-table")
+    assert [r["layer"] for r in act] == list(LAYERS)
     for depth, r in enumerate(act):
-        assert r[0] == str(depth) and shown_close(r[2], float(np.float32(2e-3 * (depth + 1))))
+        # Depth counts from 1 (the first layer), as the tolerance's basis does ("depth 1: 5 x u x 1").
+        assert r["depth"] == str(depth + 1) and shown_close(r["rel_l2"], float(np.float32(2e-3 * (depth + 1))))
     page.assert_clean()
 
 
@@ -469,9 +358,10 @@ def test_divergence_filter_step_range_and_error_state(tensorboard, page):
     navigate(page, lambda: (p.fill(".gl-smin", "2"), p.press(".gl-smin", "Enter")))
     navigate(page, lambda: (p.fill(".gl-smax", "5"), p.press(".gl-smax", "Enter")))
     assert all(k in p.evaluate("location.hash") for k in ("filter=dense_2", "smin=2", "smax=5"))
-    shown = table_rows(p, ".gl-var-row")
-    assert sorted(r[0] for r in shown) == ["mlp/dense_2/bias", "mlp/dense_2/kernel"]
-    assert p.text_content(".gl-view:not(.gl-pending) h2:has-text('Worst variables')") == "Worst variables at step 5"
+    shown = table_dicts(p, ".gl-sec-gradients table.gl-table")
+    assert sorted(r["variable"] for r in shown) == ["mlp/dense_2/bias", "mlp/dense_2/kernel"]
+    assert p.text_content(".gl-sec-gradients .gl-step-title") == "Variables at step 5"
+    assert plot_of(chart(p, "rel_l2 per step"))["domain"] == [2, 5]
     # A regex the server rejects: the error is shown, no crash.
     navigate(page, lambda: p.evaluate("location.hash = 'view=divergence&run=%s&filter=(' " % BF16))
     error = p.text_content(".gl-view:not(.gl-pending) .gl-error")
@@ -481,33 +371,97 @@ def test_divergence_filter_step_range_and_error_state(tensorboard, page):
     assert page.dialogs == []
 
 
-def test_gradients_view_numbers_and_histogram(tensorboard, page):
+def test_gradients_view_numbers_histogram_and_requests(tensorboard, page):
+    """Every number against the routes; issue 15 defect 13: only what is drawn is asked for."""
     tb = tensorboard
     tag = tag_of(tb, F32, "grad_stats", "gradients")
-    series = route(tb, "series", run=F32, tag=tag["tag"])
+    series = route(tb, "series", run=F32, tag=tag["tag"], max_steps=STEPS)
     p = open_tab(tb, page, "view=gradients&run=" + F32)
-    shown = {r[0]: r for r in table_rows(p, ".gl-var-row")}
+    wait_complete(p)
+    shown = {r["variable"]: r for r in table_dicts(p, ".gl-view:not(.gl-pending) table.gl-table")}
     assert list(shown) == series["rows"]
     cols = series["columns"]
     for r, name in enumerate(series["rows"]):
         at = lambda c: number(series["values"][cols.index(c)][r][-1])  # noqa: E731
-        assert shown_close(shown[name][1], at("l2_norm"))
-        assert shown_close(shown[name][2], at("max_abs"))
-        assert shown_close(shown[name][3], at("zero_fraction"))
-        assert shown[name][4] == "%d" % (at("nan_count") + at("posinf_count") + at("neginf_count"))
-    assert p.text_content(".gl-hist-var") == series["rows"][0]
-    # Histogram plot: one row per exponent bin plus 0, +Inf, -Inf, NaN; every step.
-    plot = json.loads(p.locator(".gl-heatmap .gl-plot canvas").get_attribute("data-plot"))
-    assert plot["rows"] == 281 and plot["steps"] == STEPS
+        assert shown_close(shown[name]["l2_norm"], at("l2_norm"))
+        assert shown_close(shown[name]["max |g|"], at("max_abs"))
+        assert shown_close(shown[name]["zero fraction"], at("zero_fraction"))
+        assert shown[name]["NaN/Inf"] == "%d" % (at("nan_count") + at("posinf_count") + at("neginf_count"))
+        assert shown[name]["status"] == "ok"
+    # Healthy gradients: the histogram shown is the variable with the largest max |g|.
+    biggest = max(range(len(series["rows"])),
+                  key=lambda r: max(number(v) for v in series["values"][cols.index("max_abs")][r]))
+    assert p.text_content(".gl-hist-var") == series["rows"][biggest]
+    plot = plot_of(chart(p, "log2 |g| bin"))
+    assert plot["steps"] == STEPS and plot["rows"] < 281
     screenshot(page, "gradients")
-    navigate(page, lambda: p.locator(".gl-var-row", has_text="mlp/logits/bias").click())
+    # Only what is drawn is asked for: the columns and max_steps of every series, histograms sampled.
+    asked = [urllib.parse.parse_qs(urllib.parse.urlsplit(u).query) for u in page.requests if "/series?" in u]
+    assert asked and all("max_steps" in a and "columns" in a for a in asked)
+    assert any("/histograms?" in u and "max_steps=" in u for u in page.requests)
+    navigate(page, lambda: p.locator("tr.gl-var-row", has_text="mlp/logits/bias").click())
+    wait_complete(p)
     assert p.text_content(".gl-hist-var") == "mlp/logits/bias"
     # The hostile variable's None gradient (record "odd").
     odd = tag_of(tb, BF16, "grad_stats", "odd")
     p = open_tab(tb, page, "view=gradients&run=%s&tag=%s" % (BF16, urllib.parse.quote(odd["tag"])))
-    (row,) = table_rows(p, ".gl-var-row")
-    assert row[0] == HOSTILE and row[1] == "NaN" and row[5] == "yes (None gradient)"
+    (row,) = table_dicts(p, ".gl-view:not(.gl-pending) table.gl-table")
+    assert row["variable"] == HOSTILE and row["l2_norm"] == "None" and row["status"] == "None (disconnected)"
     screenshot(page, "gradients-hostile")
+    page.assert_clean()
+
+
+def test_charts_zoom_legend_smoothing_and_download(tensorboard, page):
+    """Issue 15 defect 11: drag-to-zoom and reset, legend toggles, smoothing, CSV/JSON per chart."""
+    p = open_tab(tensorboard, page, "view=gradients&run=%s&k=3" % F32)
+    figure = chart(p, "L2 norm")
+    canvas = figure.locator("canvas").first
+    plot = plot_of(figure)
+    assert plot["domain"] == [0, STEPS - 1]
+    assert all(float(t) == int(t) for t in plot["xTicks"])
+    # Drag from step 2 to step 8 zooms; the reset button brings every step back (defect 11).
+    y = (plot["y0"] + plot["y1"]) / 2
+    box = canvas.bounding_box()
+    p.mouse.move(box["x"] + step_x(plot, 2), box["y"] + y)
+    p.mouse.down()
+    p.mouse.move(box["x"] + step_x(plot, 5), box["y"] + y, steps=4)
+    p.mouse.move(box["x"] + step_x(plot, 8), box["y"] + y, steps=4)
+    p.mouse.up()
+    zoomed = plot_of(figure)["domain"]
+    assert 1 <= zoomed[0] <= 3 and 7 <= zoomed[1] <= 9
+    assert p.evaluate("location.hash").count("step=") == 0  # a drag is no click
+    # The zoom survives a reload (TensorBoard's auto-reload redraws the view every 30 s).
+    reloads = int(p.evaluate("document.documentElement.dataset.reloads"))
+    p.click(".gl-reload")
+    p.wait_for_function("(n) => Number(document.documentElement.dataset.reloads) > n", arg=reloads)
+    wait_drawn(p)
+    figure = chart(p, "L2 norm")
+    p.wait_for_function("(d) => document.querySelector('.gl-view:not(.gl-pending) .gl-line canvas').dataset.plot"
+                        ".includes(d)", arg=json.dumps(zoomed, separators=(",", ":")))
+    assert plot_of(figure)["domain"] == zoomed
+    figure.locator(".gl-reset-zoom").click()
+    assert plot_of(figure)["domain"] == [0, STEPS - 1]
+    assert figure.locator(".gl-reset-zoom").is_hidden()
+    # Legend entries hide and show their series.
+    names = figure.locator(".gl-legend-name").all_text_contents()
+    assert len(names) == 3
+    figure.locator(".gl-legend-item").first.click()
+    assert plot_of(figure)["hidden"] == [names[0]]
+    figure.locator(".gl-legend-item").first.click()
+    assert plot_of(figure)["hidden"] == []
+    # CSV and JSON hold what the chart shows.
+    with p.expect_download() as info:
+        figure.locator(".gl-download-csv").click()
+    rows = list(csv.reader(io.StringIO(open(info.value.path()).read())))
+    assert rows[0] == ["name", "step", "value"] and len(rows) == 1 + 3 * STEPS
+    assert {r[0] for r in rows[1:]} == set(names)
+    with p.expect_download() as info:
+        figure.locator(".gl-download-json").click()
+    data = json.load(open(info.value.path()))
+    assert [s["name"] for s in data["series"]] == names and data["series"][0]["steps"] == list(range(STEPS))
+    # Smoothing (TensorBoard's debiased moving average) applies to every line chart of the view.
+    navigate(page, lambda: p.evaluate("location.hash = location.hash + '&smooth=0.6'"))
+    assert p.eval_on_selector(".gl-smooth", "s => s.value") == "0.6"
     page.assert_clean()
 
 
@@ -519,8 +473,8 @@ def test_dtypes_view_and_hostile_layer(tensorboard, page):
     warning = p.text_content(".gl-output-warning")
     assert "bfloat16" in warning and "float32" in warning
     layers = table_rows(p, ".gl-layer-row")
-    assert [r[0] for r in layers] == [l["path"] for l in DTYPE_MAP["layers"]]
-    assert [r[3] for r in layers] == [l["compute_dtype"] for l in DTYPE_MAP["layers"]]
+    assert [r[0] for r in layers] == [layer["path"] for layer in DTYPE_MAP["layers"]]
+    assert [r[3] for r in layers] == [layer["compute_dtype"] for layer in DTYPE_MAP["layers"]]
     mixed = p.eval_on_selector_all(".gl-layer-row.gl-mixed td:first-child", "n => n.map(x => x.textContent)")
     assert mixed == ["mlp/dense_1", "mlp/dense_2"]
     # The hostile name is text: no <img> element exists, no dialog opened.
@@ -539,7 +493,10 @@ def test_compare_view_numbers(tensorboard, page):
     bv = np.array(b["values"], np.float64)
     rel = (bv - av) / np.abs(av)
     np.testing.assert_allclose([number(v) for v in compare["rel_difference"]], rel, rtol=1e-9)
-    p = open_tab(tb, page, "view=compare&runA=%s&runB=%s&qkind=scalar&qtag=loss" % (F32, BF16))
+    # Opened without a state: A is the float32 run, B the bfloat16 one, the loss; no noise-floor run here.
+    p = open_tab(tb, page, "view=compare")
+    assert [p.eval_on_selector(s, "x => x.value") for s in (".gl-runa", ".gl-runb", ".gl-qtag")] == [F32, BF16, "loss"]
+    assert p.eval_on_selector(".gl-verdict", "x => x.dataset.kind") == "no-noise"
     assert shown_close(p.text_content(".gl-max-rel"), float(np.abs(rel).max()))
     rows = table_rows(p, ".gl-cmp-row")
     assert [int(r[0]) for r in rows] == compare["steps"][::-1][:10]
@@ -551,13 +508,17 @@ def test_compare_view_numbers(tensorboard, page):
     page.assert_clean()
 
 
-def test_dark_mode_standalone_screenshots(tensorboard, browser):
+@pytest.mark.parametrize("view", ["overview", "divergence", "gradients", "dtypes", "compare"])
+def test_dark_mode_standalone_screenshots(tensorboard, browser, view):
     page = Page(browser, dark=True)
     try:
-        p = open_tab(tensorboard, page, "view=divergence&run=" + BF16)
+        p = open_tab(tensorboard, page, "view=%s&run=%s" % (view, BF16 if view != "overview" else ""))
+        wait_complete(p)
         assert p.evaluate("document.documentElement.dataset.theme") == "dark"
         assert p.evaluate("getComputedStyle(document.body).color") == "rgb(232, 234, 237)"
-        screenshot(page, "divergence-dark")
+        themes = p.eval_on_selector_all("figure.gl-chart .gl-plot canvas", "cs => cs.map(c => JSON.parse(c.dataset.plot).theme)")
+        assert set(themes) <= {"dark"}
+        screenshot(page, view + "-dark")
         page.assert_clean()
     finally:
         page.close()

@@ -166,6 +166,62 @@ def test_tab_shows_hostile_names_literally(tensorboard, browser):  # noqa: F811
         page.close()
 
 
+def test_variable_filter_with_a_catastrophic_pattern_is_matched_by_the_server(tensorboard, browser):  # noqa: F811
+    """The Dtypes view's variable filter is matched by the dtypes route in bounded
+    time (tb_gradlens.patterns), never by a backtracking RegExp in the browser:
+    ``(L+)+$`` against the 10,000-character name would freeze the tab for good."""
+    _require_browser()
+    tb = tensorboard
+    pattern = "(L+)+$|日本"
+    query = urllib.parse.urlencode({"run": RUNS["unicode"], "rows": pattern})
+    (shown,) = tb.get_json(PREFIX + "dtypes?" + query)["maps"]
+    assert [x["path"] for x in shown["map"]["layers"]] == [x["path"] for x in shown["map"]["variables"]] == [UNICODE]
+    page = Page(browser)
+    try:
+        p = _open(tb, page, view="dtypes", run=RUNS["unicode"], filter=pattern)
+        assert [r[0] for r in table_rows(p, ".gl-layer-row")] == [UNICODE]
+        assert [r[0] for r in table_rows(p, ".gl-variable-row")] == [UNICODE]
+        # Python's syntax, as in every other view (a browser RegExp refuses "(?i)").
+        p = _open(tb, page, view="dtypes", run=RUNS["unicode"], filter="(?i)LONG/NAME$")
+        assert [r[0] for r in table_rows(p, ".gl-layer-row")] == [LONG]
+        page.assert_clean()
+        # A pattern the server refuses says why, in the view (its 400 is the only console error).
+        p = _open(tb, page, view="dtypes", run=RUNS["unicode"], filter="(a)\\1")
+        assert "backreferences" in p.text_content(".gl-view")
+        assert len(page.errors) == 1 and "400" in page.errors[0]
+    finally:
+        page.close()
+
+
+def test_an_alert_of_every_run_is_one_entry_with_a_button_per_run(tensorboard, browser):  # noqa: F811
+    """The same NaN in the same variable of five runs (one alert ``group``) is one
+    entry of the Overview, as the CLI groups them; each other run has a button that
+    opens its own evidence."""
+    _require_browser()
+    tb = tensorboard
+    alerts = tb.get_json(PREFIX + "alerts")["alerts"]
+    nonfinite = [a for a in alerts if a["code"] == "nonfinite"]
+    assert len(nonfinite) == len(RUNS) and len({a["group"] for a in nonfinite}) == 1
+    page = Page(browser)
+    try:
+        p = _open(tb, page, view="overview")
+        groups = len({a["group"] for a in alerts})
+        assert p.text_content(".gl-view h2:nth-of-type(2)") == "Alerts (%d, %d distinct)" % (len(alerts), groups)
+        entries = p.eval_on_selector_all(".gl-alert[data-code=nonfinite]", "n => n.map(x => x.dataset.run)")
+        assert entries == [nonfinite[0]["run"]]
+        others = p.eval_on_selector_all(".gl-alert-other", "n => n.map(x => x.dataset.run)")
+        assert others == [a["run"] for a in nonfinite[1:]]
+        last = nonfinite[-1]
+        p.locator(".gl-alert-other").last.click()
+        p.wait_for_function("document.documentElement.dataset.view === 'gradients'")
+        wait_drawn(page)
+        assert p.eval_on_selector(".gl-run", "s => s.value") == last["run"]
+        assert p.text_content(".gl-nan-step") == str(last["step_first"])
+        _no_injection(p, page)
+    finally:
+        page.close()
+
+
 def test_cli_shows_names_literally_with_control_characters_escaped(logdir):
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
     text = subprocess.run([sys.executable, "-m", "tb_gradlens", "report", logdir],

@@ -1,17 +1,18 @@
-// Helpers shared by the views: the runs route's tags, variant labels,
-// empty states and per-metric "worse is larger" ordering.
+// Helpers shared by the views: the runs route's tags, empty states, the
+// view controls every chart view has (rank, top K, smoothing, log y) and
+// reading series answers.
 
-import {el} from '../dom.js';
+import {checkbox, el, labelled, numberInput, select} from '../dom.js';
 import {num} from '../format.js';
 
 export const HOW_TO_LOG = {
   any: 'log with tb_gradlens.summary.gradients(grads, variables, step=step) inside '
     + '`with writer.as_default():` (or the GradLens Keras callback), then press Reload',
-  divergence: 'log a float32 reference next to the bfloat16 run with the GradLens divergence '
-    + 'logger (kind "divergence")',
-  activation_divergence: 'log layer activations of both variants (kind "activation_divergence")',
+  divergence: 'compare a bfloat16 step with a float32 reference with the GradLens Keras callback '
+    + '(GradLensCallback) or tb_gradlens.keras.GradLens(...).compare_keras(model, x, y, step)',
   grad_stats: 'log with tb_gradlens.summary.gradients(grads, variables, step=step)',
-  dtypes: 'log the dtype map once with tb_gradlens.summary.dtypes(dtype_map, step=step)',
+  dtypes: 'log the dtype map with tb_gradlens.keras.GradLens(...).log_dtypes(model, x, step) '
+    + '(the Keras callback logs it)',
 };
 
 /** Tags of `kind` in a run entry of the runs route (readable ones only). */
@@ -19,40 +20,16 @@ export function tagsOfKind(runEntry, kind) {
   return runEntry ? runEntry.tags.filter((t) => t.kind === kind) : [];
 }
 
-/** Run entries that have at least one tag of `kind`. */
-export function runsWithKind(runs, kind) {
-  return runs.filter((r) => tagsOfKind(r, kind).length > 0);
+/** Run entries that have at least one tag of one of `kinds`. */
+export function runsWithKind(runs, ...kinds) {
+  return runs.filter((r) => kinds.some((k) => tagsOfKind(r, k).length > 0));
 }
 
-/** The run to show: the state's if it has `kind`, else the first that has. */
-export function chooseRun(runs, wanted, kind) {
+/** The run to show: the state's if there is one, else the first that has one of `kinds`. */
+export function chooseRun(runs, wanted, ...kinds) {
   const entry = runs.find((r) => r.run === wanted);
-  if (entry && (!kind || tagsOfKind(entry, kind).length)) return entry;
-  if (entry && wanted) return entry;
-  return runsWithKind(runs, kind)[0] || runs[0] || null;
-}
-
-/** The tag to show: the wanted one if present, else the first. */
-export function chooseTag(tags, wanted) {
-  return tags.find((t) => t.tag === wanted) || tags[0] || null;
-}
-
-/** "label (policy, device, XLA)" of a variant from record extras. */
-export function variantText(variant) {
-  if (!variant || typeof variant !== 'object') return 'unknown';
-  const details = [variant.policy, variant.device, variant.jit_compile ? 'XLA' : null]
-    .filter((d) => d !== undefined && d !== null && d !== '' && d !== false);
-  const label = variant.label || variant.policy || 'unnamed';
-  return details.length ? `${label} (${details.join(', ')})` : String(label);
-}
-
-/** Paragraph naming the reference and candidate variants of a record. */
-export function variantsLine(extras) {
-  const e = extras || {};
-  return el('p', {class: 'gl-variants'}, [
-    'candidate ', el('b', {class: 'gl-candidate', text: variantText(e.candidate)}),
-    ' vs reference ', el('b', {class: 'gl-reference', text: variantText(e.reference)}),
-  ]);
+  if (entry) return entry;
+  return runsWithKind(runs, ...kinds)[0] || runs[0] || null;
 }
 
 /** Empty-state block: what is missing and how to log it; optional run buttons. */
@@ -68,42 +45,90 @@ export function emptyState(text, otherRuns = [], navigate = null) {
   return box;
 }
 
-/**
- * How bad a metric value is (larger = worse), to rank variables:
- * cosine -> 1 - v, norm_ratio -> |log2 v|, others -> |v|; NaN/Inf -> Infinity.
- */
-export function badness(metric, value) {
-  const v = num(value);
-  if (!Number.isFinite(v)) return Infinity;
-  if (metric === 'cosine') return 1 - v;
-  if (metric === 'norm_ratio') return v > 0 ? Math.abs(Math.log2(v)) : Infinity;
-  return Math.abs(v);
-}
-
-/** Label of what the heatmap colors for a metric. */
-export function badnessLabel(metric) {
-  if (metric === 'cosine') return '1 − cosine';
-  if (metric === 'norm_ratio') return '|log2 norm_ratio|';
-  return metric;
-}
-
 /** Parse an integer state value; fallback when absent or not a number. */
 export function intOr(value, fallback) {
   const n = parseInt(value, 10);
   return Number.isFinite(n) ? n : fallback;
 }
 
-/** The step-range parameters of the state for series-like routes. */
+/** The step-range parameters of the state for the routes. */
 export function stepParams(state) {
   return {step_min: state.smin, step_max: state.smax};
 }
 
-/** values[column][row] of a series answer as arrays of numbers. */
+/** The filter parameters of the state (variable regex and step range). */
+export function filterParams(state) {
+  return {rows: state.filter, ...stepParams(state)};
+}
+
+/** Steps a chart asks for: about one per pixel of the widest chart. */
+export function maxSteps() {
+  return Math.max(200, Math.min(2000, Math.round((window.innerWidth || 1200) * 0.9)));
+}
+
+/** values[column][row] of a series answer as Float64Arrays. */
 export function seriesColumn(series, column) {
-  const byColumn = Array.isArray(series.values)
-    ? series.values[series.columns.indexOf(column)]
-    : series.values[column];
+  const byColumn = series.values[series.columns.indexOf(column)];
   if (!byColumn) return series.rows.map(() => new Float64Array(series.steps.length));
-  const rows = Array.isArray(byColumn) ? byColumn : series.rows.map((r) => byColumn[r] || []);
-  return rows.map((row) => Float64Array.from(row, num));
+  return byColumn.map((row) => Float64Array.from(row, num));
+}
+
+/** The marked step: the state's if it is logged, else null. */
+export function markedStep(state, steps) {
+  const step = intOr(state.step, NaN);
+  return Number.isFinite(step) && steps.length && step >= steps[0] && step <= steps[steps.length - 1] ? step : null;
+}
+
+/** Index of the logged step at or just before `step` (the last one when step is null). */
+export function stepIndex(steps, step) {
+  if (step === null || step === undefined) return steps.length - 1;
+  let i = steps.length - 1;
+  while (i > 0 && steps[i] > step) i--;
+  return i;
+}
+
+/** The smoothing slider and the log-y box (state keys smooth, logy). */
+export function smoothingControls(state, navigate, logLabel = 'log y') {
+  const smoothing = smoothingOf(state);
+  const slider = el('input', {type: 'range', min: 0, max: 0.99, step: 0.01, value: smoothing, class: 'gl-smooth',
+    'aria-label': 'Smoothing'});
+  const shown = el('span', {class: 'gl-smooth-value', text: smoothing.toFixed(2)});
+  slider.addEventListener('input', () => {
+    shown.textContent = Number(slider.value).toFixed(2);
+  });
+  slider.addEventListener('change', () => navigate({smooth: Number(slider.value) > 0 ? slider.value : ''}));
+  return [
+    labelled('Smoothing', el('span', {class: 'gl-inline'}, [slider, shown])),
+    el('label', {class: 'gl-field gl-inline'}, [
+      checkbox(state.logy !== '0', (on) => navigate({logy: on ? '' : '0'}), 'gl-logy'), el('span', {text: logLabel}),
+    ]),
+  ];
+}
+
+/** The view controls of the chart views: rank, top K, smoothing, log y (state keys rank, k, smooth, logy). */
+export function chartControls(state, navigate, {kLabel = 'Variables shown', rankLabels, logLabel = 'log y'} = {}) {
+  return [
+    labelled('Rank variables by', select(rankLabels || [['worst', 'worst first'], ['first', 'first to go wrong']],
+      state.rank === 'first' ? 'first' : 'worst', (v) => navigate({rank: v === 'worst' ? '' : v}), {class: 'gl-rank'})),
+    labelled(kLabel, numberInput(topK(state), 1, (v) => navigate({k: v}), 'gl-topk')),
+    ...smoothingControls(state, navigate, logLabel),
+  ];
+}
+
+/** Top K of the state (default 8). */
+export function topK(state) {
+  return Math.max(1, intOr(state.k, 8));
+}
+
+/** Smoothing weight of the state (0 = none). */
+export function smoothingOf(state) {
+  const w = Number(state.smooth);
+  return Number.isFinite(w) && w > 0 && w < 1 ? w : 0;
+}
+
+/** Scroll a section into view after the view is shown (an alert's evidence). */
+export function focusSection(node) {
+  node.classList.add('gl-focus');
+  node.dataset.focus = '1';
+  requestAnimationFrame(() => requestAnimationFrame(() => node.scrollIntoView({block: 'start'})));
 }

@@ -1,44 +1,51 @@
-// Compare runs: one quantity (a scalar such as the loss, or one cell
-// (row, column) of a record kind) in run A and run B, overlaid, with their
-// relative difference against an optional noise-floor run (e.g. a second
-// float32 run with another seed or reduction order).
+// Compare runs: is run B (e.g. mixed_bfloat16) different from run A
+// (float32) beyond float32-vs-float32 noise (a noise-floor run: float32
+// with another seed)?  One quantity - a scalar such as the loss, or one
+// cell (row, column) of a record kind - in A and B, |(B - A) / A| against
+// the noise floor, and a verdict naming the first step beyond it.  The
+// pickers always stay: a run without the quantity gets a message.
 
-import {getJson, scalarTags} from '../api.js';
+import {RouteError, getJson, scalarTags} from '../api.js';
 import {el, labelled, select} from '../dom.js';
 import {fmt, num} from '../format.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
+import {emptyState, markedStep, smoothingControls, smoothingOf, stepParams} from './common.js';
+import {defaultRuns, verdict} from './compare_verdict.js';
+import {prefixOf} from './records.js';
 
-const RECORD_KINDS = ['grad_stats', 'divergence', 'activation_divergence', 'loss_comparison',
-  'update_stats'];
+const RECORD_KINDS = ['grad_stats', 'divergence', 'activation_divergence', 'loss_comparison', 'update_stats'];
 
 export async function render(container, ctx) {
   const {state, runs, navigate} = ctx;
   const names = runs.map((r) => r.run);
-  const runA = names.includes(state.runA) ? state.runA : names[0];
-  const runB = names.includes(state.runB) ? state.runB : names.find((n) => n !== runA) || runA;
-  const noise = names.includes(state.noise) ? state.noise : '';
-  const scalarsOf = async (name) => {
-    const entry = runs.find((r) => r.run === name);
-    if (entry && Array.isArray(entry.scalars)) return entry.scalars;
-    return Object.keys((await scalarTags())[name] || {});
-  };
-  const scalarNames = [...new Set([...(await scalarsOf(runA)), ...(await scalarsOf(runB))])].sort();
+  const listed = await Promise.all(runs.map(async (r) => [r.run, Array.isArray(r.scalars) ? r.scalars
+    : Object.keys((await scalarTags())[r.run] || {})]));
   if (!ctx.isCurrent()) return;
-  const entryA = runs.find((r) => r.run === runA);
-  const kinds = RECORD_KINDS.filter((k) => entryA.tags.some((t) => t.kind === k));
+  const scalars = new Map(listed);
+  const kind0 = state.qkind || 'scalar';
+  const hasQuantity = (entry) => (kind0 === 'scalar' ? (scalars.get(entry.run) || []).includes(state.qtag || 'loss')
+    : entry.tags.some((t) => t.kind === kind0));
+  const defaults = defaultRuns(runs, hasQuantity);
+  const runA = names.includes(state.runA) ? state.runA : defaults.a;
+  const runB = names.includes(state.runB) ? state.runB : defaults.b;
+  const noise = state.noise === 'none' ? '' : names.includes(state.noise) ? state.noise : defaults.noise;
+  ctx.showRuns(...[runA, runB, noise].filter(Boolean));
+  const entries = [runA, runB].map((n) => runs.find((r) => r.run === n));
+  const scalarNames = [...new Set(entries.flatMap((e) => scalars.get(e.run) || []))].sort();
+  const kinds = RECORD_KINDS.filter((k) => entries.some((e) => e.tags.some((t) => t.kind === k)));
   const kindOptions = [...(scalarNames.length ? ['scalar'] : []), ...kinds];
   const kind = kindOptions.includes(state.qkind) ? state.qkind : kindOptions[0] || 'scalar';
 
   const controls = [
-    labelled('Run A', select(names, runA, (v) => navigate({runA: v}), {class: 'gl-runa'})),
-    labelled('Run B', select(names, runB, (v) => navigate({runB: v}), {class: 'gl-runb'})),
-    labelled('Noise-floor run', select([['', '(none)'], ...names], noise, (v) => navigate({noise: v}),
-      {class: 'gl-noise'})),
-    labelled('Quantity', select(kindOptions, kind, (v) => navigate({qkind: v, qtag: '', qrow: '', qcol: ''}),
-      {class: 'gl-qkind'})),
+    labelled('Run A (reference)', select(names, runA, (v) => navigate({runA: v}), {class: 'gl-runa'})),
+    labelled('Run B (candidate)', select(names, runB, (v) => navigate({runB: v}), {class: 'gl-runb'})),
+    labelled('Noise-floor run (A with another seed)', select([['none', '(none)'], ...names], noise || 'none',
+      (v) => navigate({noise: v}), {class: 'gl-noise'})),
+    labelled('Quantity', select(kindOptions.length ? kindOptions : ['scalar'], kind,
+      (v) => navigate({qkind: v, qtag: '', qrow: '', qcol: ''}), {class: 'gl-qkind'})),
   ];
-  const params = {run_a: runA, run_b: runB, noise_run: noise, kind};
+  const params = {run_a: runA, run_b: runB, noise_run: noise, kind, ...stepParams(state)};
   let what;
   if (kind === 'scalar') {
     const tag = scalarNames.includes(state.qtag) ? state.qtag
@@ -48,10 +55,10 @@ export async function render(container, ctx) {
     params.tag = tag;
     what = tag;
   } else {
-    const tags = entryA.tags.filter((t) => t.kind === kind);
-    const prefixes = [...new Set(tags.map((t) => t.tag.split(`/${kind}/`)[0]))];
+    const tags = entries.flatMap((e) => e.tags.filter((t) => t.kind === kind));
+    const prefixes = [...new Set(tags.map((t) => prefixOf(t.tag, kind)))];
     const prefix = prefixes.includes(state.qtag) ? state.qtag : prefixes[0];
-    const tag = tags.find((t) => t.tag.split(`/${kind}/`)[0] === prefix) || tags[0];
+    const tag = tags.find((t) => prefixOf(t.tag, kind) === prefix) || tags[0];
     const row = tag.rows.includes(state.qrow) ? state.qrow : tag.rows[0];
     const column = tag.columns.includes(state.qcol) ? state.qcol : tag.columns[0];
     if (prefixes.length > 1) {
@@ -63,43 +70,66 @@ export async function render(container, ctx) {
     Object.assign(params, {tag: prefix, row, column});
     what = `${kind} ${column} of ${row}`;
   }
+  controls.push(...smoothingControls(state, navigate, 'log y (relative difference)'));
   container.appendChild(el('div', {class: 'gl-view-controls'}, controls));
-  container.appendChild(el('h2', {}, ['Compare ', el('span', {class: 'gl-cmp-a', text: runA}), ' and ',
-    el('span', {class: 'gl-cmp-b', text: runB}), ': ', el('span', {text: what})]));
+  container.appendChild(el('h2', {}, ['Compare ', el('span', {class: 'gl-cmp-b', text: runB}), ' with ',
+    el('span', {class: 'gl-cmp-a', text: runA}), ': ', el('span', {class: 'gl-cmp-what', text: what})]));
 
-  const data = await getJson('compare', params);
-  if (!ctx.isCurrent()) return;
-  const steps = data.steps;
-  if (!steps.length) {
-    container.appendChild(el('p', {class: 'gl-message gl-empty-state',
-      text: 'The two runs have no step of this quantity in common.'}));
+  // Asked only of runs that have the quantity: a run without it gets a message, the pickers stay.
+  const holds = (name) => {
+    const entry = runs.find((r) => r.run === name);
+    if (kind === 'scalar') return (scalars.get(name) || []).includes(params.tag);
+    return entry.tags.some((t) => t.kind === kind && prefixOf(t.tag, kind) === params.tag && t.rows.includes(params.row));
+  };
+  const lacking = [runA, runB, noise].filter((name) => name && !holds(name));
+  if (lacking.length) {
+    const have = runs.filter((r) => holds(r.run)).map((r) => r.run);
+    container.appendChild(emptyState(`${lacking.map((n) => `Run ${n}`).join(' and ')} ${lacking.length > 1 ? 'have' : 'has'} `
+      + `no ${what}. Pick runs that have it${have.length ? ` (${have.join(', ')})` : ''}, or another quantity.`));
     return;
   }
-  const summary = data.summary || {};
-  const exceeds = summary.exceeds_noise;
-  container.appendChild(el('p', {class: 'gl-summary'}, [
-    'max |(B − A) / A| = ', el('span', {class: 'gl-num gl-max-rel', text: fmt(summary.max_abs_rel_difference)}),
-    data.noise ? ' · noise floor max = ' : '',
-    data.noise ? el('span', {class: 'gl-num gl-noise-max', text: fmt(summary.noise_max_abs_rel_difference)}) : '',
-    exceeds === true ? ' · exceeds the noise floor' : exceeds === false ? ' · within the noise floor' : '',
-    ` · ${steps.length} common steps`,
-    data.only_in_a && data.only_in_a.length ? ` · ${data.only_in_a.length} only in A` : '',
-    data.only_in_b && data.only_in_b.length ? ` · ${data.only_in_b.length} only in B` : '',
-  ]));
-  const values = (list) => list.map(num);
-  const rel = [{name: `(B − A) / |A|`, steps, values: values(data.rel_difference)}];
-  if (data.noise) {
-    rel.push({name: `noise floor: ${data.noise_run || noise}`, steps: data.noise.steps,
-      values: values(data.noise.rel_difference), dashed: true});
+  let data;
+  try {
+    data = await getJson('compare', params);
+  } catch (error) {
+    if (!(error instanceof RouteError) || ![400, 404].includes(error.status)) throw error;
+    const have = kind === 'scalar' ? runs.filter((r) => (scalars.get(r.run) || []).includes(params.tag)) : [];
+    container.appendChild(emptyState(`${error.message.replace(/^compare: \d+ /, '')}. Pick runs that have `
+      + `${what}${have.length ? ` (${have.map((r) => r.run).join(', ')})` : ''}, or another quantity.`));
+    return;
   }
+  if (!ctx.isCurrent()) return;
+  renderAnswer(container, ctx, data, {runA, runB, noise, what});
+}
+
+function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
+  const {state, navigate} = ctx;
+  const steps = data.steps;
+  if (!steps.length) {
+    container.appendChild(emptyState('The two runs have no step of this quantity in common in this step range.'));
+    return;
+  }
+  const rel = data.rel_difference.map(num);
+  const noiseRel = data.noise ? {steps: data.noise.steps, rel: data.noise.rel_difference.map(num)} : null;
+  const v = verdict(steps, rel, noiseRel);
+  container.appendChild(verdictLine(v, {runA, runB, noise, what}));
+  const mark = markedStep(state, steps) ?? (v.kind === 'beyond' ? v.first : null);
+  const abs = (list) => list.map((x) => Math.abs(x));
+  const relSeries = [{name: `|(B − A) / A|: ${runB} vs ${runA}`, steps, values: abs(rel)}];
+  if (noiseRel) {
+    relSeries.push({name: `noise floor: |(${noise} − A) / A|`, steps: noiseRel.steps, values: abs(noiseRel.rel),
+      dashed: true, color: '#9aa0a6'});
+  }
+  const pick = (s) => navigate({step: s});
   container.appendChild(el('div', {class: 'gl-grid2'}, [
-    lineChart({title: `${what}: A and B`, yLabel: what, series: [
-      {name: `A: ${runA}`, steps, values: values(data.a)},
-      {name: `B: ${runB}`, steps, values: values(data.b)},
-    ]}),
-    lineChart({title: 'relative difference', yLabel: '(B − A) / |A|', series: rel}),
+    lineChart({title: `${what}: A and B`, yLabel: what, markStep: mark, smoothing: smoothingOf(state), onClick: pick,
+      series: [{name: `A: ${runA}`, steps, values: data.a.map(num)}, {name: `B: ${runB}`, steps, values: data.b.map(num)}]}),
+    lineChart({title: 'relative difference |(B − A) / A| against the noise floor', yLabel: '|(B − A) / A|',
+      yScale: state.logy === '0' ? 'linear' : 'log', markStep: mark, series: relSeries, onClick: pick,
+      limits: v.maxNoise > 0 ? [{value: v.maxNoise, label: `noise floor max ${fmt(v.maxNoise)}`}] : []}),
   ]));
   const last = steps.length - 1;
+  const from = Math.max(0, last - 9);
   container.appendChild(table({
     caption: 'Last common steps',
     columns: [
@@ -107,10 +137,31 @@ export async function render(container, ctx) {
       {key: 'b', label: 'B', numeric: true}, {key: 'difference', label: 'B − A', numeric: true},
       {key: 'rel', label: '(B − A) / |A|', numeric: true},
     ],
-    rows: steps.slice(Math.max(0, last - 9)).map((step, k) => {
-      const i = Math.max(0, last - 9) + k;
-      return {step, a: data.a[i], b: data.b[i], difference: data.difference[i], rel: data.rel_difference[i]};
-    }).reverse(),
+    rows: steps.slice(from).map((step, k) => ({step, a: data.a[from + k], b: data.b[from + k],
+      difference: data.difference[from + k], rel: data.rel_difference[from + k]})).reverse(),
     rowClass: () => 'gl-cmp-row',
   }));
+}
+
+/** Q4 in one sentence. */
+function verdictLine(v, {runA, runB, noise, what}) {
+  const p = el('p', {class: `gl-headline gl-verdict gl-verdict-${v.kind}`});
+  const maxB = () => el('span', {class: 'gl-max-rel', text: fmt(v.maxB)});
+  if (v.kind === 'beyond') {
+    p.append(el('strong', {class: 'gl-verdict-text', text: 'Beyond noise'}), ` from step `,
+      el('strong', {class: 'gl-verdict-step', text: String(v.first)}),
+      `: ${runB} differs from ${runA} in ${what} by more than ${noise} does (max |(B − A) / A| `, maxB(), ' vs noise floor ',
+      el('span', {class: 'gl-noise-max', text: fmt(v.maxNoise)}), `, over ${v.shared} common steps).`);
+  } else if (v.kind === 'within') {
+    p.append(el('strong', {class: 'gl-verdict-text', text: 'Within noise'}),
+      `: ${runB} differs from ${runA} in ${what} no more than ${noise} does (max |(B − A) / A| `, maxB(), ' vs noise floor ',
+      el('span', {class: 'gl-noise-max', text: fmt(v.maxNoise)}), `, over ${v.shared} common steps).`);
+  } else if (v.kind === 'no-overlap') {
+    p.append('The noise-floor run shares no step with A and B here: no verdict.');
+  } else {
+    p.append(`No noise-floor run: pick one (${runA}'s precision with another seed) to tell a real difference from noise;`
+      + ' max |(B − A) / A| ', maxB(), '.');
+  }
+  p.dataset.kind = v.kind;
+  return p;
 }

@@ -1,167 +1,205 @@
 // Divergence: how far a candidate (e.g. mixed_bfloat16) is from its
-// reference (float32), per variable and step: a line chart of the top-K
-// variables, a variables x steps heatmap, the worst variables at the
-// selected step, and per-layer activation divergence in depth order.
+// reference (float32), against the tolerance.  One comparison at a time
+// (picked by its variants, the bfloat16-vs-float32 one first): a sentence
+// naming the variable that exceeded its tolerance first and the worst, the
+// metric per step for the top-K variables with tolerance lines, a variables
+// x steps heatmap colored by value / tolerance, the variables at the marked
+// step, then the loss and the per-layer activations (divergence_sections.js).
 
 import {getJson} from '../api.js';
-import {checkbox, el, labelled, numberInput, select} from '../dom.js';
-import {fmt} from '../format.js';
+import {el, labelled, select} from '../dom.js';
+import {fmt, fmtRatio} from '../format.js';
 import {heatmap} from '../heatmap.js';
+import * as colorers from '../heatmap_colors.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {
-  HOW_TO_LOG, badness, badnessLabel, chooseRun, chooseTag, emptyState, intOr, runsWithKind,
-  seriesColumn, stepParams, tagsOfKind, variantsLine,
+  HOW_TO_LOG, chartControls, chooseRun, emptyState, filterParams, focusSection, markedStep, maxSteps,
+  runsWithKind, seriesColumn, smoothingOf, stepParams, topK,
 } from './common.js';
+import {renderActivations, renderLoss} from './divergence_sections.js';
+import {basisText, columnLimits, limitLines, limitsFor} from './limits.js';
+import {badness, badnessLabel, exceedances, order} from './rank.js';
+import {COMPARISON_KINDS, chooseComparison, comparisons, sideDetails, sideLabel} from './records.js';
 
-const KIND = 'divergence';
-const DEFAULT_METRIC = 'rel_l2';
-const MAX_STEPS = 2000;
+const METRICS = ['rel_l2', 'cosine', 'norm_ratio', 'max_abs', 'max_rel', 'ulp_rms', 'sign_flip',
+  'flush_to_zero', 'nonfinite'];
+
+/** The alerts of the state's run, asked for while the runs listing loads. */
+export function prefetch(state) {
+  if (state.run) getJson('alerts', {run: state.run}).catch(() => null);
+}
 
 export async function render(container, ctx) {
   const {state, runs, navigate} = ctx;
-  const run = chooseRun(runs, state.run, KIND);
+  const run = chooseRun(runs, state.run, ...COMPARISON_KINDS);
   if (run) ctx.showRun(run.run);
-  const tags = tagsOfKind(run, KIND);
-  if (!tags.length) {
-    container.appendChild(emptyState(
-      `Run ${run ? run.run : ''} has no divergence records: ${HOW_TO_LOG.divergence}.`,
-      runsWithKind(runs, KIND), navigate));
-    await renderActivations(container, ctx, run);
+  const list = comparisons(run);
+  if (!list.length) {
+    container.appendChild(emptyState(`Run ${run ? run.run : ''} has no comparison logged: ${HOW_TO_LOG.divergence}.`,
+      runsWithKind(runs, ...COMPARISON_KINDS), navigate));
     return;
   }
-  const tag = chooseTag(tags, state.tag);
-  const metric = tag.columns.includes(state.metric) ? state.metric
-    : tag.columns.includes(DEFAULT_METRIC) ? DEFAULT_METRIC : tag.columns[0];
-  const topK = Math.max(1, intOr(state.k, 8));
-  const logY = state.logy !== '0';
-
+  const cmp = chooseComparison(list, state.tag);
+  const metric = METRICS.includes(state.metric) ? state.metric : 'rel_l2';
+  const first = (g) => (g.divergence || g.activation_divergence || g.loss_comparison).tag;
   container.appendChild(el('div', {class: 'gl-view-controls'}, [
-    labelled('Record', select(tags.map((t) => [t.tag, t.tag]), tag.tag, (v) => navigate({tag: v}),
-      {class: 'gl-tag'})),
-    labelled('Metric', select(tag.columns, metric, (v) => navigate({metric: v}), {class: 'gl-metric'})),
-    labelled('Top K', numberInput(topK, 1, (v) => navigate({k: v}), 'gl-topk')),
-    el('label', {class: 'gl-field gl-inline'}, [
-      checkbox(logY, (on) => navigate({logy: on ? '' : '0'}), 'gl-logy'), el('span', {text: 'log y'}),
-    ]),
+    labelled('Comparison', select(list.map((g) => [first(g), g.label]), first(cmp),
+      (v) => navigate({tag: v, row: '', step: '', focus: '', alert: ''}), {class: 'gl-tag'})),
+    labelled('Metric', select(METRICS, metric, (v) => navigate({metric: v}), {class: 'gl-metric'})),
+    ...chartControls(state, navigate, {rankLabels: [['worst', 'worst ÷ tolerance'], ['first', 'first to exceed']]}),
   ]));
-  container.appendChild(el('h2', {}, ['Divergence in run ', el('span', {class: 'gl-run-name', text: run.run})]));
-  container.appendChild(variantsLine(tag.extras));
-
-  const series = await getJson('series', {
-    run: run.run, tag: tag.tag, rows: state.filter, columns: metric,
-    ...stepParams(state), max_steps: MAX_STEPS,
-  });
+  const e = cmp.extras || {};
+  container.appendChild(el('h2', {class: 'gl-cmp-title'}, [
+    el('span', {class: 'gl-cmp-label', text: cmp.label}), ' in run ', el('span', {class: 'gl-run-name', text: run.run}),
+  ]));
+  container.appendChild(el('p', {class: 'gl-variants'}, [
+    'candidate ', el('strong', {class: 'gl-candidate', text: sideLabel(e.candidate)}), ` (${sideDetails(e.candidate)})`,
+    ' vs reference ', el('strong', {class: 'gl-reference', text: sideLabel(e.reference)}), ` (${sideDetails(e.reference)})`,
+  ]));
+  const alerts = (await getJson('alerts', {run: run.run})).alerts;
   if (!ctx.isCurrent()) return;
-  if (!series.steps.length || !series.rows.length) {
-    container.appendChild(emptyState(series.rows.length
-      ? 'No steps in this step range.' : 'No variable matches the variable regex.'));
-    return;
+  const sections = {};
+  if (cmp.divergence) {
+    sections.divergence = el('section', {class: 'gl-section gl-sec-gradients'});
+    container.appendChild(sections.divergence);
   }
-  const values = seriesColumn(series, metric);
-  const worst = values.map((row) => row.reduce((m, v) => Math.max(m, badness(metric, v)), -Infinity));
-  const order = series.rows.map((_, i) => i).sort((a, b) => worst[b] - worst[a]);
-  let selectedRow = series.rows.indexOf(state.row);
-  const top = order.slice(0, topK);
-  if (selectedRow >= 0 && !top.includes(selectedRow)) top.push(selectedRow);
-  const lastStep = series.steps[series.steps.length - 1];
-  const step = series.steps.includes(intOr(state.step, NaN)) ? intOr(state.step, lastStep) : lastStep;
-
-  container.appendChild(lineChart({
-    title: `${metric} per step, top ${Math.min(topK, order.length)} variables`,
-    yLabel: metric,
-    logY,
-    series: top.map((i) => ({name: series.rows[i], steps: series.steps, values: Array.from(values[i])})),
-    onClick: (s) => navigate({step: s}),
-  }));
-
-  const colored = values.map((row) => row.map((v) => badness(metric, v)));
-  container.appendChild(heatmap({
-    title: `${badnessLabel(metric)}: variables × steps (click selects variable and step)`,
-    rows: series.rows,
-    steps: series.steps,
-    values: colored,
-    shown: values,
-    legendTitle: badnessLabel(metric),
-    selectedRow,
-    describe: (r, s, v) => [series.rows[r], `step ${series.steps[s]}`, `${metric} ${fmt(v)}`],
-    onSelect: (r, s) => navigate({row: series.rows[r], step: series.steps[s]}),
-  }));
-
-  await renderStepTable(container, ctx, {run, tag, metric, step, selected: state.row});
-  if (!ctx.isCurrent()) return;
-  await renderActivations(container, ctx, run, metric, step);
+  if (cmp.loss_comparison) {
+    sections.loss_comparison = el('section', {class: 'gl-section gl-sec-loss'});
+    container.appendChild(sections.loss_comparison);
+  }
+  if (cmp.activation_divergence) {
+    sections.activation_divergence = el('section', {class: 'gl-section gl-sec-activations'});
+    container.appendChild(sections.activation_divergence);
+  }
+  const args = {ctx, run: run.run, metric, alerts};
+  await Promise.all([
+    cmp.divergence && renderGradients(sections.divergence, {...args, entry: cmp.divergence}),
+    cmp.loss_comparison && renderLoss(sections.loss_comparison, {...args, entry: cmp.loss_comparison}),
+    cmp.activation_divergence && renderActivations(sections.activation_divergence,
+      {...args, entry: cmp.activation_divergence}),
+  ]);
+  if (ctx.isCurrent() && sections[state.focus]) focusSection(sections[state.focus]);
 }
 
-/** The worst variables at one step: every metric, ranked by the chosen one. */
-async function renderStepTable(container, ctx, {run, tag, metric, step, selected}) {
-  const at = await getJson('series', {
-    run: run.run, tag: tag.tag, rows: ctx.state.filter, step_min: step, step_max: step,
-  });
+/** The variables section: headline, chart, heatmap and the table at the marked step. */
+async function renderGradients(section, {ctx, run, metric, alerts, entry}) {
+  const {state, navigate} = ctx;
+  const [tolerances, series, atStep] = await Promise.all([
+    limitsFor(run, entry),
+    getJson('series', {run, tag: entry.tag, rows: state.filter, columns: metric, ...stepParams(state),
+      max_steps: maxSteps()}),
+    // Every metric at the marked step (the logged step at or before it; the last one without a mark):
+    // max_steps=1 keeps the last step of the range, so this needs no answer of the other request.
+    getJson('series', {run, tag: entry.tag, rows: state.filter, step_min: state.smin,
+      step_max: state.step !== undefined && state.step !== '' ? state.step : state.smax, max_steps: 1}),
+  ]);
   if (!ctx.isCurrent()) return;
-  const i = at.steps.indexOf(step);
-  container.appendChild(el('h2', {text: `Worst variables at step ${step}`}));
-  if (i < 0) {
-    container.appendChild(emptyState(`No record at step ${step}.`));
+  section.appendChild(el('h2', {text: `Gradients: ${metric} per variable`}));
+  if (!series.steps.length || !series.rows.length) {
+    section.appendChild(emptyState(series.rows.length ? 'No steps in this step range.'
+      : 'No variable matches the variable regex.'));
     return;
   }
-  const columns = at.columns.map((c) => seriesColumn(at, c));
-  const rows = at.rows.map((name, r) => {
-    const row = {variable: name};
-    at.columns.forEach((c, k) => {
-      row[c] = columns[k][r][i];
+  const rowIndex = series.rows.map((name) => entry.rows.indexOf(name));
+  const allLimits = columnLimits(tolerances, alerts, entry.tag, metric, entry.rows.length);
+  const limits = rowIndex.map((i) => (allLimits && i >= 0 ? allLimits[i] : null));
+  const basis = rowIndex.map((i) => (i >= 0 && tolerances.column === metric ? tolerances.basis[i] || '' : ''));
+  const values = seriesColumn(series, metric);
+  const bad = values.map((row) => row.map((v) => badness(metric, v)));
+  const found = exceedances(bad, limits);
+  const ranked = order(found, state.rank);
+  const selected = series.rows.indexOf(state.row);
+  const shown = ranked.slice(0, topK(state));
+  if (selected >= 0 && !shown.includes(selected)) shown.push(selected);
+  const mark = markedStep(state, series.steps);
+  section.appendChild(headline(found, series, metric));
+  const tolNote = limits.some((l) => l > 0) ? `tolerance ${basisText(limits, basis)}` : 'no tolerance for this metric';
+  section.appendChild(lineChart({
+    title: `${metric} per step, ${state.rank === 'first' ? 'first' : 'worst'} ${shown.length} of ${series.rows.length} variables`,
+    note: tolNote, yLabel: metric, yScale: state.logy === '0' ? 'linear' : 'log',
+    series: shown.map((i) => ({name: series.rows[i], steps: series.steps, values: values[i]})),
+    limits: limitLines(limits, shown), markStep: mark, highlight: series.rows[selected],
+    smoothing: smoothingOf(state), onClick: (s) => navigate({step: s}),
+  }));
+  const colors = limits.some((l) => l > 0) ? colorers.tolerance(limits, bad, basisText(limits, basis))
+    : colorers.relative(bad, 'log');
+  section.appendChild(heatmap({
+    title: `${badnessLabel(metric)}: variables × steps (click selects a variable and step)`,
+    rows: series.rows, steps: series.steps, values: bad, shown: values, colors, legendTitle: badnessLabel(metric),
+    selectedRow: selected, markStep: mark,
+    describe: (r, i, v) => [`step ${series.steps[i]}`, `${metric} ${fmt(v)}`,
+      limits[r] > 0 ? `${fmtRatio(bad[r][i] / limits[r])}× tolerance ${fmt(limits[r])}` : 'no tolerance'],
+    onSelect: (r, i) => navigate({row: series.rows[r], step: series.steps[i]}),
+  }));
+  renderStepTable(section, {ctx, metric, series, found, limits, data: atStep});
+}
+
+/** Q1 in one sentence: which variable exceeded its tolerance first, how badly, and the worst. */
+function headline(found, series, metric) {
+  const withLimit = found.filter((f) => f.limit !== null);
+  const over = found.filter((f) => f.first >= 0).sort((a, b) => a.first - b.first || b.ratio - a.ratio);
+  const worst = [...found].filter((f) => !Number.isNaN(f.worst)).sort((a, b) => b.ratio - a.ratio)[0];
+  const p = el('p', {class: 'gl-headline gl-q1'});
+  if (over.length) {
+    const f = over[0];
+    const v = found[f.row];
+    p.append('First above its tolerance: ', el('strong', {class: 'gl-first-var', text: series.rows[f.row]}),
+      ` at step `, el('strong', {class: 'gl-first-step', text: String(series.steps[f.first])}),
+      ` (tolerance ${fmt(f.limit)}; worst ${fmt(v.worst)} = `, el('strong', {class: 'gl-first-ratio', text: `${fmtRatio(v.ratio)}×`}),
+      ` at step ${series.steps[v.worstAt]}). `);
+  } else if (withLimit.length) {
+    p.append(el('strong', {class: 'gl-within', text: 'No variable exceeds its tolerance'}), '. ');
+  }
+  if (worst) {
+    p.append('Worst: ', el('strong', {class: 'gl-worst-var', text: series.rows[worst.row]}),
+      ` ${metric} ${fmt(worst.worst)}${worst.limit !== null ? ` = ${fmtRatio(worst.ratio)}× tolerance ${fmt(worst.limit)}` : ''}`
+      + ` at step ${series.steps[worst.worstAt]}. `);
+  }
+  if (withLimit.length) p.append(`${over.length} of ${found.length} variables exceed their tolerance.`);
+  return p;
+}
+
+/** The variables at the marked (or last) step: every metric, ranked by value / tolerance. */
+function renderStepTable(section, {ctx, metric, series, found, limits, data}) {
+  if (!data.steps.length) {
+    section.appendChild(emptyState('No record at or before the marked step.'));
+    return;
+  }
+  section.appendChild(el('h3', {class: 'gl-step-title', text: `Variables at step ${data.steps[0]}`}));
+  const columns = data.columns.map((c) => seriesColumn(data, c));
+  const rows = data.rows.map((name, r) => {
+    const i = series.rows.indexOf(name);
+    const f = found[i] || {};
+    const value = columns[data.columns.indexOf(metric)][r][0];
+    const row = {variable: name, tolerance: limits[i] ?? null,
+      ratio: limits[i] > 0 ? badness(metric, value) / limits[i] : null,
+      first: f.first >= 0 ? series.steps[f.first] : null, worst: f.ratio};
+    data.columns.forEach((c, k) => {
+      row[c] = columns[k][r][0];
     });
     return row;
   });
-  container.appendChild(table({
-    columns: [{key: 'variable', label: 'variable'},
-      ...at.columns.map((c) => ({key: c, label: c, numeric: true}))],
+  const selected = ctx.state.row;
+  const key = (r) => (r.ratio === null ? -1 : Number.isNaN(r.ratio) ? Infinity : r.ratio);
+  rows.sort((a, b) => key(b) - key(a));
+  const pick = rows.findIndex((r) => r.variable === selected);
+  if (pick >= 25) rows.unshift(...rows.splice(pick, 1));
+  section.appendChild(table({
+    columns: [
+      {key: 'variable', label: 'variable'},
+      {key: metric, label: metric, numeric: true},
+      {key: 'ratio', label: '× tolerance', numeric: true, format: (v) => (v === null ? '–' : fmtRatio(v))},
+      {key: 'tolerance', label: 'tolerance', numeric: true, format: (v) => (v > 0 ? fmt(v) : 'none')},
+      {key: 'first', label: 'first above', numeric: true, format: (v) => (v === null ? 'never' : String(v))},
+      {key: 'worst', label: 'worst × tol', numeric: true, format: (v) => fmtRatio(v)},
+      ...data.columns.filter((c) => c !== metric).map((c) => ({key: c, label: c, numeric: true})),
+    ],
     rows,
-    sortKey: metric,
-    sortValue: (row, key) => (at.columns.includes(key) ? badness(key, row[key]) : row[key]),
-    descending: true,
+    sortValue: (row, key) => (key === 'ratio' && row.ratio === null ? -1 : row[key]),
     maxRows: 25,
+    rowKey: (row) => row.variable,
     rowClass: (row) => `gl-var-row${row.variable === selected ? ' gl-selected' : ''}`,
     onSelect: (row) => ctx.navigate({row: row.variable}),
-  }));
-}
-
-/** Activation divergence per layer, rows in depth order (as logged). */
-async function renderActivations(container, ctx, run, metric = DEFAULT_METRIC, step = null) {
-  const tags = tagsOfKind(run, 'activation_divergence');
-  if (!tags.length) return;
-  const tag = chooseTag(tags, ctx.state.atag);
-  const column = tag.columns.includes(metric) ? metric : tag.columns[0];
-  const series = await getJson('series', {
-    run: run.run, tag: tag.tag, columns: column, ...stepParams(ctx.state), max_steps: MAX_STEPS,
-  });
-  if (!ctx.isCurrent()) return;
-  container.appendChild(el('h2', {text: `Activation divergence per layer (${column}), input to output`}));
-  container.appendChild(variantsLine(tag.extras));
-  if (tags.length > 1) {
-    container.appendChild(labelled('Activation record', select(tags.map((t) => t.tag), tag.tag,
-      (v) => ctx.navigate({atag: v}), {class: 'gl-atag'})));
-  }
-  if (!series.steps.length) {
-    container.appendChild(emptyState('No steps in this step range.'));
-    return;
-  }
-  const values = seriesColumn(series, column);
-  const i = step !== null && series.steps.includes(step) ? series.steps.indexOf(step) : series.steps.length - 1;
-  container.appendChild(heatmap({
-    title: `${badnessLabel(column)}: layers (depth order) × steps`,
-    rows: series.rows,
-    steps: series.steps,
-    values: values.map((row) => row.map((v) => badness(column, v))),
-    shown: values,
-    legendTitle: badnessLabel(column),
-    describe: (r, s, v) => [series.rows[r], `depth ${r}`, `step ${series.steps[s]}`, `${column} ${fmt(v)}`],
-  }));
-  container.appendChild(table({
-    caption: `At step ${series.steps[i]}`,
-    columns: [{key: 'depth', label: 'depth', numeric: true}, {key: 'layer', label: 'layer'},
-      {key: 'value', label: column, numeric: true}],
-    rows: series.rows.map((layer, r) => ({depth: r, layer, value: values[r][i]})),
-    rowClass: () => 'gl-layer-row',
   }));
 }

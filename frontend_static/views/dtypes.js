@@ -5,7 +5,7 @@
 import {getJson, RouteError} from '../api.js';
 import {el, labelled, select} from '../dom.js';
 import {table} from '../table.js';
-import {HOW_TO_LOG, chooseRun, emptyState, runsWithKind} from './common.js';
+import {HOW_TO_LOG, chooseRun, emptyState, focusSection, runsWithKind} from './common.js';
 
 const KIND = 'dtypes';
 const LOW_PRECISION = new Set(['bfloat16', 'float16', 'float8_e4m3fn', 'float8_e5m2']);
@@ -21,7 +21,8 @@ export async function render(container, ctx) {
   }
   let data;
   try {
-    data = await getJson('dtypes', {run: run.run});
+    // The variable regex is matched by the route (Python syntax, bounded time), never here.
+    data = await getJson('dtypes', {run: run.run, rows: state.filter});
   } catch (error) {
     if (error instanceof RouteError && error.status === 404) {
       container.appendChild(emptyState(`Run ${run.run} has no dtype map: ${HOW_TO_LOG.dtypes}.`));
@@ -48,31 +49,28 @@ export async function render(container, ctx) {
   const map = chosen.map || {};
   const output = map.model_output_dtype;
   if (output && LOW_PRECISION.has(output)) {
-    container.appendChild(el('p', {class: 'gl-message gl-warning gl-output-warning', role: 'alert',
+    const warning = el('p', {class: 'gl-message gl-warning gl-output-warning', role: 'alert',
       text: `The model output is ${output}: the loss is computed from ${output} values. Keep the last `
-        + 'layer or activation in float32 (dtype="float32"), as the mixed-precision guides advise.'}));
+        + 'layer or activation in float32 (dtype="float32"), as the mixed-precision guides advise.'});
+    container.appendChild(warning);
+    if (state.focus === 'dtypes') focusSection(warning);
   } else if (output) {
     container.appendChild(el('p', {class: 'gl-message gl-output-ok', text: `Model output dtype: ${output}.`}));
   }
 
-  let pattern = null;
-  try {
-    pattern = state.filter ? new RegExp(state.filter) : null;
-  } catch (error) {
-    container.appendChild(el('p', {class: 'gl-message gl-error', role: 'alert', text: `Bad regex: ${error.message}`}));
-  }
-  const keep = (path) => !pattern || pattern.test(path);
-  const layers = (map.layers || []).filter((l) => keep(l.path || ''));
+  const layers = map.layers || [];
   const mixed = (l) => Boolean(l.compute_dtype && l.variable_dtype && l.compute_dtype !== l.variable_dtype);
   const nMixed = layers.filter(mixed).length;
   container.appendChild(table({
-    caption: `Layers (${layers.length}; ${nMixed} mixed: compute dtype differs from variable dtype)`,
+    caption: `Layers (${layers.length}${state.filter ? ' matching the regex' : ''}; ${nMixed} mixed: `
+      + 'compute dtype differs from variable dtype)',
     columns: ['path', 'class', 'policy', 'compute_dtype', 'variable_dtype', 'output_dtype', 'mixed']
       .map((k) => ({key: k, label: k.replace('_', ' ')})),
     rows: layers.map((l) => ({...l, mixed: mixed(l) ? 'mixed' : ''})),
-    rowClass: (row) => `gl-layer-row${row.mixed ? ' gl-mixed' : ''}`,
+    rowKey: (row) => row.path,
+    rowClass: (row) => `gl-layer-row${row.mixed ? ' gl-mixed' : ''}${row.path === state.row ? ' gl-selected' : ''}`,
   }));
-  const variables = (map.variables || []).filter((v) => keep(v.path || ''));
+  const variables = map.variables || [];
   if (variables.length) {
     container.appendChild(table({
       caption: `Variables (${variables.length})`,

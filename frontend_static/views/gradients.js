@@ -1,198 +1,190 @@
-// Gradients: per-variable norm, max |g|, zero fraction and NaN/Inf count
-// over steps, a per-variable table at the last step, and the selected
-// variable's log2-magnitude histogram over steps with the bfloat16 and
-// float32 exponent limits drawn as lines.
+// Gradients: where NaN/Inf started, which variables have dead (all-zero)
+// or disconnected (None) gradients, and how the gradients evolve.  A
+// sentence answers first (from the alert rules), then a health heatmap of
+// every variable x step (the health route: each pixel column keeps its
+// worst status, so a single NaN step is never thinned away), L2 norm /
+// max |g| / zero fraction / NaN+Inf count (log scale) for the top-K
+// variables, the variables at the marked step, the selected variable's log2
+// |g| histogram (histogram.js) and the optimizer's updates (updates.js).
 
 import {getJson} from '../api.js';
-import {checkbox, el, labelled, numberInput, select} from '../dom.js';
+import {el, labelled, select} from '../dom.js';
 import {fmt} from '../format.js';
 import {heatmap} from '../heatmap.js';
+import * as colorers from '../heatmap_colors.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {
-  HOW_TO_LOG, chooseRun, chooseTag, emptyState, intOr, runsWithKind, seriesColumn, stepParams,
-  tagsOfKind,
+  HOW_TO_LOG, chartControls, chooseRun, emptyState, filterParams, focusSection, markedStep, maxSteps,
+  runsWithKind, seriesColumn, smoothingOf, stepParams, tagsOfKind, topK,
 } from './common.js';
+import {COLUMNS, cellTexts, gradientHealth} from './gradient_health.js';
+import {renderHistogram} from './histogram.js';
+import {gradientOrder, gradientProblems} from './rank.js';
+import {chooseTag, recordLabel} from './records.js';
+import {renderUpdates} from './updates.js';
 
 const KIND = 'grad_stats';
-const MAX_STEPS = 2000;
-const CHART_COLUMNS = ['l2_norm', 'max_abs', 'zero_fraction', 'nan_count', 'posinf_count',
-  'neginf_count', 'is_none'];
-const SPECIAL = {zero: '0', posinf: '+Inf', neginf: '-Inf', nan: 'NaN'};
-const LIMIT_NAMES = {min_subnormal: 'min subnormal', min_normal: 'min normal', max: 'max finite'};
-const LIMIT_COLORS = {bfloat16: '#e8710a', float32: '#4285f4', float16: '#34a853'};
+const STATUS_TEXT = {1: 'ok', 2: 'dead: all-zero gradient', 3: 'None (disconnected)', 4: 'NaN/Inf'};
+
+/** The alerts of the state's run, asked for while the runs listing loads. */
+export function prefetch(state) {
+  if (state.run) getJson('alerts', {run: state.run, ...filterParams(state)}).catch(() => null);
+}
 
 export async function render(container, ctx) {
   const {state, runs, navigate} = ctx;
   const run = chooseRun(runs, state.run, KIND);
   if (run) ctx.showRun(run.run);
-  const tags = tagsOfKind(run, KIND);
-  if (!tags.length) {
-    container.appendChild(emptyState(
-      `Run ${run ? run.run : ''} has no gradient statistics: ${HOW_TO_LOG.grad_stats}.`,
+  const entry = chooseTag(run, KIND, state.tag);
+  if (!entry) {
+    container.appendChild(emptyState(`Run ${run ? run.run : ''} has no gradient statistics: ${HOW_TO_LOG.grad_stats}.`,
       runsWithKind(runs, KIND), navigate));
+    if (tagsOfKind(run, 'update_stats').length) await renderUpdates(container, {ctx, run});
     return;
   }
-  const tag = chooseTag(tags, state.tag);
-  const topK = Math.max(1, intOr(state.k, 8));
-  const logY = state.logy !== '0';
   container.appendChild(el('div', {class: 'gl-view-controls'}, [
-    labelled('Record', select(tags.map((t) => t.tag), tag.tag, (v) => navigate({tag: v}), {class: 'gl-tag'})),
-    labelled('Variables shown', numberInput(topK, 1, (v) => navigate({k: v}), 'gl-topk')),
-    el('label', {class: 'gl-field gl-inline'}, [
-      checkbox(logY, (on) => navigate({logy: on ? '' : '0'}), 'gl-logy'), el('span', {text: 'log y (norms)'}),
-    ]),
+    labelled('Record', select(tagsOfKind(run, KIND).map((t) => [t.tag, recordLabel(t)]), entry.tag,
+      (v) => navigate({tag: v, row: '', step: ''}), {class: 'gl-tag'})),
+    ...chartControls(state, navigate, {logLabel: 'log y (norms)'}),
   ]));
   container.appendChild(el('h2', {}, ['Gradients in run ', el('span', {class: 'gl-run-name', text: run.run})]));
-
-  const series = await getJson('series', {
-    run: run.run, tag: tag.tag, rows: state.filter, columns: CHART_COLUMNS.join(','),
-    ...stepParams(state), max_steps: MAX_STEPS,
-  });
+  const [health, alerts] = await Promise.all([
+    getJson('health', {run: run.run, tag: entry.tag, rows: state.filter, ...stepParams(state), buckets: maxSteps()}),
+    getJson('alerts', {run: run.run, ...filterParams(state)}),
+  ]);
   if (!ctx.isCurrent()) return;
-  if (!series.steps.length || !series.rows.length) {
-    container.appendChild(emptyState(series.rows.length
-      ? 'No steps in this step range.' : 'No variable matches the variable regex.'));
+  if (!health.steps.length || !health.rows.length) {
+    container.appendChild(emptyState(health.rows.length ? 'No steps in this step range.'
+      : 'No variable matches the variable regex.'));
     return;
   }
-  const col = Object.fromEntries(CHART_COLUMNS.map((c) => [c, seriesColumn(series, c)]));
-  const nonfinite = series.rows.map((_, r) => col.nan_count[r].map(
-    (v, s) => v + col.posinf_count[r][s] + col.neginf_count[r][s]));
-  let selected = series.rows.indexOf(state.row);
-  const shown = series.rows.map((_, i) => i).slice(0, topK);
+  const ranked = gradientOrder(gradientProblems(health), health.max_abs.map((v) => v ?? 0), state.rank);
+  const selected = health.rows.indexOf(state.row);
+  const shown = ranked.slice(0, topK(state));
   if (selected >= 0 && !shown.includes(selected)) shown.push(selected);
-  const lines = (values) => shown.map((r) => ({
-    name: series.rows[r], steps: series.steps, values: Array.from(values[r]),
-  }));
-  const pick = (s) => navigate({step: s});
-  container.appendChild(el('div', {class: 'gl-grid2'}, [
-    lineChart({title: 'L2 norm ‖g‖₂', yLabel: 'l2_norm', logY, series: lines(col.l2_norm), onClick: pick}),
-    lineChart({title: 'max |g|', yLabel: 'max_abs', logY, series: lines(col.max_abs), onClick: pick}),
-    lineChart({title: 'zero fraction', yLabel: 'zero_fraction', series: lines(col.zero_fraction), onClick: pick}),
-    lineChart({title: 'NaN + Inf count', yLabel: 'count', series: lines(nonfinite), onClick: pick}),
-  ]));
+  const last = health.last_steps[health.last_steps.length - 1];
+  const mark = markedStep({step: state.step}, [health.steps[0], last]);
+  const at = mark ?? last;
+  const names = shown.map((r) => health.rows[r]);
+  const columns = COLUMNS.join(',');
+  const [lines, atStep] = await Promise.all([
+    getJson('series', {run: run.run, tag: entry.tag, row: names, columns, ...stepParams(state),
+      max_steps: Math.round(maxSteps() / 2)}),
+    // The logged step at or before the marked one (max_steps=1 keeps the last step of the range).
+    getJson('series', {run: run.run, tag: entry.tag, rows: state.filter, columns, step_min: state.smin, step_max: at,
+      max_steps: 1}),
+  ]);
+  if (!ctx.isCurrent()) return;
+  const focused = health.rows[selected >= 0 ? selected : ranked[0]];
+  container.appendChild(headline(alerts.alerts.filter((a) => a.tag === entry.tag)));
+  const healthSection = el('section', {class: 'gl-section gl-sec-health'}, [healthMap(health, selected, mark, navigate)]);
+  container.appendChild(healthSection);
+  container.appendChild(charts(lines, health, shown, {mark, state, navigate}));
+  container.appendChild(stepTable(atStep, focused, navigate));
+  if (state.focus === 'grad_stats') focusSection(healthSection);
+  // The histogram and the updates come after: the view is usable before they are drawn.
+  const more = Promise.all([
+    renderHistogram(container, {ctx, run, entry, variable: focused, mark}),
+    tagsOfKind(run, 'update_stats').length ? renderUpdates(container, {ctx, run, entry, alerts: alerts.alerts})
+      : null,
+  ]);
+  const late = {grad_histogram: 0, update_stats: 1}[state.focus];
+  if (late !== undefined) {
+    const sections = await more;
+    if (ctx.isCurrent() && sections[late]) focusSection(sections[late]);
+  }
+}
 
-  const last = series.steps.length - 1;
-  if (selected < 0) selected = 0;
-  container.appendChild(table({
-    caption: `Variables at step ${series.steps[last]} (select one for its histogram)`,
+/** Q2 and Q3 in sentences, from the alert rules over the shown variables and steps. */
+function headline(alerts) {
+  const of = (code) => alerts.find((a) => a.code === code);
+  const nonfinite = of('nonfinite');
+  const none = of('none_gradient');
+  const dead = of('zero_gradient');
+  const box = el('div', {class: 'gl-headline gl-grad-headline'});
+  const line = (cls, parts) => box.appendChild(el('p', {class: cls}, parts));
+  const list = (names) => names.slice(0, 6).join(', ') + (names.length > 6 ? ` and ${names.length - 6} more` : '');
+  if (nonfinite) {
+    line('gl-q2', ['First NaN/Inf: step ', el('strong', {class: 'gl-nan-step', text: String(nonfinite.step_first)}),
+      ' in ', el('strong', {class: 'gl-nan-var', text: list(nonfinite.variables)}),
+      ` (non-finite at logged steps up to ${nonfinite.step_last}).`]);
+  } else {
+    line('gl-q2', ['No NaN/Inf in these gradients.']);
+  }
+  line('gl-q3-none', none ? ['Disconnected (None gradient): ', el('strong', {class: 'gl-none-vars', text: list(none.variables)}),
+    '.'] : ['No disconnected (None) gradient.']);
+  line('gl-q3-dead', dead ? ['Dead (all-zero gradient for several steps): ',
+    el('strong', {class: 'gl-dead-vars', text: list(dead.variables)}), ` (from step ${dead.step_first}).`]
+    : ['No dead (all-zero) gradient.']);
+  return box;
+}
+
+/** Every variable x step: ok, dead, None, NaN/Inf (the worst of each bucket of steps). */
+function healthMap(health, selected, mark, navigate) {
+  const status = health.status.map((row) => Float64Array.from(row));
+  const counts = health.nonfinite.map((row) => Float64Array.from(row, Number));
+  return heatmap({
+    title: 'Gradient health: variables × steps (click selects a variable and step)',
+    note: health.steps.length < health.last_steps[health.last_steps.length - 1] - health.steps[0] + 1
+      ? 'each column shows the worst of its steps' : '',
+    rows: health.rows, steps: health.steps, values: status, shown: counts, colors: colorers.status(),
+    selectedRow: selected, markStep: mark,
+    describe: (r, i, v) => [
+      health.steps[i] === health.last_steps[i] ? `step ${health.steps[i]}` : `steps ${health.steps[i]}–${health.last_steps[i]}`,
+      STATUS_TEXT[status[r][i]] || '', status[r][i] === 4 ? `up to ${fmt(v)} NaN/Inf elements` : ''].filter(Boolean),
+    onSelect: (r, i) => navigate({row: health.rows[r], step: health.steps[i]}),
+  });
+}
+
+/** L2 norm, max |g|, zero fraction (top-K series) and NaN + Inf count (the health route's bucket maxima). */
+function charts(series, health, shown, {mark, state, navigate}) {
+  const col = Object.fromEntries(COLUMNS.map((c) => [c, seriesColumn(series, c)]));
+  const h = gradientHealth(col);
+  const highlight = state.row && health.rows.includes(state.row) ? state.row : undefined;
+  const common = {markStep: mark, highlight, smoothing: smoothingOf(state), onClick: (s) => navigate({step: s})};
+  const yScale = state.logy === '0' ? 'linear' : 'log';
+  const order = shown.map((r) => series.rows.indexOf(health.rows[r])).filter((r) => r >= 0); // ranked first
+  const lines = (values, flags) => order.map((r) => ({
+    name: series.rows[r], steps: series.steps, values: values[r], none: h.none[r], flags: flags ? h.partial[r] : undefined,
+  }));
+  const counts = shown.map((r) => ({
+    name: health.rows[r], steps: health.steps, values: health.nonfinite[r].map(Number),
+    none: Uint8Array.from(health.status[r], (c) => (c === 3 ? 1 : 0)),
+  }));
+  return el('section', {class: 'gl-section gl-sec-charts'}, [el('div', {class: 'gl-grid2'}, [
+    lineChart({...common, title: 'L2 norm ‖g‖₂ (finite elements)', yLabel: 'l2_norm', yScale, series: lines(h.l2, true)}),
+    lineChart({...common, title: 'max |g|', yLabel: 'max_abs', yScale, series: lines(h.maxAbs, true)}),
+    lineChart({...common, title: 'zero fraction (exact zeros)', yLabel: 'zero_fraction', series: lines(h.zero)}),
+    lineChart({...common, title: 'NaN + Inf count (log scale)', yLabel: 'elements', yScale: 'count', smoothing: 0,
+      series: counts}),
+  ])]);
+}
+
+/** The variables at one step: status, l2, max |g|, zero fraction, NaN/Inf; None and NaN said in words. */
+function stepTable(series, selectedName, navigate) {
+  const col = Object.fromEntries(COLUMNS.map((c) => [c, seriesColumn(series, c)]));
+  const h = gradientHealth(col);
+  const rows = series.rows.map((name, r) => {
+    const texts = cellTexts(h, col, r, 0);
+    return {variable: name, status: texts.status, l2_norm: col.l2_norm[r][0], max_abs: col.max_abs[r][0],
+      zero_fraction: col.zero_fraction[r][0], nonfinite: h.nonfinite[r][0], count: col.count[r][0], texts};
+  });
+  const text = (key) => (v, row) => row.texts[key] ?? fmt(v);
+  return table({
+    caption: `Variables at step ${series.steps[0]} (click a step in a chart to move; select a variable for its histogram)`,
     columns: [
       {key: 'variable', label: 'variable'},
-      {key: 'l2_norm', label: 'l2_norm', numeric: true},
-      {key: 'max_abs', label: 'max |g|', numeric: true},
-      {key: 'zero_fraction', label: 'zero fraction', numeric: true},
-      {key: 'nonfinite', label: 'NaN/Inf', numeric: true},
-      {key: 'disconnected', label: 'disconnected'},
+      {key: 'status', label: 'status'},
+      {key: 'l2_norm', label: 'l2_norm', numeric: true, format: text('l2')},
+      {key: 'max_abs', label: 'max |g|', numeric: true, format: text('maxAbs')},
+      {key: 'zero_fraction', label: 'zero fraction', numeric: true, format: text('zero')},
+      {key: 'nonfinite', label: 'NaN/Inf', numeric: true, format: text('nonfinite')},
+      {key: 'count', label: 'elements', numeric: true},
     ],
-    rows: series.rows.map((name, r) => ({
-      variable: name,
-      l2_norm: col.l2_norm[r][last],
-      max_abs: col.max_abs[r][last],
-      zero_fraction: col.zero_fraction[r][last],
-      nonfinite: nonfinite[r][last],
-      disconnected: col.is_none[r][last] > 0 ? 'yes (None gradient)' : '',
-    })),
-    rowClass: (row) => `gl-var-row${row.variable === series.rows[selected] ? ' gl-selected' : ''}`,
+    rows,
+    rowKey: (row) => row.variable,
+    rowClass: (row) => `gl-var-row${row.variable === selectedName ? ' gl-selected' : ''}`,
     onSelect: (row) => navigate({row: row.variable}),
-  }));
-  await renderHistogram(container, ctx, run, tag, series.rows[selected]);
-}
-
-/** The histogram tag logged beside a grad_stats tag (same name prefix). */
-function histogramTag(run, statsTag) {
-  const prefix = statsTag.tag.split(`/${KIND}/`)[0];
-  const tags = tagsOfKind(run, 'grad_histogram').filter((t) => t.rows.length);
-  return tags.find((t) => t.tag.split('/grad_histogram/')[0] === prefix
-    && t.rows.length === statsTag.rows.length) || tags[0] || null;
-}
-
-async function renderHistogram(container, ctx, run, statsTag, variable) {
-  const tag = histogramTag(run, statsTag);
-  container.appendChild(el('h2', {}, ['log2 |g| histogram of ', el('span', {class: 'gl-hist-var', text: variable})]));
-  if (!tag || !tag.rows.includes(variable)) {
-    container.appendChild(emptyState('No log2-magnitude histogram was logged for this variable '
-      + '(tb_gradlens.summary.gradients(..., histogram=True)).'));
-    return;
-  }
-  const zoom = ctx.state.hzoom === '1';
-  container.appendChild(el('label', {class: 'gl-field gl-inline'}, [
-    checkbox(zoom, (on) => ctx.navigate({hzoom: on ? '1' : ''}), 'gl-hzoom'),
-    el('span', {text: 'zoom to the exponents present'}),
-  ]));
-  const hist = await getJson('series', {
-    run: run.run, tag: tag.tag, row: variable, ...stepParams(ctx.state), max_steps: MAX_STEPS,
   });
-  if (!ctx.isCurrent()) return;
-  if (!hist.steps.length) {
-    container.appendChild(emptyState('No steps in this step range.'));
-    return;
-  }
-  // Display rows, top to bottom: exponents high to low, then 0, +Inf, -Inf, NaN.
-  const exponents = [];
-  const specials = [];
-  hist.columns.forEach((name, c) => {
-    const m = /^2\^(-?\d+)$/.exec(name);
-    if (m) exponents.push({c, e: parseInt(m[1], 10)});
-    else specials.push({c, name});
-  });
-  exponents.sort((a, b) => b.e - a.e);
-  const counts = hist.columns.map((c) => seriesColumn(hist, c)[0]);
-  let shownExp = exponents;
-  if (zoom) {
-    const present = exponents.filter(({c}) => counts[c].some((v) => v > 0)).map(({e}) => e);
-    if (present.length) {
-      const hi = Math.max(...present) + 4;
-      const lo = Math.min(...present) - 4;
-      shownExp = exponents.filter(({e}) => e <= hi && e >= lo);
-    }
-  }
-  const rows = [...shownExp.map(({e}) => `2^${e} ≤ |g| < 2^${e + 1}`),
-    ...specials.map(({name}) => SPECIAL[name] || name)];
-  const values = [...shownExp.map(({c}) => counts[c]), ...specials.map(({c}) => counts[c])];
-  const rowOf = (e) => shownExp.findIndex((x) => x.e === e);
-  const yTicks = [];
-  shownExp.forEach(({e}, r) => {
-    if (e % (zoom ? 4 : 16) === 0 && (zoom || e > -140)) yTicks.push({row: r, label: `2^${e}`});
-  });
-  if (zoom) {
-    specials.forEach(({name}, k) => yTicks.push({row: shownExp.length + k, label: SPECIAL[name] || name}));
-  } else if (specials.length) {
-    yTicks.push({row: shownExp.length + specials.length / 2, label: '0 ±Inf NaN'});
-  }
-  container.appendChild(heatmap({
-    title: 'count per log2 |g| bin × step',
-    rows, steps: hist.steps, values,
-    scale: 'log', zeroIsEmpty: true, legendTitle: 'elements',
-    yTicks, lines: limitLines(tag.extras, rowOf),
-    rowHeight: zoom ? 8 : 2, maxHeight: zoom ? 480 : 600,
-    describe: (r, s, v) => [rows[r], `step ${hist.steps[s]}`, `${fmt(v)} elements`],
-  }));
-}
-
-/**
- * Lines for the dtype exponent limits in a histogram tag's extras
- * (`dtype_exponent_limits`: {dtype: {min_subnormal, min_normal, max}});
- * limits at the same exponent share a line.  A min limit lies under its
- * bin (row + 1), the max limit over it.
- */
-export function limitLines(extras, rowOf) {
-  const limits = (extras && extras.dtype_exponent_limits) || {};
-  const byPosition = new Map();
-  for (const dtype of ['bfloat16', 'float32']) {
-    for (const [key, e] of Object.entries(limits[dtype] || {})) {
-      const r = rowOf(e);
-      if (r < 0) continue;
-      const position = key === 'max' ? r : r + 1;
-      const entry = byPosition.get(position) || {row: position, parts: new Map(), color: LIMIT_COLORS[dtype]};
-      const name = `${LIMIT_NAMES[key] || key} 2^${e}`;
-      entry.parts.set(name, [...(entry.parts.get(name) || []), dtype]);
-      if ([...entry.parts.values()].flat().length > 1) entry.color = '#9aa0a6';
-      byPosition.set(position, entry);
-    }
-  }
-  return [...byPosition.values()].map((x) => ({
-    row: x.row,
-    label: [...x.parts].map(([name, dtypes]) => `${dtypes.join('/')} ${name}`).join(' = '),
-    color: x.color,
-  }));
 }

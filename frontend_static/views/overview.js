@@ -1,124 +1,192 @@
-// Overview: every run's headline (worst divergence and where, first NaN/Inf
-// step, disconnected and zero-gradient variables, alert counts) and the
-// alerts list; an alert opens the view that shows it.
+// Overview: every run's headline - the worst divergence against its
+// tolerance and which comparison, the first NaN/Inf step and where, the
+// disconnected (None) and dead (all-zero) variables by name, alert counts -
+// and the alerts list; an alert opens the view that shows its evidence.
+// The variable regex and step range apply (the routes' rows/step_min/step_max).
 
 import {getJson} from '../api.js';
 import {el} from '../dom.js';
-import {stepRange} from '../format.js';
+import {fmt, fmtRatio, num, stepRange} from '../format.js';
 import {table} from '../table.js';
-import {variantText} from './common.js';
+import {alertStep, alertTarget} from './alert_target.js';
+import {filterParams} from './common.js';
+import {limitsFor} from './limits.js';
+import {problemsSection} from './problems.js';
+import {comparisonLabel} from './records.js';
 
-const VIEW_NAMES = new Set(['overview', 'divergence', 'gradients', 'dtypes', 'compare']);
-const MAX_LISTED = 6;
+const LISTED = 4;
+
+/** The routes the Overview reads, asked for while the runs listing loads. */
+export function prefetch(state) {
+  const params = filterParams(state);
+  return [getJson('overview', params), getJson('alerts', {run: state.run || '', ...params})]
+    .map((p) => p.catch(() => null));
+}
 
 export async function render(container, ctx) {
-  const {state, navigate} = ctx;
+  const {state, navigate, runs: runEntries} = ctx;
   const runFilter = state.run || '';
+  const params = filterParams(state);
   const [overview, alerts] = await Promise.all([
-    getJson('overview'),
-    getJson('alerts', {run: runFilter}),
+    getJson('overview', params),
+    getJson('alerts', {run: runFilter, ...params}),
   ]);
   if (!ctx.isCurrent()) return;
   const runs = overview.runs.filter((r) => !runFilter || r.run === runFilter);
+  const ratios = await Promise.all(runs.map((r) => worstRatio(r, runEntries)));
+  if (!ctx.isCurrent()) return;
 
   container.appendChild(el('h2', {text: 'Runs'}));
+  const scope = [state.filter ? `variables matching /${state.filter}/` : '',
+    state.smin || state.smax ? `steps ${state.smin || 'first'}–${state.smax || 'last'}` : ''].filter(Boolean);
   container.appendChild(table({
-    caption: runFilter ? `Run ${runFilter}` : `${runs.length} run(s) with gradlens data`,
+    caption: `${runFilter ? `Run ${runFilter}` : `${runs.length} run(s) with gradlens data`}`
+      + `${scope.length ? ` · ${scope.join(', ')}` : ''} · click a run for its divergence or gradients`,
     columns: [
       {key: 'run', label: 'run'},
-      {key: 'metric', label: 'worst divergence'},
-      {key: 'value', label: 'value', numeric: true},
-      {key: 'row', label: 'variable'},
-      {key: 'step', label: 'step', numeric: true},
-      {key: 'variants', label: 'candidate vs reference'},
-      {key: 'first_nonfinite_step', label: 'first NaN/Inf step', numeric: true},
-      {key: 'disconnected', label: 'disconnected vars', numeric: true},
-      {key: 'zero', label: 'zero-gradient vars', numeric: true},
-      {key: 'alerts', label: 'alerts (E/W/I)'},
+      {key: 'worst', label: 'worst divergence'},
+      {key: 'comparison', label: 'comparison'},
+      {key: 'nonfinite', label: 'first NaN/Inf'},
+      {key: 'disconnected', label: 'disconnected (None)'},
+      {key: 'dead', label: 'dead (all-zero gradient)'},
+      {key: 'alerts', label: 'alerts E/W/I'},
     ],
-    rows: runs.map(headline),
-    onSelect: (row) => navigate({view: row.metric ? 'divergence' : 'gradients', run: row.run}),
-    rowClass: (row) => `gl-run-row${row.errors ? ' gl-has-errors' : ''}`,
+    rows: runs.map((r, i) => headline(r, ratios[i], runEntries.find((e) => e.run === r.run))),
+    onSelect: (row) => navigate({view: row.hasComparison ? 'divergence' : 'gradients', run: row.run,
+      tag: '', row: '', step: '', focus: '', alert: ''}),
+    rowClass: () => 'gl-run-row',
+    cellTitle: (row, key) => row.titles[key],
   }));
 
-  container.appendChild(el('h2', {text: `Alerts (${alerts.alerts.length})`}));
+  const groups = groupAlerts(alerts.alerts);
+  const distinct = groups.length < alerts.alerts.length ? `, ${groups.length} distinct` : '';
+  container.appendChild(el('h2', {text: `Alerts (${alerts.alerts.length}${distinct})`}));
   if (!alerts.alerts.length) {
-    container.appendChild(el('p', {class: 'gl-message', text: 'No alerts: nothing looks wrong in the logged steps.'}));
+    container.appendChild(el('p', {class: 'gl-message gl-no-alerts',
+      text: 'No alerts: nothing looks wrong in the logged steps.'}));
   } else {
     const list = el('ul', {class: 'gl-alerts'});
-    for (const alert of alerts.alerts) list.appendChild(el('li', {}, [alertButton(alert, navigate)]));
+    for (const [first, ...others] of groups) {
+      list.appendChild(el('li', {}, [alertButton(first, navigate), others.length ? alsoIn(others, navigate) : null]));
+    }
     container.appendChild(list);
   }
-  if (alerts.errors && alerts.errors.length) {
-    container.appendChild(el('h3', {text: 'Records that could not be read'}));
-    const list = el('ul', {class: 'gl-read-errors'});
-    for (const e of alerts.errors) list.appendChild(el('li', {text: `${e.run} / ${e.tag}: ${e.error}`}));
-    container.appendChild(list);
+  // File problems of the listed runs are named above the view (runProblemsBanner); the rest here.
+  ctx.showRuns(...runs.map((r) => r.run));
+  const problems = problemsSection((alerts.errors || []).filter((e) => !listedProblem(e, runEntries)));
+  if (problems) container.appendChild(problems);
+}
+
+/** The worst divergence's tolerance: {limit, basis} (null when unknown); the
+ * overview states it (`limit`), older backends through the limits route. */
+async function worstRatio(run, runEntries) {
+  const w = run.worst_divergence;
+  if (w && Number(w.limit) > 0) return {limit: Number(w.limit), basis: ''};
+  const entry = w && runEntries.find((e) => e.run === run.run);
+  const tag = entry && entry.tags.find((t) => t.tag === w.tag);
+  if (!tag) return null;
+  try {
+    const tolerances = await limitsFor(run.run, tag);
+    const r = tag.rows.indexOf(w.row);
+    return r >= 0 && tolerances.limits[r] > 0 ? {limit: tolerances.limits[r], basis: tolerances.basis[r]} : null;
+  } catch (error) {
+    return null;
   }
 }
 
-function headline(r) {
+/** True for a file problem (tag null) the runs listing names for its run. */
+function listedProblem(error, runEntries) {
+  if (error.tag !== null && error.tag !== undefined) return false;
+  const entry = runEntries.find((e) => e.run === error.run);
+  return Boolean(entry && (entry.problems || []).some((p) => p.file === error.file && p.error === error.error));
+}
+
+/** Names, the first few and "and N more" (all of them in the cell's title). */
+function names(list) {
+  if (!list.length) return 'none';
+  return list.slice(0, LISTED).join(', ') + (list.length > LISTED ? ` and ${list.length - LISTED} more` : '');
+}
+
+function headline(r, tolerance, entry) {
   const w = r.worst_divergence;
   const counts = r.alert_counts || {};
+  const kinds = new Set(((entry && entry.tags) || []).map((t) => t.kind));
+  const hasComparison = ['divergence', 'activation_divergence', 'loss_comparison'].some((k) => kinds.has(k));
+  const hasGradients = kinds.has('grad_stats');
+  let worst = hasComparison ? 'no divergence value (only NaN)' : 'no comparison logged';
+  if (w) {
+    const value = num(w.value);
+    let against = '';
+    if (!Number.isFinite(value)) against = ` (not finite${tolerance ? `; tolerance ${fmt(tolerance.limit)}` : ''})`;
+    else if (tolerance) against = ` = ${fmtRatio(value / tolerance.limit)}× tolerance ${fmt(tolerance.limit)}`;
+    worst = `${w.metric} ${fmt(value)}${against} · ${w.row} · step ${w.step}`;
+  }
+  const firstVars = r.first_nonfinite_variables || [];
+  const notLogged = hasGradients ? null : 'no gradients logged';
   return {
     run: r.run,
-    metric: w ? w.metric : '',
-    value: w ? w.value : '',
-    row: w ? w.row : '',
-    step: w ? w.step : '',
-    variants: w ? `${variantText(w.candidate)} vs ${variantText(w.reference)}` : '',
-    first_nonfinite_step: r.first_nonfinite_step ?? '',
-    disconnected: listLength(r.disconnected_variables),
-    zero: listLength(r.zero_gradient_variables),
+    hasComparison,
+    worst,
+    comparison: w ? comparisonLabel({candidate: w.candidate, reference: w.reference})
+      : hasComparison ? 'logged' : 'none',
+    nonfinite: r.first_nonfinite_step === null || r.first_nonfinite_step === undefined ? 'none'
+      : `step ${r.first_nonfinite_step}: ${names(firstVars)}`,
+    disconnected: notLogged || names(r.disconnected_variables || []),
+    dead: notLogged || names(r.zero_gradient_variables || []),
     alerts: `${counts.error || 0} / ${counts.warning || 0} / ${counts.info || 0}`,
+    titles: {
+      disconnected: (r.disconnected_variables || []).join('\n'),
+      dead: (r.zero_gradient_variables || []).join('\n'),
+      nonfinite: firstVars.join('\n'),
+    },
   };
 }
 
-function listLength(value) {
-  if (Array.isArray(value)) return value.length;
-  return value ?? '';
+/**
+ * Alerts that say the same thing in several runs (the same `group`: code,
+ * record, tag name, variables), as lists in the order of their first alert.
+ * Alerts without a group (an older backend) stay alone.
+ */
+export function groupAlerts(alerts) {
+  const groups = new Map();
+  alerts.forEach((alert, i) => {
+    const key = alert.group ? `g:${alert.group}` : `i:${i}`;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(alert);
+  });
+  return [...groups.values()];
 }
 
-/** A button that shows the alert and opens its view. */
+/** "The same in: run b · step 12, ...": a button per other run of a group, opening its evidence. */
+function alsoIn(others, navigate) {
+  return el('div', {class: 'gl-alert-also'}, ['The same in: ', ...others.map((alert) => el('button', {
+    type: 'button', class: 'gl-alert-other', dataset: {run: alert.run || ''},
+    text: `run ${alert.run} · step ${stepRange(alertStep(alert) ?? alert.step_first, alert.step_last)}`,
+    title: 'Open the chart that shows this in that run',
+    onclick: () => navigate(alertTarget(alert)),
+  }))]);
+}
+
+/** A button that shows the alert and opens the view with its evidence. */
 function alertButton(alert, navigate) {
   const variables = alert.variables || [];
-  const listed = variables.slice(0, MAX_LISTED).join(', ')
-    + (variables.length > MAX_LISTED ? ` and ${variables.length - MAX_LISTED} more` : '');
-  const button = el('button', {
+  const listed = variables.slice(0, 6).join(', ')
+    + (variables.length > 6 ? ` and ${variables.length - 6} more` : '');
+  const step = alertStep(alert);
+  const limit = alert.limit === null || alert.limit === undefined ? '' : ` · tolerance ${fmt(alert.limit)}`;
+  return el('button', {
     type: 'button', class: `gl-alert gl-alert-${alert.severity}`,
-    dataset: {code: alert.code || ''},
+    dataset: {code: alert.code || '', run: alert.run || ''},
+    title: 'Open the chart that shows this',
     onclick: () => navigate(alertTarget(alert)),
   }, [
     el('div', {class: 'gl-alert-head'}, [
       el('span', {class: `gl-badge gl-sev-${alert.severity}`, text: alert.severity}),
       el('span', {class: 'gl-alert-code', text: alert.code}),
-      ` · run ${alert.run} · step ${stepRange(alert.step_first, alert.step_last)}`,
+      ` · run ${alert.run} · step ${stepRange(step ?? alert.step_first, alert.step_last)}${limit}`,
     ]),
     listed ? el('div', {class: 'gl-alert-vars', text: `variables: ${listed}`}) : null,
     el('div', {class: 'gl-alert-text', text: alert.explanation}),
     alert.fix ? el('div', {class: 'gl-alert-fix', text: `fix: ${alert.fix}`}) : null,
   ]);
-  return button;
-}
-
-/** The view that shows a record kind (an alert's view.name is the kind of its record). */
-const VIEW_OF_KIND = {
-  grad_stats: 'gradients', grad_histogram: 'gradients', update_stats: 'gradients',
-  divergence: 'divergence', activation_divergence: 'divergence', loss_comparison: 'divergence',
-  dtypes: 'dtypes',
-};
-
-/** State patch that opens the view an alert points at. */
-export function alertTarget(alert) {
-  const view = alert.view || {};
-  const name = VIEW_NAMES.has(view.name) ? view.name : VIEW_OF_KIND[view.name] || 'overview';
-  const patch = {view: name, run: view.run || alert.run};
-  const tag = view.tag || alert.tag || '';
-  if (view.name === 'activation_divergence') patch.atag = tag;
-  else patch.tag = tag;
-  if (view.column && name === 'divergence') patch.metric = view.column;
-  if (view.row) patch.row = view.row;
-  else if (alert.variables && alert.variables.length) patch.row = alert.variables[0];
-  if (alert.step_first !== undefined && alert.step_first !== null) patch.step = alert.step_first;
-  return patch;
 }

@@ -1,0 +1,207 @@
+"""The GradLens tab's pure functions, run in Debian's Chromium against Python/NumPy expressions.
+
+The tab's ES modules are served from frontend_static/ through Playwright's
+request routing (no server); each test imports what it checks and compares
+it with the same formula written here.
+"""
+
+import glob
+import json
+import math
+import os
+import re
+
+import numpy as np
+import pytest
+
+from frontend_page import launch, require_browser
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STATIC = os.path.join(ROOT, "frontend_static")
+ORIGIN = "http://gradlens.test"
+
+
+@pytest.fixture(scope="module")
+def js():
+    """js(code, *args): evaluate an async arrow function's body with the modules importable from /static/."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    def serve(route):
+        path = route.request.url[len(ORIGIN):].split("?")[0]
+        file = os.path.join(STATIC, path[len("/static/"):])
+        if path.startswith("/static/") and not os.path.isfile(file):
+            route.fulfill(status=404, body="no such module")  # the import fails, the test does not hang
+        elif path.startswith("/static/"):
+            with open(file, "rb") as f:
+                route.fulfill(status=200, body=f.read(), content_type="text/javascript")
+        else:
+            route.fulfill(status=200, body="<!DOCTYPE html><html><body></body></html>", content_type="text/html")
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page()
+        page.route(ORIGIN + "/**", serve)
+        page.goto(ORIGIN + "/")
+        yield lambda code, *args: page.evaluate("async (args) => { %s }" % code, list(args))
+        browser.close()
+
+
+def test_every_module_is_imported_by_index_js():
+    """index.js names every module, so the browser fetches them in one round trip."""
+    index = open(os.path.join(STATIC, "index.js")).read()
+    imported = set(re.findall(r"from '\./([\w/]+\.js)'|import '\./([\w/]+\.js)'", index))
+    imported = {a or b for a, b in imported}
+    modules = {os.path.relpath(p, STATIC) for p in glob.glob(os.path.join(STATIC, "**", "*.js"), recursive=True)}
+    assert modules - {"index.js"} == imported
+
+
+def test_ticks_are_round_and_log_axes_have_labels(js):
+    out = js("""const s = await import('/static/scale.js');
+      return {step: [[0, 64], [0, 299], [17, 9999], [1234, 1240]].map(([a, b]) => s.stepTicks(a, b, 5)),
+              log: [[1e-4, 1], [0.002, 0.03], [0.0071, 0.0093], [0.5, 80000]].map(([a, b]) => s.logTicks(a, b, 6)),
+              text: [1e-5, 2.5e-7, 0.001, 120000, 0.25].map(s.tickText)};""")
+    for ticks in out["step"]:
+        step = ticks[1] - ticks[0]
+        mantissa = step / 10 ** math.floor(math.log10(step))
+        assert mantissa in (1, 2, 5) and all(t % step == 0 for t in ticks) and all(float(t).is_integer() for t in ticks)
+    assert out["step"][0] == [0, 20, 40, 60]
+    assert out["log"][0] == [1e-4, 1e-3, 1e-2, 1e-1, 1]
+    assert all(len(t) >= 3 for t in out["log"])  # also inside a single decade
+    assert out["text"] == ["1e-5", "2.5e-7", "0.001", "1.2e5", "0.25"]
+
+
+def test_smoothing_is_tensorboards_debiased_ema(js):
+    values = [1.0, 2.0, float("nan"), 3.0, 10.0, -1.0]
+    got = js("""const {smooth} = await import('/static/smoothing.js');
+      return Array.from(smooth(args[0].map(v => v === null ? NaN : v), 0.6), v => Number.isNaN(v) ? null : v);""",
+             [None if math.isnan(v) else v for v in values])
+    last, n, want = 0.0, 0, []
+    for v in values:
+        if math.isnan(v):
+            want.append(None)
+            continue
+        last = 0.6 * last + 0.4 * v
+        n += 1
+        want.append(last / (1 - 0.6 ** n))
+    assert got[2] is None
+    np.testing.assert_allclose([g for g in got if g is not None], [w for w in want if w is not None], rtol=1e-12)
+
+
+def test_verdict_against_numpy(js):
+    rng = np.random.default_rng(3)
+    steps = list(range(40))
+    rel = (rng.normal(size=40) * 0.01).tolist()
+    rel[25] = 0.2
+    noise_steps = list(range(0, 40, 2))
+    noise = (rng.normal(size=20) * 0.05).tolist()
+    got = js("""const {verdict} = await import('/static/views/compare_verdict.js');
+      return verdict(args[0], args[1], {steps: args[2], rel: args[3]});""", steps, rel, noise_steps, noise)
+    shared = [s for s in steps if s in noise_steps]
+    max_b = max(abs(rel[s]) for s in shared)
+    max_n = max(abs(noise[noise_steps.index(s)]) for s in shared)
+    first = next((s for s in shared if abs(rel[s]) > max_n), None)
+    assert got["maxB"] == pytest.approx(max_b) and got["maxNoise"] == pytest.approx(max_n)
+    assert got["kind"] == ("beyond" if max_b > max_n else "within") and got["first"] == first
+    none = js("""const {verdict} = await import('/static/views/compare_verdict.js');
+      return verdict([0, 1], [0.1, -0.3], null);""")
+    assert none["kind"] == "no-noise" and none["maxB"] == pytest.approx(0.3)
+
+
+def test_exceedances_and_ranking_against_python(js):
+    rows = [[0.01, 0.05, 0.2, 0.3], [0.01, 0.5, 0.6, None], [0.0, 0.0, 0.0, 0.0], [0.0004, 0.002, 0.0005, 0.0]]
+    limits = [0.1, 0.1, 0.1, 0.001]
+    got = js("""const r = await import('/static/views/rank.js');
+      const values = args[0].map(row => Float64Array.from(row, v => v === null ? NaN : v));
+      const found = r.exceedances(values, args[1]);
+      return {found, worst: r.order(found, 'worst'), first: r.order(found, 'first')};""", rows, limits)
+    firsts, ratios = [], []
+    for row, limit in zip(rows, limits):
+        finite = [v for v in row if v is not None]
+        firsts.append(next((i for i, v in enumerate(row) if v is not None and v > limit), -1))
+        ratios.append(max(finite) / limit)
+    assert [f["first"] for f in got["found"]] == firsts
+    np.testing.assert_allclose([f["ratio"] for f in got["found"]], ratios)
+    assert got["worst"][0] == 1  # the row with a NaN ranks first
+    assert got["first"] == sorted(range(4), key=lambda r: (firsts[r] if firsts[r] >= 0 else 99, -ratios[r]))
+
+
+def test_column_spans_place_steps_by_value(js):
+    steps = [0, 10, 20, 30, 35]
+    got = js("""const {columnSpans} = await import('/static/heatmap_paint.js');
+      const s = columnSpans(args[0], 0, 40, 8, 40); return [Array.from(s.start), Array.from(s.end)];""", steps)
+    start, end = got
+    for b in range(8):
+        lo, hi = b * 5, b * 5 + 5
+        inside = [i for i, s in enumerate(steps) if lo <= s < hi]
+        held = [max(i for i, s in enumerate(steps) if s < lo)] if not inside and lo > 0 else []
+        assert list(range(start[b], end[b])) == (inside or held), b
+
+
+def test_fallback_tolerances_by_compute_dtype(js):
+    entry = {"kind": "divergence", "rows": ["a", "b", "c"], "extras": {
+        "candidate": {"label": "mixed_bfloat16", "policy": "mixed_bfloat16"},
+        "reference": {"label": "float32", "policy": "float32"}, "row_dtypes": ["bfloat16", "float32", None]}}
+    got = js("""const {fallbackLimits} = await import('/static/views/limits.js');
+      return [fallbackLimits(args[0]), fallbackLimits({...args[0], kind: 'activation_divergence'}),
+              fallbackLimits({...args[0], extras: {...args[0].extras, comparison: 'replica_vs_mean'}})];""", entry)
+    assert got[0]["limits"] == [0.1, 0.001, 0.1] and got[0]["column"] == "rel_l2"
+    assert got[1]["limits"] == [0.01, 0.001, 0.01]
+    assert got[2]["limits"] == [None, None, None]
+
+
+def test_comparisons_are_labelled_by_variants_bfloat16_vs_float32_first(js):
+    side = lambda label, policy, compute, jit=False: {  # noqa: E731
+        "label": label, "policy": policy, "compute_dtype": compute, "jit_compile": jit}
+    f32, bf16, xla = side("float32", "float32", "float32"), side("mixed_bfloat16", "mixed_bfloat16", "bfloat16"), \
+        side("mixed_bfloat16+xla", "mixed_bfloat16", "bfloat16", True)
+    tags = [{"tag": "model+xla_vs_model/divergence/e5a50f0b", "kind": "divergence", "rows": ["a"],
+             "extras": {"candidate": xla, "reference": bf16}},
+            {"tag": "model_vs_float32/loss_comparison/244a978d", "kind": "loss_comparison", "rows": ["loss"],
+             "extras": {"candidate": bf16, "reference": f32}},
+            {"tag": "model_vs_float32/divergence/a08d0130", "kind": "divergence", "rows": ["a"],
+             "extras": {"candidate": bf16, "reference": f32}}]
+    got = js("""const r = await import('/static/views/records.js');
+      return r.comparisons({run: 'x', tags: args[0]}).map(g => [g.label, g.key, g.divergence && g.divergence.tag,
+        g.loss_comparison && g.loss_comparison.tag]);""", tags)
+    assert got == [["mixed_bfloat16 vs float32", "model_vs_float32", tags[2]["tag"], tags[1]["tag"]],
+                   ["mixed_bfloat16+xla vs mixed_bfloat16", "model+xla_vs_model", tags[0]["tag"], None]]
+
+
+def test_downloads_spell_nonfinite_and_quote_names(js):
+    data = {"series": [{"name": 'a,"b"', "steps": [0, 1, 2], "values": [1.5, None, 2], "none": [0, 0, 1]}]}
+    got = js("""const d = await import('/static/download.js');
+      const s = args[0].series[0]; s.values = s.values.map(v => v === null ? NaN : v);
+      return [d.toCsv(args[0]), d.toJson(args[0], 'n')];""", data)
+    assert got[0] == 'name,step,value\n"a,""b""",0,1.5\n"a,""b""",1,NaN\n"a,""b""",2,None\n'
+    assert json.loads(got[1])["series"][0]["values"] == [1.5, "NaN", "None"]
+
+
+def test_alert_target_marks_view_step_and_highlights_the_row(js):
+    alert = {"id": "x", "code": "nonfinite", "run": "r", "tag": "t", "step_first": 4, "variables": ["v"],
+             "view": {"name": "grad_stats", "run": "r", "tag": "t", "column": "nan_count", "row": "v", "step": 5}}
+    got = js("""const {alertTarget} = await import('/static/views/alert_target.js');
+      return [alertTarget(args[0]), alertTarget({...args[0], view: {...args[0].view, step: undefined,
+        name: 'update_stats'}})];""", alert)
+    assert got[0]["view"] == "gradients" and got[0]["step"] == "5" and got[0]["row"] == "v" and got[0]["tag"] == "t"
+    assert got[1]["step"] == "4" and got[1]["utag"] == "t" and got[1]["tag"] == "" and got[1]["focus"] == "update_stats"
+
+
+def test_file_problems_read_as_problems_of_the_runs_files(js):
+    """alerts ``errors`` entries with ``tag: null`` (a damaged event file, two
+    writers, a logdir note) are listed under their run as the file's problem,
+    never as "run / null"."""
+    errors = [
+        {"run": "r", "tag": None, "file": "r/events.out.1", "error": "data checksum mismatch at record 10"},
+        {"run": "", "tag": None, "file": None, "error": "symlink loop skipped: up -> .."},
+        {"run": "r", "tag": "g/grad_stats/1", "error": "not UTF-8 JSON"},
+    ]
+    got = js("""const {problemsSection} = await import('/static/views/problems.js');
+      const section = problemsSection(args[0]);
+      return [...section.querySelectorAll('.gl-read-error-run')].map((li) => [
+        li.querySelector('strong').textContent, [...li.querySelectorAll('li')].map((x) => x.textContent)]);""",
+             errors)
+    assert got == [
+        ["Run r", ["event file r/events.out.1: data checksum mismatch at record 10", "record g/grad_stats/1: not UTF-8 JSON"]],
+        ["The logdir", ["logdir: symlink loop skipped: up -> .."]],
+    ]
