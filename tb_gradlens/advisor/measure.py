@@ -30,6 +30,7 @@ UnitResult = collections.namedtuple(
     "UnitResult", ("leave_one_out", "one_at_a_time", "born", "inherited", "total", "row", "reason"))
 
 MAX_VERIFY_MAPS = 8
+KEPT = "; kept as configured in every pass, the float32 reference included"
 
 Baseline = collections.namedtuple("Baseline", ("candidate", "reference", "draws", "divergence", "loss_rel_error"))
 
@@ -66,6 +67,8 @@ class Measurer:
         self.seconds = 0.0
         self.raw_reasons = None
         self.unscoped_ops = None
+        self.kept_as_configured = {}  # unit index -> why (its switch changes the step's structure)
+        self._probed = False
 
     def _run(self, mapped, batch, draws=None):
         start = time.perf_counter()
@@ -76,7 +79,24 @@ class Measurer:
             self.seconds += time.perf_counter() - start
 
     def _all_layers_but(self, k):
-        return [layer for j, unit in enumerate(self.units) if j != k for layer in unit.layers]
+        """Every switchable unit's layers but unit ``k``'s."""
+        return [layer for j, unit in enumerate(self.units)
+                if j != k and j not in self.kept_as_configured for layer in unit.layers]
+
+    def _keep_structure(self, batch, candidate, draws):
+        """The float32 reference changes the step's structure: find the units
+        whose own switch does (a leave-one-out pass each, once), keep them as
+        configured in every pass from now on, the reference included."""
+        self._probed = True
+        for k, unit in enumerate(self.units):
+            try:
+                outcome, _ = self._run(MappedPass(self.model, unit.layers, self.traced), batch, draws)
+                reason = limits.structure_change(candidate, outcome)
+            except ValueError as error:  # another number of random draws
+                reason = limits.STRUCTURE % error
+            if reason is not None:
+                self.kept_as_configured[k] = reason + KEPT
+        self.reference = MappedPass(self.model, tuple(self._all_layers_but(None)), self.traced)
 
     def _unit_pass(self, k, kind):
         key = (k, kind)
@@ -90,6 +110,9 @@ class Measurer:
         first call also looks for layers that ignore their policy."""
         candidate, draws = self._run(self.candidate, batch)
         reference, _ = self._run(self.reference, batch, draws)
+        if not self._probed and limits.structure_change(candidate, reference) is not None:
+            self._keep_structure(batch, candidate, draws)
+            reference, _ = self._run(self.reference, batch, draws)
         if self.raw_reasons is None:
             graph = self.reference.graph(*batch, draws=draws)
             self.raw_reasons, self.unscoped_ops = limits.raw_op_reasons(self.units, graph, self.model)
@@ -101,8 +124,9 @@ class Measurer:
         """The UnitResult of unit ``k`` on the batch of ``base``."""
         row = output_row(self.units[k], base.candidate.rows)
         total = _output_divergence(base.candidate, base.reference, row)
-        if self.raw_reasons[k] is not None:
-            return UnitResult(None, None, None, None, total, row, self.raw_reasons[k])
+        reason = self.raw_reasons[k] or self.kept_as_configured.get(k)
+        if reason is not None:
+            return UnitResult(None, None, None, None, total, row, reason)
         results = {}
         for kind in ("leave_one_out", "one_at_a_time"):
             try:
