@@ -16,6 +16,7 @@ import * as divergence from './views/divergence.js';
 import * as gradients from './views/gradients.js';
 import * as dtypes from './views/dtypes.js';
 import * as compare from './views/compare.js';
+import * as advisor from './views/advisor.js';
 
 export const VIEWS = [
   {name: 'overview', label: 'Overview', module: overview},
@@ -23,6 +24,7 @@ export const VIEWS = [
   {name: 'gradients', label: 'Gradients', module: gradients},
   {name: 'dtypes', label: 'Dtypes', module: dtypes},
   {name: 'compare', label: 'Compare runs', module: compare},
+  {name: 'advisor', label: 'Advisor', module: advisor},
 ];
 
 let app = null;
