@@ -8,8 +8,9 @@ transformer (custom loop and model.fit), the comparison step, the lens on
 keras.applications MobileNetV2 and ResNet50 under fit (steps it does not
 log, the first step), plugin load
 and route latency for 20 runs x 10,000 steps x 200 variables with both
-loaders, the 200 x 10,000 heatmap in headless Chromium, and TensorBoard's memory
-on long runs (50,000 steps x 50 variables; 10,000 with histograms). Results go to
+loaders, the 200 x 10,000 heatmap in headless Chromium, TensorBoard's memory
+on long runs (50,000 steps x 50 variables; 10,000 with histograms), and the
+precision advisor's cost per comparison step (MLP, transformer). Results go to
 BENCHMARKS.md by hand, with the machine, versions and date this prints.
 """
 
@@ -51,9 +52,10 @@ def machine():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
-    parser.add_argument("--only", help="comma list of: logging,fit,real_models,plugin,frontend,writer,memory")
+    parser.add_argument("--only", help="comma list of: logging,fit,real_models,plugin,frontend,writer,memory,"
+                        "advisor")
     args = parser.parse_args(argv)
-    only = set((args.only or "logging,fit,real_models,plugin,frontend,writer,memory").split(","))
+    only = set((args.only or "logging,fit,real_models,plugin,frontend,writer,memory,advisor").split(","))
     print("machine: " + machine(), flush=True)
     tiny = args.tiny
     jobs = {
@@ -68,6 +70,8 @@ def main(argv=None):
         "writer": ["bench_writer.py"] + (["--rounds", "1", "--steps", "3"] if tiny else []),
         "memory": ["bench_memory.py"] + (["--steps", "200", "--variables", "4", "--loaders", "true"] if tiny else []),
         "memory_histograms": ["bench_memory.py", "--steps", "10000", "--histograms"] if not tiny else None,
+        "advisor": ["bench_advisor.py"] + (["--tiny", "--rounds", "1", "--batches", "4", "--batch", "8"]
+                                           if tiny else []),
     }
     status = 0
     for name, cmd in jobs.items():

@@ -43,7 +43,9 @@ class Outcome:
 
     def __init__(self, loss, gradients, rows, outputs):
         self.loss = float(np.asarray(loss, np.float64))
-        self.gradients = [None if g is None else np.asarray(tf.cast(g, tf.float64)) for g in gradients]
+        # (An Embedding's gradient is IndexedSlices: made dense.)
+        self.gradients = [None if g is None else np.asarray(tf.cast(tf.convert_to_tensor(g), tf.float64))
+                          for g in gradients]
         self.rows = list(rows)
         self.outputs = {name: t for name, t in zip(rows, outputs)}
         self.shapes = [tuple(t.shape) for t in outputs]
