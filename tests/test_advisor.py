@@ -25,6 +25,7 @@ import readback
 import tb_gradlens
 from tb_gradlens import metadata
 from tb_gradlens import reading
+from tb_gradlens.advisor import api
 from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens.keras import GradLensCallback
 
@@ -280,3 +281,30 @@ def test_one_off_advice_round_trips_through_an_event_file(tmp_path):
     (point,) = data
     assert point.step == 7
     assert json.loads(np.asarray(point.numpy).item()) == json.loads(json.dumps(result.payload))
+
+
+# -- a real model ------------------------------------------------------------------
+
+
+def test_transformer_with_dropout_matches_the_lens_comparison_and_groups_its_layers():
+    from tb_gradlens import compare
+
+    model = real_models.build_compiled("transformer", "mixed_bfloat16")
+    x, y = real_models.ZOO["transformer"].data(8, np.random.default_rng(0))
+    result = tb_gradlens.advise(model, (x, y))
+    advice = result.advice
+    assert all(u["attributable"] for u in advice.units)
+    assert [u["name"] for u in advice.units][:2] == ["embedding", "mha_0"]
+    assert advice.recommendation["float32"] == [] and advice.before <= advice.tolerance
+    # The advisor's candidate and reference are the lens's own comparison (same masks).
+    comparison = compare.compare_keras(model, tf.constant(x), tf.constant(y))
+    c = [tf.convert_to_tensor(g).numpy().astype(np.float64) for g in comparison.candidate_gradients]
+    r = [tf.convert_to_tensor(g).numpy().astype(np.float64) for g in comparison.reference_gradients]
+    from tb_gradlens.advisor import rounds
+
+    traced = rounds.new_measurer(model, 16, traced=True).baseline(api.as_batch((x, y)))
+    np.testing.assert_allclose(traced.divergence, _np_rel_l2(c, r), rtol=1e-6)
+    # Deep models: consecutive layers grouped, the passes bounded.
+    grouped = tb_gradlens.advise(model, (x, y), max_units=3).advice
+    assert len(grouped.units) == 3 and grouped.units[0]["name"].startswith("embedding .. ")
+    assert grouped.cost["passes"] == 2 * 3 + 2
