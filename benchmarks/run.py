@@ -13,7 +13,8 @@ and route latency for 20 runs x 10,000 steps x 200 variables with both
 loaders, the 200 x 10,000 heatmap in headless Chromium, the tab's views until
 usable (cold and warm) on the demo, 128 x 3,000 and 200 x 10,000, and
 TensorBoard's memory on long runs (50,000 steps x 50 variables; 10,000 with
-histograms). Results go to
+histograms), and the precision advisor's cost per comparison step (MLP,
+transformer). Results go to
 BENCHMARKS.md by hand, with the machine, versions and date this prints.
 """
 
@@ -56,9 +57,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
     parser.add_argument("--only", help="comma list of: logging,fit,variables,real_models,plugin,frontend,views,writer,"
-                                       "memory")
+                                       "memory,advisor")
     args = parser.parse_args(argv)
-    only = set((args.only or "logging,fit,variables,real_models,plugin,frontend,views,writer,memory").split(","))
+    every = "logging,fit,variables,real_models,plugin,frontend,views,writer,memory,advisor"
+    only = set((args.only or every).split(","))
     print("machine: " + machine(), flush=True)
     tiny = args.tiny
     jobs = {
@@ -75,6 +77,8 @@ def main(argv=None):
         "writer": ["bench_writer.py"] + (["--rounds", "1", "--steps", "3"] if tiny else []),
         "memory": ["bench_memory.py"] + (["--steps", "200", "--variables", "4", "--loaders", "true"] if tiny else []),
         "memory_histograms": ["bench_memory.py", "--steps", "10000", "--histograms"] if not tiny else None,
+        "advisor": ["bench_advisor.py"] + (["--tiny", "--rounds", "1", "--batches", "4", "--batch", "8"]
+                                           if tiny else []),
     }
     status = 0
     for name, cmd in jobs.items():

@@ -19,6 +19,7 @@ import * as divergence from './views/divergence.js';
 import * as gradients from './views/gradients.js';
 import * as dtypes from './views/dtypes.js';
 import * as compare from './views/compare.js';
+import * as advisor from './views/advisor.js';
 // Every other module of the tab too, so that the browser fetches them all at
 // once instead of discovering them one level of the import graph at a time
 // (five round trips to TensorBoard before anything is drawn).
@@ -52,6 +53,7 @@ export const VIEWS = [
   {name: 'gradients', label: 'Gradients', module: gradients},
   {name: 'dtypes', label: 'Dtypes', module: dtypes},
   {name: 'compare', label: 'Compare runs', module: compare},
+  {name: 'advisor', label: 'Advisor', module: advisor},
 ];
 
 let app = null;

@@ -10,10 +10,14 @@ import importlib
 __version__ = "0.1.0"
 
 _LAZY_SUBMODULES = ("summary", "numerics", "metadata", "compare", "keras", "analysis", "reading",
-                    "distribute")
+                    "distribute", "advisor")
+# Functions and classes of submodules, imported when first used.
+_LAZY_NAMES = {"advise": "advisor", "Advisor": "advisor"}
 
 
 def __getattr__(name):
     if name in _LAZY_SUBMODULES:
         return importlib.import_module("tb_gradlens." + name)
+    if name in _LAZY_NAMES:
+        return getattr(importlib.import_module("tb_gradlens." + _LAZY_NAMES[name]), name)
     raise AttributeError("module 'tb_gradlens' has no attribute %r" % name)

@@ -144,6 +144,7 @@ def _dtype_summary(source, run):
 
 def _report(args):
     from tb_gradlens import analysis
+    from tb_gradlens.analysis import advice as advice_analysis
 
     source, loaded = _open(args)
     runs = _select_runs(source, args.run)
@@ -157,6 +158,7 @@ def _report(args):
     alerts, problems = analysis.run_alerts(source, runs)
     dtypes = {run: _dtype_summary(source, run) for run in runs}
     lens = {run: analysis.coverage(source, run) for run in runs}
+    advice = {run: advice_analysis.run_advice(source, run)["latest"] for run in runs}
     fail_levels = {"error": ("error",), "warning": ("error", "warning")}.get(args.fail_on, ())
     failing = [a for a in alerts if a.severity in fail_levels]
     incomplete = [run for run in runs if lens[run]["missing"]] if args.fail_on else []
@@ -165,7 +167,7 @@ def _report(args):
             _dumps(
                 {
                     "logdir": args.logdir,
-                    "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r]) for r in runs],
+                    "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r], advice=advice[r]) for r in runs],
                     "alerts": [a.to_json() for a in alerts],
                     "errors": problems + source.point_errors(runs)
                     + _read_problems(loaded, runs if args.run else None),
@@ -176,7 +178,9 @@ def _report(args):
             )
         )
     else:
-        print(_report_text(runs, headlines, dtypes, lens, alerts, problems + source.point_errors(runs)))
+        advice_lines = {run: advice_analysis.report_lines(source, run) for run in runs}
+        print(_report_text(runs, headlines, dtypes, lens, alerts, problems + source.point_errors(runs),
+                           advice_lines))
         if args.fail_on:
             print(
                 "\n%d alert(s) at or above %s%s"
@@ -232,7 +236,7 @@ def _lens_text(lens):
     return out
 
 
-def _report_text(runs, headlines, dtypes, lens, alerts, problems):
+def _report_text(runs, headlines, dtypes, lens, alerts, problems, advice_lines=None):
     out = []
     for run in runs:
         h = headlines[run]
@@ -245,6 +249,7 @@ def _report_text(runs, headlines, dtypes, lens, alerts, problems):
                 % (d["layers"], "/".join(d["compute_dtypes"]), d["mixed_layers"], printable(d["model_output_dtype"]))
             )
         out += _lens_text(lens[run])
+        out += ["  " + printable(line) for line in (advice_lines or {}).get(run, [])]
         counts = h.get("alert_counts", {})
         out.append(
             "  alerts: %d error, %d warning, %d info"
@@ -379,6 +384,37 @@ def _export(args):
 # ---------------------------------------------------------------------------
 
 
+# ---------------------------------------------------------------------------
+# advise
+# ---------------------------------------------------------------------------
+
+
+def _advise(args):
+    from tb_gradlens.analysis import advice as advice_analysis
+
+    source, loaded = _open(args)
+    runs = _select_runs(source, args.run)
+    answers = [advice_analysis.run_advice(source, run) for run in runs]
+    found = [a for a in answers if a["latest"] is not None]
+    if args.json:
+        print(_dumps({"logdir": args.logdir, "runs": found,
+                      "errors": [e for a in answers for e in a["errors"]] + _read_problems(loaded)}))
+    else:
+        for a in found:
+            latest = a["latest"]
+            print("run %s" % printable(a["run"]))
+            for line in advice_analysis.text_lines(source.advice(a["run"], latest["tag"])[-1]["advice"],
+                                                   latest["step"]):
+                print("  " + printable(line))
+            print("\n".join("    " + printable(line) for line in latest["code"].splitlines()))
+            print("")
+    if not found:
+        raise CommandError("no run with precision advisor records (advice)%s in %s; measure with "
+                           "tb_gradlens.advise(model, data, log_dir=...) or GradLensCallback(advisor=...)"
+                           % (" matching %r" % args.run if args.run else "", args.logdir))
+    return EXIT_OK
+
+
 def _demo(args):
     from tb_gradlens import demo
 
@@ -478,6 +514,25 @@ def build_parser():
     export.add_argument("--run", help="only runs whose name matches this regex")
     export.add_argument("-o", "--output", help="output file (default: standard output)")
     export.set_defaults(func=_export)
+
+    advise = sub.add_parser(
+        "advise",
+        help="the precision advisor's latest recommendation: which layers to keep in float32",
+        description="Per run: the latest advice the precision advisor recorded (its units ranked "
+        "by the error each causes alone in 16 bits, the layers to keep in float32, the gradient "
+        "divergence before and after, verified) and the code that applies it. The measurement "
+        "itself runs in Python, where the model and its data are: tb_gradlens.advise(model, "
+        "(x, y), log_dir=...) once, or GradLensCallback(..., advisor=tb_gradlens.Advisor((x, y))) "
+        "during training.",
+        epilog="examples:\n"
+        "  tb-gradlens advise logs/\n"
+        "  tb-gradlens advise logs/ --run bf16 --json",
+        formatter_class=formatter,
+    )
+    _add_logdir(advise)
+    advise.add_argument("--run", help="only runs whose name matches this regex")
+    advise.add_argument("--json", action="store_true", help="machine-readable output")
+    advise.set_defaults(func=_advise)
 
     demo = sub.add_parser(
         "demo",

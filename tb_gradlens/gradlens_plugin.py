@@ -15,6 +15,7 @@ import numpy as np
 from werkzeug import wrappers
 
 from tb_gradlens import analysis
+from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens import event_files
 from tb_gradlens import filtered_source
 from tb_gradlens import health
@@ -195,6 +196,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
             "/overview": self._serve_overview,
             "/compare": self._serve_compare,
             "/limits": self._serve_limits,
+            "/advice": self._serve_advice,
         }
 
     def is_active(self):
@@ -409,3 +411,8 @@ class GradLensPlugin(base_plugin.TBPlugin):
         tag = _arg(request, "tag", required=True)
         body = analysis.limits(self._source(request), run, tag, self._thresholds)
         return respond_json(request, body)
+
+    @wrappers.Request.application
+    def _serve_advice(self, request):
+        run = _arg(request, "run", required=True)
+        return respond_json(request, advice_analysis.run_advice(self._source(request), run))

@@ -346,3 +346,14 @@ def keep_branches_unlowered(output):
         seen += 1
     if op.type in ("If", "StatelessIf"):
         op._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
+
+
+def without_retracing_warning(function):
+    """``function`` (a ``tf.function``) that never logs TensorFlow's
+    "triggered tf.function retracing" warning: TensorFlow counts traces per
+    Python code object, so many instances of one class, each traced once,
+    read as retracing (``Function._omit_frequent_tracing_warning``)."""
+    if hasattr(function, "_omit_frequent_tracing_warning"):
+        function._omit_frequent_tracing_warning = True
+    return function
+

@@ -16,8 +16,8 @@ A gradlens record is one TensorBoard tensor summary:
        ...kind-specific keys (see KINDS)}
 
 * the tensor is float32 ``[len(rows), len(columns)]``, one per step per tag
-  (the ``JSON_KINDS``, ``dtypes`` and ``lens_status``, hold a scalar UTF-8
-  JSON string).
+  (the ``JSON_KINDS``, ``dtypes``, ``lens_status`` and ``advice``, hold a
+  scalar UTF-8 JSON string).
 
 TensorBoard keeps the metadata of a tag's first event, so rows and columns of
 a tag never change: the writer derives the tag from a digest of them
@@ -48,6 +48,7 @@ LOSS_COMPARISON = "loss_comparison"
 UPDATE_STATS = "update_stats"
 DTYPES = "dtypes"
 LENS_STATUS = "lens_status"
+ADVICE = "advice"
 
 KINDS = (
     GRAD_STATS,
@@ -58,11 +59,13 @@ KINDS = (
     UPDATE_STATS,
     DTYPES,
     LENS_STATUS,
+    ADVICE,
 )
 
 # Kinds whose tensor is one scalar UTF-8 JSON string (rows name what it
-# describes, no columns): the dtype map and the lens status.
-JSON_KINDS = (DTYPES, LENS_STATUS)
+# describes, no columns): the dtype map, the lens status and the precision
+# advisor's advice.
+JSON_KINDS = (DTYPES, LENS_STATUS, ADVICE)
 
 # Per-variable gradient statistics (kind ``grad_stats``).  Value statistics
 # (l2_norm .. rms) are taken over the finite elements; the counts say how
@@ -135,6 +138,7 @@ KIND_COLUMNS = {
     UPDATE_STATS: UPDATE_STATS_COLUMNS,
     DTYPES: (),
     LENS_STATUS: (),
+    ADVICE: (),
 }
 
 

@@ -318,11 +318,17 @@ class Source:
         oldest first; ``status`` is a ``records.LensStatus``."""
         return self._json_points(run, tag, metadata.LENS_STATUS, "status", records.read_lens_status)
 
+    def advice(self, run, tag):
+        """[{"step","wall_time","advice"[, "error"]}] of an ``advice`` tag,
+        oldest first; ``advice`` is a ``records.Advice``."""
+        return self._json_points(run, tag, metadata.ADVICE, "advice", records.read_advice)
+
     def point_errors(self, runs=None):
-        """[{"run","tag","error"}] of the dtype maps and lens statuses of
+        """[{"run","tag","error"}] of the dtype maps, lens statuses and advice of
         ``runs`` (default: all) that cannot be read, one per tag (the first
         unreadable point; the others of the tag are still served)."""
-        readers = {metadata.DTYPES: self.dtype_maps, metadata.LENS_STATUS: self.lens_statuses}
+        readers = {metadata.DTYPES: self.dtype_maps, metadata.LENS_STATUS: self.lens_statuses,
+                   metadata.ADVICE: self.advice}
         out = []
         for run in self.runs() if runs is None else runs:
             for entry in self.entries(run):
@@ -409,7 +415,7 @@ def _decode_json_point(point, key, parse):
             raw = raw.decode("utf-8")
         out[key] = parse(json.loads(raw))
     except Exception as e:  # noqa: BLE001 - one bad point is an error entry, never a 500
-        what = "dtype map" if key == "map" else "lens status"
+        what = {"map": "dtype map", "status": "lens status"}.get(key, key)
         detail = str(e) if isinstance(e, (ValueError, TypeError)) else type(e).__name__
         out["error"] = "unreadable %s at step %d: %s" % (what, point.step, detail[:300])
     return out

@@ -7,6 +7,7 @@ event file when the disk frees.
 """
 
 from tb_gradlens.event_writer import create_file_writer  # noqa: F401
+from tb_gradlens.summary_v2 import advice  # noqa: F401
 from tb_gradlens.summary_v2 import divergence  # noqa: F401
 from tb_gradlens.summary_v2 import dtypes  # noqa: F401
 from tb_gradlens.summary_v2 import gradients  # noqa: F401

@@ -179,6 +179,26 @@ def _gradients(grads, variables, step, name, histogram):
     return _if_recording(write_computed)
 
 
+def _json_record(kind, rows, payload, step, name):
+    """Write ``payload`` (a JSON-ready dict) as a record of a JSON kind
+    (``metadata.JSON_KINDS``): a scalar UTF-8 JSON string; ``rows`` name
+    what it describes."""
+    maybe, _ = _recording()
+    if not maybe:
+        return tf.constant(False)
+    step = resolve_step(step)
+    record = metadata.RecordMetadata(kind, rows, ())
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+
+    def write():
+        write_record(name, record, tf.constant(text), step)
+        return tf.constant(True)
+
+    with safety.guard("tb_gradlens.summary." + kind):
+        return _if_recording(write)
+    return tf.constant(False)
+
+
 @tf.autograph.experimental.do_not_convert
 def dtypes(dtype_map, step=None, name="model"):
     """Write a dtype map (a JSON-ready dict) as a ``dtypes`` record.
@@ -186,21 +206,8 @@ def dtypes(dtype_map, step=None, name="model"):
     The tensor is a scalar UTF-8 JSON string; rows list the layer paths.
     Callers write it at the start and when it changes, not every step.
     """
-    maybe, _ = _recording()
-    if not maybe:
-        return tf.constant(False)
-    step = resolve_step(step)
     layers = [layer.get("path", "") for layer in dtype_map.get("layers", [])]
-    record = metadata.RecordMetadata(metadata.DTYPES, layers, ())
-    payload = json.dumps(dtype_map, sort_keys=True, ensure_ascii=False)
-
-    def write():
-        write_record(name, record, tf.constant(payload), step)
-        return tf.constant(True)
-
-    with safety.guard("tb_gradlens.summary.dtypes"):
-        return _if_recording(write)
-    return tf.constant(False)
+    return _json_record(metadata.DTYPES, layers, dtype_map, step, name)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -208,21 +215,15 @@ def lens_status(status, step=None, name="model"):
     """Write the lens status (``records.lens_status``) as a ``lens_status``
     record: what the writer was asked to log and what it cannot log, and why.
     Writers record it at their start and when it changes."""
-    maybe, _ = _recording()
-    if not maybe:
-        return tf.constant(False)
-    step = resolve_step(step)
     what = [e["kind"] + ":" + e["name"] for e in status.get("expected", [])]
-    record = metadata.RecordMetadata(metadata.LENS_STATUS, what, ())
-    payload = json.dumps(status, sort_keys=True, ensure_ascii=False)
+    return _json_record(metadata.LENS_STATUS, what, status, step, name)
 
-    def write():
-        write_record(name, record, tf.constant(payload), step)
-        return tf.constant(True)
 
-    with safety.guard("tb_gradlens.summary.lens_status"):
-        return _if_recording(write)
-    return tf.constant(False)
+@tf.autograph.experimental.do_not_convert
+def advice(payload, step=None, name="advisor"):
+    """Write the precision advisor's advice (``records.advice``) as an
+    ``advice`` record; rows name its units."""
+    return _json_record(metadata.ADVICE, [u["name"] for u in payload.get("units", [])], payload, step, name)
 
 
 @tf.autograph.experimental.do_not_convert

@@ -423,6 +423,24 @@ def naive_norm_mlp(policy, features=32, seed=0):
         return keras.Model(inputs, _softmax_float32(x), name="naive_norm_mlp")
 
 
+def advisor_mlp(policy, features=32, dropout=0.0, seed=0):
+    """Fault model of the precision advisor: healthy Dense layers around one
+    bad layer, NaiveVarianceNorm ("naive_norm"), fed a large mean by the
+    Dense before it (bias 30); optional Dropout after "dense_mid"."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((features,))
+        x = keras.layers.Dense(64, bias_initializer=keras.initializers.Constant(30.0), name="dense_in")(inputs)
+        x = layer_classes()["NaiveVarianceNorm"](name="naive_norm")(x)
+        x = keras.layers.Dense(64, activation="relu", name="dense_mid")(x)
+        if dropout:
+            x = keras.layers.Dropout(dropout, name="dropout")(x)
+        x = keras.layers.Dense(10, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="advisor_mlp")
+
+
 def drift_mlp(policy, features=32, scale=100.0, seed=0):
     """Fault model: Dense-ReLU, DriftingOffset ("drift"), Dense, float32 softmax."""
     import keras
@@ -545,6 +563,8 @@ ZOO = {
 FAULT_ZOO = {
     "naive_norm_mlp": Workload(naive_norm_mlp, offset_vectors(32), SPARSE_CE,
                                "fault: E[x^2]-E[x]^2 variance in the compute dtype"),
+    "advisor_mlp": Workload(advisor_mlp, vectors(32), SPARSE_CE,
+                            "fault: E[x^2]-E[x]^2 variance after a Dense with a large bias"),
     "drift_mlp": Workload(drift_mlp, vectors(32), SPARSE_CE, "fault: (x + s*b) - s*b with growing b"),
     "log_input_mlp": Workload(log_input_mlp, digits, SPARSE_CE, "fault: log(x + 1) of the inputs"),
 }

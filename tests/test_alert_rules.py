@@ -92,6 +92,7 @@ def test_a_row_beyond_its_budget_alerts_from_its_first_step_with_its_limit():
     assert alert.view == {"name": "activation_divergence", "run": "run", "tag": series.tag,
                           "column": "rel_l2", "row": "norm", "step": 20}
     assert "the outputs of the layers norm" in alert.explanation and "depth 1" in alert.explanation
+    assert "tb_gradlens.advise(model" in alert.fix and "tb-gradlens advise" in alert.fix  # the precision advisor
 
 
 def test_a_float32_layer_after_bfloat16_layers_inherits_their_rounding():

@@ -31,3 +31,5 @@ def test_benchmark_command_runs_at_tiny_size():
     assert "| series 1 column, max_steps=2000 (as the tab asks) |" in out
     assert "| series 1 column, all steps (API, not the tab) |" in out
     assert "## frontend" in out
+    advisor = out.split("## advisor")[1]
+    assert "| mlp | 3 |" in advisor and "| transformer | 8 |" in advisor

@@ -78,3 +78,8 @@ def test_train_function_around_a_step_and_unlowered_branches():
         return out
 
     assert float(branch(tf.constant(True))) == 1.0
+
+
+def test_retracing_warning_switch_exists():
+    function = keras_private.without_retracing_warning(tf.function(lambda x: x + 1))
+    assert function._omit_frequent_tracing_warning is True

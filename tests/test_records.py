@@ -213,3 +213,69 @@ def test_histogram_extras_are_validated_and_default():
         record = metadata.RecordMetadata(metadata.GRAD_HISTOGRAM, ["a"], columns, bad)
         with pytest.raises(metadata.FormatError, match="'h'"):
             records.validate(record, "h")
+
+
+def _advice_payload():
+    units = [
+        records.advice_unit("dense", ["dense"], ["Dense"], 40,
+                            {"leave_one_out": 500.0, "one_at_a_time": 0.01, "output_total": 0.002,
+                             "output_born": 0.002, "output_inherited": 0.0}, step=3, output_row="dense"),
+        records.advice_unit("norm", ["norm"], ["NaiveVarianceNorm"], 0,
+                            {"leave_one_out": 0.1, "one_at_a_time": float("inf")}, step=3, output_row="norm"),
+        records.advice_unit("raw", ["raw"], ["Raw"], 8, reason="computes in bfloat16 whatever its dtype policy"),
+    ]
+    rec = records.advice_recommendation(["norm"], ["norm"], {"predicted": 0.05, "after": 0.1,
+                                        "params_16bit_before": 48, "params_16bit_after": 48, "params_total": 48},
+                                        True, 1)
+    return records.advice("tb_gradlens.advise", "mixed_bfloat16", 0.84, "calibrated", 500.0, 0.3, units, rec,
+                          [{"what": "ops outside any layer", "reason": "r"}], {"passes": 9, "seconds": 0.5})
+
+
+def test_advice_round_trip_through_an_event_file(tmp_path):
+    payload = _advice_payload()
+    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
+    with writer.as_default():
+        assert bool(summary_v2.advice(payload, step=5))
+    writer.close()
+    source = reading.Source(multiplexer_provider(str(tmp_path)))
+    (entry,) = source.entries_of_kind("run", metadata.ADVICE)
+    assert list(entry.record.rows) == ["dense", "norm", "raw"]
+    (point,) = source.advice("run", entry.tag)
+    got = point["advice"]
+    assert point["step"] == 5 and got.writer == "tb_gradlens.advise" and got.tolerance == 0.84
+    assert got.units[1]["one_at_a_time"] == float("inf") and got.units[1]["output_born"] is None
+    assert not got.units[2]["attributable"] and got.units[2]["reason"].startswith("computes")
+    assert got.recommendation["float32"] == ["norm"] and got.recommendation["met"] is True
+    assert got.not_attributable[0]["what"] == "ops outside any layer" and got.cost["passes"] == 9
+
+
+@pytest.mark.parametrize("change", [
+    lambda p: p.update(writer=3),
+    lambda p: p.update(units="dense"),
+    lambda p: p["units"][0].update(leave_one_out="big"),
+    lambda p: p["units"][0].update(layers=[1]),
+    lambda p: p["recommendation"].update(float32=["not_a_unit"]),
+    lambda p: p["recommendation"].update(met="yes"),
+    lambda p: p.update(not_attributable=[{"what": "x"}]),
+    lambda p: p.update(cost=[]),
+])
+def test_malformed_advice_is_refused(change):
+    payload = _advice_payload()
+    change(payload)
+    with pytest.raises(ValueError):
+        records.read_advice(payload)
+
+
+def test_an_unreadable_advice_point_is_an_error_entry(tmp_path):
+    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
+    payload = _advice_payload()
+    payload["recommendation"]["float32"] = ["ghost"]
+    with writer.as_default():
+        summary_v2.advice(_advice_payload(), step=1)
+        summary_v2.advice(payload, step=2)
+    writer.close()
+    source = reading.Source(multiplexer_provider(str(tmp_path)))
+    (entry,) = source.entries_of_kind("run", metadata.ADVICE)
+    points = source.advice("run", entry.tag)
+    assert "error" not in points[0] and "unreadable advice at step 2" in points[1]["error"]
+    assert [e["tag"] for e in source.point_errors()] == [entry.tag]

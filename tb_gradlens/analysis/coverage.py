@@ -33,6 +33,8 @@ def _logged_steps(source, run, kind, name):
             found.update(p["step"] for p in source.dtype_maps(run, entry.tag))
         elif kind == metadata.LENS_STATUS:
             found.update(p["step"] for p in source.lens_statuses(run, entry.tag))
+        elif kind == metadata.ADVICE:
+            found.update(p["step"] for p in source.advice(run, entry.tag))
         else:
             found.update(int(s) for s in source.series(run, entry.tag).steps)
     return found

@@ -57,16 +57,23 @@ DIVERGENCE = (
     "rounding explains: {metric} up to {worst:.3g} (step {ws}) against a limit of {limit:.3g} "
     "({basis}), first at step {a}."
 )
+# The precision advisor (README "Precision advisor") finds which layers, verified.
+ADVISOR = (
+    "To find which layers to keep in float32, and check that it is enough, run the precision "
+    "advisor: tb_gradlens.advise(model, (x, y), log_dir=...) or GradLensCallback(..., "
+    "advisor=tb_gradlens.Advisor((x, y))); its recommendation is in the Advisor view and in "
+    "'tb-gradlens advise LOGDIR'."
+)
 DIVERGENCE_FIX = {
     codes.BF16_DIVERGENCE: (
         "Keep these layers in float32 (dtype='float32' on the layer), keep the last "
         "activation and the loss in float32, and check for reductions over many elements "
         "or differences of large numbers in bfloat16 (normalization statistics, softmax, "
-        "large sums, x + b - b)."
+        "large sums, x + b - b). " + ADVISOR
     ),
     codes.F16_DIVERGENCE: (
         "Use loss scaling (keras.mixed_precision.LossScaleOptimizer), keep these layers "
-        "and the loss in float32, or switch to bfloat16."
+        "and the loss in float32, or switch to bfloat16. " + ADVISOR
     ),
     codes.F32_F64_MISMATCH: (
         "float32 loses digits here to catastrophic cancellation (subtracting nearly equal "

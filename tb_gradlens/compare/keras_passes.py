@@ -111,11 +111,24 @@ class KerasPass:
         self.compute_dtypes = None
         self.observed_dtypes = {}
         options = {"jit_compile": True} if self.variant.jit_compile else {"reduce_retracing": True}
-        self._function = tf.function(self._run, autograph=False, **options)
+        # Many passes of one model (the precision advisor's), each traced once,
+        # are not the retracing TensorFlow warns about.
+        self._function = keras_private.without_retracing_warning(
+            tf.function(self._run, autograph=False, **options))
 
     def __call__(self, x, y=None, sample_weight=None, state_values=None, draws=None):
         with device_scope(self.variant.device):
             return self._function(x, y, sample_weight, state_values, draws)
+
+    def run_eagerly(self, x, y=None, sample_weight=None, state_values=None, draws=None):
+        """The pass without its ``tf.function`` (a one-off run: no trace to pay)."""
+        with device_scope(self.variant.device):
+            return self._run(x, y, sample_weight, state_values, draws)
+
+    def concrete_function(self, x, y=None, sample_weight=None, state_values=None, draws=None):
+        """The traced pass for these arguments (traced now if it was not)."""
+        with device_scope(self.variant.device):
+            return self._function.get_concrete_function(x, y, sample_weight, state_values, draws)
 
     def _run(self, x, y, sample_weight, state_values, draws):
         model, variant = self.model, self.variant

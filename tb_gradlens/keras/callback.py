@@ -4,6 +4,7 @@ import keras
 
 from tb_gradlens import distribute
 from tb_gradlens import safety
+from tb_gradlens.keras.advising import AdvisorHook
 from tb_gradlens.keras.schedule import COMPARE_EVERY
 from tb_gradlens.keras.schedule import GRADIENT_EVERY
 from tb_gradlens.keras.schedule import Schedule
@@ -56,7 +57,7 @@ class GradLensCallback(keras.callbacks.Callback):
     def __init__(self, log_dir, gradient_every=GRADIENT_EVERY, compare_every=COMPARE_EVERY,
                  variables=None, start_step=0, stop_step=None, comparisons="auto",
                  histogram=True, update_stats=True, activations=True, name="model",
-                 replica_divergence=False):
+                 replica_divergence=False, advisor=None):
         super().__init__()
         self.log_dir = log_dir
         self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
@@ -68,6 +69,8 @@ class GradLensCallback(keras.callbacks.Callback):
         self.activations = activations
         self.name = name
         self.replica_divergence = replica_divergence
+        self.advisor = advisor
+        self._advising = None
         self._writer = None
         self._session = None
         self._active = None
@@ -90,10 +93,17 @@ class GradLensCallback(keras.callbacks.Callback):
             self._session = None
             self.model.make_train_function(force=True)
             safety.report(session_module.WRITER + " (setup)", error)
+        if self.advisor is not None:
+            self._advising = AdvisorHook.started(self._advising, self.advisor, self.model, self._writer,
+                                                 self.compare_schedule)
 
     def on_train_batch_begin(self, batch, logs=None):
         if self._active is not None:
             self._active.arm()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._advising is not None:
+            self._advising.after_batch(self._active)
 
     def on_epoch_begin(self, epoch, logs=None):
         if self._active is not None:

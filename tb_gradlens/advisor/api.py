@@ -1,0 +1,106 @@
+"""``tb_gradlens.advise(model, data)``: the precision advisor once, outside training."""
+
+import tensorflow as tf
+
+from tb_gradlens import safety
+from tb_gradlens import summary_v2
+from tb_gradlens.advisor import limits
+from tb_gradlens.advisor import rounds
+from tb_gradlens.advisor.units import MAX_UNITS
+
+WRITER = "tb_gradlens.advise"
+
+
+def as_batch(data):
+    """``(x, y, sample_weight)`` tensors from a batch tuple, a dict-free
+    ``(x, y[, sample_weight])``, or the first batch of a ``tf.data.Dataset``
+    or any iterable of batches."""
+    import keras
+
+    if isinstance(data, tf.data.Dataset):
+        data = next(iter(data))
+    elif not isinstance(data, (tuple, list)):
+        data = next(iter(data))
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(tuple(data))
+
+    def tensors(value):
+        return None if value is None else tf.nest.map_structure(tf.convert_to_tensor, value)
+
+    return tensors(x), tensors(y), tensors(sample_weight)
+
+
+class AdviceResult:
+    """What ``advise`` measured: ``payload`` (the ``advice`` record's JSON),
+    ``float32_layers`` (the recommended layer paths), ``code()`` (the lines
+    that apply it) and a readable ``str``."""
+
+    def __init__(self, payload):
+        from tb_gradlens import records
+
+        self.payload = payload
+        self.advice = records.read_advice(payload)
+
+    @property
+    def float32_layers(self):
+        rec = self.advice.recommendation
+        return [] if rec is None else list(rec["layers"])
+
+    def code(self):
+        from tb_gradlens.analysis import advice as advice_analysis
+
+        return advice_analysis.apply_code(self.advice)
+
+    def __str__(self):
+        from tb_gradlens.analysis import advice as advice_analysis
+
+        return "\n".join(advice_analysis.text_lines(self.advice))
+
+
+def advise(model, data, log_dir=None, tolerance=None, max_units=MAX_UNITS, traced=False, step=0,
+           name="advisor", max_verifications=rounds.MAX_VERIFICATIONS):
+    """Attribute the 16-bit error of one training step of ``model`` to its
+    layers and recommend the fewest to keep in float32 (README "Precision
+    advisor").
+
+    Every unit (a top-level layer with the layers inside it; grouped into
+    at most ``max_units`` blocks) is measured alone in float32
+    (leave-one-out) and alone in 16 bits (one-at-a-time) on the same
+    weights, batch and random draws; the recommendation is verified by a
+    pass with exactly that policy map.  Nothing in the model changes.
+
+    Args:
+      model: a compiled, built Keras 3 model with 16-bit layers.
+      data: one batch ``(x, y[, sample_weight])`` or a dataset (its first batch).
+      log_dir: also write the ``advice`` record there (at ``step``).
+      tolerance: the gradient divergence (rel L2 vs float32) to reach;
+        None: the calibrated tolerance the alerts use.
+      max_units: units at most (consecutive layers grouped beyond it).
+      traced: run each pass as a ``tf.function`` (slower once, faster when
+        repeated); eager by default.
+      max_verifications: verification passes at most.
+
+    Returns:
+      An ``AdviceResult``.
+    """
+    reason = limits.several_replicas(model)
+    if reason is not None:
+        payload = rounds.not_attributable_payload(model, WRITER, reason)
+    else:
+        batch = as_batch(data)
+        measurer = rounds.new_measurer(model, max_units, traced)
+        one_round = rounds.Round(measurer, WRITER, tolerance, None, max_verifications)
+        payload = one_round.measure(batch, step)
+    if log_dir is not None:
+        _write(payload, log_dir, step, name)
+    return AdviceResult(payload)
+
+
+def _write(payload, log_dir, step, name):
+    from tb_gradlens import event_writer
+
+    with safety.guard(WRITER + " (writing)"):
+        writer = event_writer.create_file_writer(str(log_dir))
+        with writer.as_default():
+            summary_v2.advice(payload, step=step, name=name)
+        writer.flush()
+        writer.close()

@@ -1,0 +1,130 @@
+"""The precision advisor's records, read for the tab, the route and the CLI.
+
+TensorFlow-free.  ``run_advice`` is the answer of the ``advice`` route
+(docs/ROUTES.md) and what ``tb-gradlens advise`` and ``report`` print: the
+latest advice of a run (its units ranked by the error each causes alone,
+the recommendation with the divergence before and after, the code that
+applies it) and every earlier round's per-unit attribution (the bar chart
+over steps).
+"""
+
+import json
+
+from tensorboard import errors
+
+from tb_gradlens import metadata
+
+FLOAT32 = '"float32"'
+
+
+def _points(source, run):
+    """Readable advice points of ``run``, oldest first: (tag, point)."""
+    out = []
+    for entry in source.entries_of_kind(run, metadata.ADVICE):
+        out.extend((entry.tag, p) for p in source.advice(run, entry.tag))
+    out.sort(key=lambda tp: (tp[1]["step"], tp[1]["wall_time"]))
+    return out
+
+
+def ranked_units(advice):
+    """Indices of the advice's units, the most harmful first (the error
+    each causes alone), units not attributable last."""
+    def key(k):
+        u = advice.units[k]
+        alone = u["one_at_a_time"]
+        return (not u["attributable"], -(alone if alone is not None and alone == alone else float("inf")), k)
+
+    return sorted(range(len(advice.units)), key=key)
+
+
+def _layer_expression(path):
+    parts = path.split("/")
+    return "model" + "".join(".get_layer(%s)" % json.dumps(p) for p in parts)
+
+
+def apply_code(advice):
+    """Python lines that keep the recommended layers in float32 on a built
+    model, and the same as a policy map (layer path -> policy)."""
+    rec = advice.recommendation
+    if rec is None or not rec["layers"]:
+        return "# tb_gradlens advisor: nothing to keep in float32 (the divergence is within the tolerance)"
+    lines = ["# tb_gradlens advisor: keep these layers in float32 (gradient rel L2 %s -> %s, tolerance %s)"
+             % (_num(advice.before), _num(rec["after"]), _num(advice.tolerance))]
+    lines += ["%s.dtype_policy = %s" % (_layer_expression(p), FLOAT32) for p in rec["layers"]]
+    inner = [p for u in advice.units if u["name"] in rec["float32"] for p in u["layers"]
+             if len(u["classes"]) > 1]
+    if inner:
+        lines.append("# (each of these is a group of layers: set every layer in it)")
+    lines.append("# or, where the layers are created: dtype=%s; as a policy map:" % FLOAT32)
+    lines.append("# " + json.dumps({p: "float32" for p in rec["layers"]}))
+    return "\n".join(lines)
+
+
+def _num(value):
+    if value is None:
+        return "n/a"
+    return "%.3g" % value
+
+
+def text_lines(advice, step=None):
+    """The advice in a few lines of text (CLI ``advise`` and ``report``)."""
+    at = "" if step is None else " (step %d)" % step
+    lines = ["precision advisor%s: gradient rel L2 of %s vs float32 = %s, tolerance %s"
+             % (at, advice.candidate, _num(advice.before), _num(advice.tolerance))]
+    for n in advice.not_attributable:
+        lines.append("  not attributable: %s: %s" % (n["what"], n["reason"]))
+    rec = advice.recommendation
+    if rec is not None:
+        if not rec["float32"]:
+            lines.append("  recommendation: nothing to keep in float32")
+        else:
+            share = (rec["params_16bit_after"] / rec["params_total"]) if rec["params_total"] else None
+            lines.append("  recommendation: keep %s in float32 -> verified %s (%s the tolerance)%s"
+                         % (", ".join(rec["float32"]), _num(rec["after"]),
+                            "within" if rec["met"] else "still above",
+                            "" if share is None else "; %.0f%% of parameters stay in 16 bits" % (100 * share)))
+    for k in ranked_units(advice)[:5]:
+        u = advice.units[k]
+        if not u["attributable"]:
+            lines.append("  %-24s not attributable: %s" % (u["name"], u["reason"]))
+            continue
+        lines.append("  %-24s alone in 16 bits %s, alone in float32 %s; output: born %s, inherited %s"
+                     % (u["name"], _num(u["one_at_a_time"]), _num(u["leave_one_out"]),
+                        _num(u["output_born"]), _num(u["output_inherited"])))
+    return lines
+
+
+def _advice_json(advice):
+    return {"writer": advice.writer, "metric": advice.metric, "reference": advice.reference,
+            "candidate": advice.candidate, "tolerance": advice.tolerance,
+            "tolerance_basis": advice.tolerance_basis, "before": advice.before,
+            "loss_rel_error": advice.loss_rel_error, "units": [dict(u) for u in advice.units],
+            "ranking": ranked_units(advice), "recommendation": advice.recommendation,
+            "not_attributable": list(advice.not_attributable), "cost": dict(advice.cost)}
+
+
+def run_advice(source, run):
+    """The ``advice`` route: ``{"run", "latest": {..., "step", "tag", "code"}
+    or null, "history": [{"step", "units": {name: one_at_a_time}}],
+    "errors": [text]}``.  NotFoundError for an unknown run."""
+    if run not in source.runs():
+        raise errors.NotFoundError("no run %r" % (run,))
+    points = _points(source, run)
+    good = [(tag, p) for tag, p in points if p.get("advice") is not None]
+    latest = None
+    if good:
+        tag, point = good[-1]
+        latest = dict(_advice_json(point["advice"]), step=point["step"], tag=tag,
+                      code=apply_code(point["advice"]))
+    history = [{"step": p["step"], "units": {u["name"]: u["one_at_a_time"] for u in p["advice"].units}}
+               for _, p in good]
+    return {"run": run, "latest": latest, "history": history,
+            "errors": [p["error"] for _, p in points if "error" in p]}
+
+
+def report_lines(source, run):
+    """Lines of ``tb-gradlens report`` about the run's latest advice (none: [])."""
+    good = [p for _, p in _points(source, run) if p.get("advice") is not None]
+    if not good:
+        return []
+    return text_lines(good[-1]["advice"], good[-1]["step"])
