@@ -465,3 +465,37 @@ def test_what_cannot_be_logged_is_said_once_per_model_and_recorded(tmp_path):
         missing = {k for u in status["unsupported"] for k in u["kinds"]}
         assert metadata.GRAD_STATS in missing, status
         assert [d.step for d in only_tag(records, run, metadata.UPDATE_STATS)[1]] == [0, 1]
+
+
+@pytest.mark.parametrize("mode", ["graph", "xla"])
+def test_steps_not_logged_run_keras_own_train_function(data, tmp_path, monkeypatch, mode):
+    """A step the lens does not log is the step without the lens: Keras' own
+    train function runs it.  (Before, the lens's function ran every step and
+    its conditionals, which take every gradient, cost 1.05x a plain step on
+    the transformer and 1.17x on ResNet50 with nothing logged.)  Logged steps
+    still go through the lens and are all written."""
+    from tb_gradlens.keras import session
+
+    x, y = data
+    model = _model(jit_compile=mode == "xla")
+    lens_calls = []
+    wrap = session.Session._writing_after_each_call
+
+    def counting(self, function):
+        def counted(iterator):
+            lens_calls.append(int(self.model.optimizer.iterations.numpy()))
+            return function(iterator)
+
+        return wrap(self, counted)
+
+    monkeypatch.setattr(session.Session, "_writing_after_each_call", counting)
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=4, compare_every=8, histogram=False)
+    model.fit(x[: 4 * BATCH], y[: 4 * BATCH], batch_size=BATCH, epochs=3, verbose=0, shuffle=False,
+              callbacks=[callback])
+    assert int(model.optimizer.iterations) == 12
+    assert lens_calls == [0, 4, 8]
+    records = read_records(str(tmp_path))
+    assert _steps(records, "run", metadata.GRAD_STATS)[1] == [0, 4, 8]
+    assert _steps(records, "run", metadata.UPDATE_STATS)[1] == [0, 4, 8]
+    assert _steps(records, "run", metadata.DIVERGENCE)[1] == [0, 8]
+    assert "train_step" not in model.__dict__

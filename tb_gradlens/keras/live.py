@@ -9,8 +9,8 @@ applies, divided by a ``LossScaleOptimizer``'s scale as it divides them.
 With Keras' own step the comparisons take the step itself as the
 candidate (its loss, those gradients and its layer outputs) and run only
 the reference pass, which draws the step's random numbers again from the
-seed states read before the step.  Nothing runs on steps not logged but
-one predicate per schedule.
+seed states read before the step.  Train-function calls with no logged
+step do not run this step at all: ``Session`` calls Keras' own function.
 """
 
 import keras

@@ -15,9 +15,9 @@ run yet): Keras' forward pass with ``training=True``, ``compute_loss`` and
 the optimizer's loss scaling, undone as the optimizer undoes it.  Its loss,
 gradients and layer outputs are the candidate of the comparisons and the
 source of the gradient statistics; the weights are copied, and after the
-step the update statistics compare them with the weights it wrote.  On
-steps not logged the step runs one predicate per schedule beside the
-compiled step.
+step the update statistics compare them with the weights it wrote.
+Train-function calls with no logged step run Keras' own function instead
+(``Session``).
 
 The probe's gradients are those of the step computed by XLA from the same
 inputs, compiled separately: they can differ from the ones the compiled

@@ -213,6 +213,12 @@ class Session:
     def _writing_after_each_call(self, function):
         def train_function(iterator):
             first = self.next_step
+            if self._plain_call_suffices(first):
+                # Nothing to log in this call: Keras' own function, so a step
+                # the lens does not log is the step without the lens.
+                logs = self.plain_function(iterator)
+                self.next_step = first + self.tap.gradients.slots
+                return logs
             self.step_tap.patch()  # read when the step is traced
             try:
                 logs = function(iterator)
@@ -227,6 +233,12 @@ class Session:
             return logs
 
         return train_function
+
+    def _plain_call_suffices(self, first):
+        """Whether the call from optimizer step ``first`` logs nothing and
+        has nothing to write, so Keras' own train function can run it."""
+        return (self.plain_function is not None and not self._writes_pending
+                and not self.tap.any_due_in(first, first + self.tap.gradients.slots))
 
     def flush(self, first_step=None):
         """Write every buffered step (never raises but in strict mode)."""
