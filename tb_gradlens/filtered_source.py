@@ -20,7 +20,7 @@ import numpy as np
 from tb_gradlens import metadata
 from tb_gradlens import reading
 
-# Extras that hold one entry per row (records.py): sliced with the rows.
+# Extras that hold one entry per row (tb_gradlens.records): sliced with the rows.
 PER_ROW_EXTRAS = ("row_dtypes", "variable_dtypes", "gradient_dtypes")
 
 # Kinds whose rows are not variables or layers: the regex does not apply.

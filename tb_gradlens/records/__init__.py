@@ -1,0 +1,104 @@
+"""The record contract: what each kind's extras hold, written and read here only.
+
+TensorFlow-free.  ``metadata.py`` defines the frame of a record (version,
+kind, rows, columns); this package defines the kind-specific keys beside
+them (``RecordMetadata.extras``) and the dtype-map payload:
+
+* writers (``summary_v2``, ``compare``, ``keras``, ``distribute``) build
+  extras only with the ``*_extras`` / ``variant`` / ``dtype_map``
+  functions here;
+* readers (``analysis``, ``cli``, the plugin) take them out only with the
+  ``read_*`` functions here, which validate types (a malformed value is a
+  ``metadata.FormatError`` naming the tag, so one bad record becomes an
+  error entry for its tag and never breaks the rest of a logdir) and fill
+  in what records of older tb_gradlens versions did not state (the compute
+  dtype of a comparison side is then inferred from its exact policy name,
+  never from a substring).
+
+Kinds and their extras:
+
+==========================  ==============================================
+grad_stats                  variable_dtypes, gradient_dtypes [rows];
+                            skipped [{row, dtype, reason}]
+grad_histogram              min_exponent (int), dtype_exponent_limits
+                            {dtype: {min_subnormal, min_normal, max}}
+update_stats                variable_dtypes [rows]
+divergence,                 reference, candidate (``variant``);
+activation_divergence,      comparison ("precision" | "replica_vs_mean");
+loss_comparison             floor_fraction; row_dtypes [rows] (optional:
+                            the candidate's compute dtype per row)
+dtypes                      (none; the tensor is a ``dtype_map`` JSON)
+lens_status                 (none; the tensor is a ``lens_status`` JSON:
+                            what the lens was asked to log, on which
+                            schedule, and what it cannot log and why)
+advice                      (none; the tensor is an ``advice`` JSON: the
+                            precision advisor's per-unit attribution,
+                            recommendation and its verification; rows
+                            name the units)
+==========================  ==============================================
+
+Modules: ``variants`` (comparison sides), ``comparisons``, ``statistics``
+(gradient, histogram and update extras), ``dtype_maps``, ``statuses``
+(lens_status), ``advice_records``, ``checks`` (shared type checks); every
+name is also importable from ``tb_gradlens.records``.
+"""
+
+from tb_gradlens import metadata
+from tb_gradlens.records.advice_records import ADVICE_RECOMMENDATION_NUMBERS  # noqa: F401
+from tb_gradlens.records.advice_records import ADVICE_UNIT_NUMBERS  # noqa: F401
+from tb_gradlens.records.advice_records import Advice  # noqa: F401
+from tb_gradlens.records.advice_records import advice  # noqa: F401
+from tb_gradlens.records.advice_records import advice_recommendation  # noqa: F401
+from tb_gradlens.records.advice_records import advice_unit  # noqa: F401
+from tb_gradlens.records.advice_records import read_advice  # noqa: F401
+from tb_gradlens.records.comparisons import COMPARISONS  # noqa: F401
+from tb_gradlens.records.comparisons import ComparisonInfo  # noqa: F401
+from tb_gradlens.records.comparisons import DEFAULT_FLOOR_FRACTION  # noqa: F401
+from tb_gradlens.records.comparisons import PRECISION  # noqa: F401
+from tb_gradlens.records.comparisons import REPLICA_VS_MEAN  # noqa: F401
+from tb_gradlens.records.comparisons import comparison_extras  # noqa: F401
+from tb_gradlens.records.comparisons import read_comparison  # noqa: F401
+from tb_gradlens.records.comparisons import row_compute_dtypes  # noqa: F401
+from tb_gradlens.records.dtype_maps import LAYER_KEYS  # noqa: F401
+from tb_gradlens.records.dtype_maps import UNKNOWN  # noqa: F401
+from tb_gradlens.records.dtype_maps import dtype_map  # noqa: F401
+from tb_gradlens.records.dtype_maps import read_dtype_map  # noqa: F401
+from tb_gradlens.records.statistics import GradientInfo  # noqa: F401
+from tb_gradlens.records.statistics import HistogramInfo  # noqa: F401
+from tb_gradlens.records.statistics import gradient_extras  # noqa: F401
+from tb_gradlens.records.statistics import histogram_extras  # noqa: F401
+from tb_gradlens.records.statistics import read_gradient  # noqa: F401
+from tb_gradlens.records.statistics import read_histogram  # noqa: F401
+from tb_gradlens.records.statistics import read_update  # noqa: F401
+from tb_gradlens.records.statistics import update_extras  # noqa: F401
+from tb_gradlens.records.statuses import Expectation  # noqa: F401
+from tb_gradlens.records.statuses import LensStatus  # noqa: F401
+from tb_gradlens.records.statuses import Unsupported  # noqa: F401
+from tb_gradlens.records.statuses import expectation  # noqa: F401
+from tb_gradlens.records.statuses import expected_steps  # noqa: F401
+from tb_gradlens.records.statuses import lens_status  # noqa: F401
+from tb_gradlens.records.statuses import read_lens_status  # noqa: F401
+from tb_gradlens.records.statuses import unsupported  # noqa: F401
+from tb_gradlens.records.variants import MIXED  # noqa: F401
+from tb_gradlens.records.variants import POLICY_COMPUTE_DTYPES  # noqa: F401
+from tb_gradlens.records.variants import VariantInfo  # noqa: F401
+from tb_gradlens.records.variants import read_variant  # noqa: F401
+from tb_gradlens.records.variants import variant  # noqa: F401
+
+FormatError = metadata.FormatError
+
+_READERS = {
+    metadata.GRAD_STATS: read_gradient,
+    metadata.GRAD_HISTOGRAM: read_histogram,
+    metadata.UPDATE_STATS: read_update,
+    metadata.DIVERGENCE: read_comparison,
+    metadata.ACTIVATION_DIVERGENCE: read_comparison,
+    metadata.LOSS_COMPARISON: read_comparison,
+}
+
+
+def validate(record, tag=None):
+    """Raise FormatError unless the extras of ``record`` are readable."""
+    reader = _READERS.get(record.kind)
+    if reader is not None:
+        reader(record, tag)

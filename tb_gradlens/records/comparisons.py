@@ -1,0 +1,78 @@
+"""The extras of comparison records (divergence, activation_divergence, loss_comparison)."""
+
+import collections
+
+from tb_gradlens import metadata
+from tb_gradlens.records import checks
+from tb_gradlens.records.variants import read_variant
+from tb_gradlens.records.variants import MIXED
+
+FormatError = metadata.FormatError
+
+
+PRECISION = "precision"
+REPLICA_VS_MEAN = "replica_vs_mean"
+COMPARISONS = (PRECISION, REPLICA_VS_MEAN)
+
+# The significance floor of the divergence metrics (numerics), as a
+# fraction of rms(reference), when a record does not state it.
+DEFAULT_FLOOR_FRACTION = 0.1
+
+ComparisonInfo = collections.namedtuple(
+    "ComparisonInfo", ("reference", "candidate", "comparison", "floor_fraction", "row_dtypes")
+)
+
+
+def comparison_extras(reference, candidate, floor_fraction=DEFAULT_FLOOR_FRACTION,
+                      comparison=PRECISION, row_dtypes=None):
+    """Extras of a divergence-like record.
+
+    Args:
+      reference, candidate: ``variant`` dicts.
+      floor_fraction: the significance floor of the metrics (x rms(r)).
+      comparison: PRECISION (two numeric settings of one step) or
+        REPLICA_VS_MEAN (a replica's gradient vs the mean over replicas:
+        different examples, not a precision question).
+      row_dtypes: optional list, per row, of the dtype the candidate
+        computed that row in (the ULP spacing of ``ulp_rms``).
+    """
+    if comparison not in COMPARISONS:
+        raise ValueError("tb_gradlens: comparison must be one of %s" % (COMPARISONS,))
+    out = {
+        "reference": dict(reference),
+        "candidate": dict(candidate),
+        "comparison": comparison,
+        "floor_fraction": float(floor_fraction),
+    }
+    if row_dtypes is not None:
+        out["row_dtypes"] = [None if d is None else str(d) for d in row_dtypes]
+    return out
+
+
+def read_comparison(record, tag=None):
+    """The ComparisonInfo of a divergence-like RecordMetadata (any version)."""
+    extras = record.extras
+    reference = read_variant(extras.get("reference"), tag, "reference")
+    candidate = read_variant(extras.get("candidate"), tag, "candidate")
+    comparison = extras.get("comparison", PRECISION)
+    if comparison not in COMPARISONS:
+        raise FormatError("unknown comparison %r" % (comparison,), tag)
+    floor = extras.get("floor_fraction", DEFAULT_FLOOR_FRACTION)
+    if not checks.is_number(floor):
+        raise FormatError("floor_fraction must be a number", tag)
+    row_dtypes = extras.get("row_dtypes")
+    if row_dtypes is not None:
+        row_dtypes = tuple(checks.str_list(row_dtypes, record, "row_dtypes", tag, allow_none=True))
+        if len(row_dtypes) != len(record.rows):
+            raise FormatError(
+                "row_dtypes has %d entries for %d rows" % (len(row_dtypes), len(record.rows)), tag
+            )
+    return ComparisonInfo(reference, candidate, comparison, float(floor), row_dtypes)
+
+
+def row_compute_dtypes(info, n_rows):
+    """Per row, the candidate's compute dtype (None where unknown)."""
+    if info.row_dtypes is not None:
+        return list(info.row_dtypes)
+    compute = info.candidate.compute_dtype
+    return [None if compute == MIXED else compute] * n_rows
