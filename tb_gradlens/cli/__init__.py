@@ -1,0 +1,192 @@
+"""The ``tb-gradlens`` command line (also ``python -m tb_gradlens``).
+
+Commands: ``report`` (headline and alerts per run, a CI gate with
+``--fail-on``), ``compare`` (two runs step by step), ``export`` (long-format
+CSV or JSON Lines for pandas) and ``demo``.  The read commands use
+TensorBoard's own reading code (``tb_gradlens.logdir``) and the analysis the
+plugin serves (``tb_gradlens.analysis``); they never import TensorFlow.
+
+Exit status: 0 success (no alert at or above ``--fail-on``), 1 alerts at or
+above ``--fail-on``, 2 usage error, 3 the logdir or a run/quantity could not
+be read, 4 internal error (a crash is never 1, and never a traceback unless
+$TB_GRADLENS_DEBUG is set).
+"""
+
+import argparse
+import os
+import sys
+
+from tb_gradlens.cli import advise as advise_command
+from tb_gradlens.cli import export as export_command
+from tb_gradlens.cli import report as report_command
+from tb_gradlens.cli import runs as runs_command
+from tb_gradlens.cli.common import ENV_DEBUG
+from tb_gradlens.cli.common import EXIT_ALERTS  # noqa: F401
+from tb_gradlens.cli.common import EXIT_INTERNAL
+from tb_gradlens.cli.common import EXIT_OK  # noqa: F401
+from tb_gradlens.cli.common import EXIT_READ_ERROR  # noqa: F401
+from tb_gradlens.cli.common import EXIT_USAGE
+from tb_gradlens.cli.common import CommandError
+from tb_gradlens.cli.common import printable
+
+
+def _add_logdir(parser):
+    parser.add_argument("logdir", help="TensorBoard log directory (runs are its sub-directories)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def build_parser():
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="tb-gradlens",
+        description="tb_gradlens: gradient statistics and bfloat16 divergence for "
+        "TensorBoard, without a browser.",
+        epilog="exit status: 0 ok, 1 alerts at or above --fail-on, 2 usage error, "
+        "3 logdir/run/quantity not readable, 4 internal error.\nRun 'tb-gradlens COMMAND --help' for examples.",
+        formatter_class=formatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    report = sub.add_parser(
+        "report",
+        help="headline and alerts of every run; a CI gate with --fail-on",
+        description="Per run: the worst divergence and where, the first NaN/Inf step, "
+        "disconnected and zero-gradient variables, a dtype summary, what the lens could not "
+        "log and which records it asked for are missing; then the alerts (those that say "
+        "the same in several runs once).",
+        epilog="examples:\n"
+        "  tb-gradlens report logs/\n"
+        "  tb-gradlens report logs/ --run 'bf16' --fail-on error   # CI gate\n"
+        "  tb-gradlens report logs/ --json > report.json",
+        formatter_class=formatter,
+    )
+    _add_logdir(report)
+    report.add_argument("--run", help="only runs whose name matches this regex")
+    report.add_argument("--json", action="store_true", help="machine-readable output")
+    report.add_argument(
+        "--fail-on", choices=("warning", "error"),
+        help="exit 1 when an alert of this severity or worse exists, or a run lacks "
+        "records its writer asked for (its lens_status)",
+    )
+    report.set_defaults(func=report_command.report)
+
+    compare = sub.add_parser(
+        "compare",
+        help="compare one quantity between two runs, step by step",
+        description="Step-aligned values of a quantity in RUN_A and RUN_B: difference, "
+        "ratio, relative difference; steps logged by one run only are listed. "
+        "An optional noise-floor run C (e.g. float32 with another seed) shows whether "
+        "B drifts from A more than ordinary run-to-run variation.",
+        epilog="examples:\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16                  # the loss scalar\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --kind grad_stats \\\n"
+        "      --row mlp/dense_1/kernel --column l2_norm --noise-floor float32_seed1\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --json",
+        formatter_class=formatter,
+    )
+    _add_logdir(compare)
+    compare.add_argument("run_a", metavar="RUN_A")
+    compare.add_argument("run_b", metavar="RUN_B")
+    compare.add_argument("--noise-floor", metavar="RUN_C", help="a third run as noise floor")
+    compare.add_argument("--kind", default="scalar", help="'scalar' (default) or a record kind, e.g. grad_stats")
+    compare.add_argument("--tag", default=None, help="scalar tag (default: loss, the training loss; "
+                         "a run without it falls back to the loss its comparisons logged) or record tag prefix")
+    compare.add_argument("--row", help="variable or layer path (record kinds)")
+    compare.add_argument("--column", help="statistic or metric (record kinds), e.g. l2_norm")
+    compare.add_argument("--json", action="store_true", help="machine-readable output")
+    compare.add_argument("--max-rows", type=int, default=40, help="table rows shown (0: all)")
+    compare.set_defaults(func=runs_command.compare_runs)
+
+    export = sub.add_parser(
+        "export",
+        help="long-format CSV or JSON Lines of every record, for pandas",
+        description="One row per (run, tag, step, row, column): run, tag, kind, step, "
+        "wall_time, row, column, value. NaN and infinities are kept (CSV: nan/inf; "
+        "JSON Lines: NaN/Infinity). dtype maps are not exported (they are not numbers).",
+        epilog="examples:\n"
+        "  tb-gradlens export logs/ --format csv -o gradlens.csv\n"
+        "  tb-gradlens export logs/ --format json --kind divergence -o div.jsonl\n"
+        "pandas:\n"
+        "  pd.read_csv('gradlens.csv')        pd.read_json('div.jsonl', lines=True)",
+        formatter_class=formatter,
+    )
+    _add_logdir(export)
+    export.add_argument("--format", choices=("csv", "json"), default="csv")
+    export.add_argument("--kind", action="append", help="only this record kind (repeatable)")
+    export.add_argument("--run", help="only runs whose name matches this regex")
+    export.add_argument("-o", "--output", help="output file (default: standard output)")
+    export.set_defaults(func=export_command.export)
+
+    advise = sub.add_parser(
+        "advise",
+        help="the precision advisor's latest recommendation: which layers to keep in float32",
+        description="Per run: the latest advice the precision advisor recorded (its units ranked "
+        "by the error each causes alone in 16 bits, the layers to keep in float32, the gradient "
+        "divergence before and after, verified) and the code that applies it. The measurement "
+        "itself runs in Python, where the model and its data are: tb_gradlens.advise(model, "
+        "(x, y), log_dir=...) once, or GradLensCallback(..., advisor=tb_gradlens.Advisor((x, y))) "
+        "during training.",
+        epilog="examples:\n"
+        "  tb-gradlens advise logs/\n"
+        "  tb-gradlens advise logs/ --run bf16 --json",
+        formatter_class=formatter,
+    )
+    _add_logdir(advise)
+    advise.add_argument("--run", help="only runs whose name matches this regex")
+    advise.add_argument("--json", action="store_true", help="machine-readable output")
+    advise.set_defaults(func=advise_command.advise)
+
+    demo = sub.add_parser(
+        "demo",
+        help="train the demo MLP (float32 and mixed_bfloat16) and serve TensorBoard",
+        description="Train the 784-64-64-10 MLP in float32 and mixed_bfloat16 on "
+        "scikit-learn's bundled digits, log with tb_gradlens, then serve "
+        "TensorBoard with the GradLens tab on 127.0.0.1.",
+        epilog="examples:\n"
+        "  tb-gradlens demo\n"
+        "  tb-gradlens demo --logdir /tmp/gradlens_demo --port 6006\n"
+        "  tb-gradlens demo --steps 50 --no-serve",
+        formatter_class=formatter,
+    )
+    demo.add_argument("--logdir", default="/tmp/gradlens_demo")
+    demo.add_argument("--steps", type=int, default=300)
+    demo.add_argument("--port", type=int, default=6006)
+    demo.add_argument(
+        "--no-serve", action="store_true", help="only write the logdir, do not serve"
+    )
+    demo.set_defaults(func=advise_command.demo)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse: 2 on usage errors, 0 on --help
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except CommandError as e:
+        print("tb-gradlens: %s" % printable(e), file=sys.stderr)
+        return e.status
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("tb-gradlens: interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:  # a file or directory that could not be read or written
+        print("tb-gradlens: %s" % printable(e), file=sys.stderr)
+        return EXIT_READ_ERROR
+    except Exception as e:  # noqa: BLE001 - a crash: exit 4, one line (traceback on request)
+        if os.environ.get(ENV_DEBUG):
+            import traceback
+
+            traceback.print_exc()
+        print("tb-gradlens: internal error (%s: %s); set %s=1 to see where"
+              % (type(e).__name__, printable(str(e)[:500]), ENV_DEBUG), file=sys.stderr)
+        return EXIT_INTERNAL
+
+

@@ -1,0 +1,96 @@
+"""What every command shares: exit codes, safe printing, opening a logdir
+without TensorFlow, choosing runs, tables and JSON."""
+
+import re
+import sys
+import types
+
+EXIT_OK = 0
+EXIT_ALERTS = 1
+EXIT_USAGE = 2
+EXIT_READ_ERROR = 3
+EXIT_INTERNAL = 4
+ENV_DEBUG = "TB_GRADLENS_DEBUG"
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text):
+    """``text`` safe for a terminal: control characters as \\xNN escapes."""
+    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), str(text))
+
+
+def no_tensorflow_for_reading():
+    """Make TensorBoard's compat layer use its TensorFlow stub.
+
+    The read commands need only TensorBoard's event reading; without this,
+    TensorBoard imports TensorFlow when it is installed (seconds of start-up).
+    """
+    sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("tensorboard.compat.notf"))
+
+
+class CommandError(Exception):
+    """A failure to report as one line with an exit status."""
+
+    def __init__(self, message, status=EXIT_READ_ERROR):
+        super().__init__(message)
+        self.status = status
+
+
+def open_source(args):
+    """(Source, LogdirSource) of ``args.logdir``; warnings printed to stderr."""
+    no_tensorflow_for_reading()
+    from tb_gradlens import logdir as logdir_lib
+    from tb_gradlens import reading
+
+    try:
+        loaded = logdir_lib.open_logdir(args.logdir, progress=not args.quiet)
+    except logdir_lib.LogdirError as e:
+        raise CommandError(str(e)) from None
+    for problem in loaded.problems:
+        print("warning: %s" % printable(problem), file=sys.stderr)
+    return reading.Source(loaded.provider, loaded.ctx, loaded.experiment_id), loaded
+
+
+def read_problems(loaded, runs=None):
+    """The logdir's problems (of ``runs`` and of no run, if given) as JSON error entries."""
+    return [p.to_json() for p in loaded.problems if runs is None or p.run is None or p.run in runs]
+
+
+def select_runs(source, pattern):
+    """The runs whose name matches ``pattern`` (Python regex syntax, matched in
+    bounded time by ``tb_gradlens.patterns``); a refused pattern is a usage error."""
+    from tb_gradlens import patterns
+
+    runs = source.runs()
+    if pattern:
+        try:
+            runs = [runs[i] for i in patterns.filter_names(pattern, runs)]
+        except patterns.PatternError as e:
+            raise CommandError("--run %r: %s" % (pattern, e), EXIT_USAGE) from None
+    return runs
+
+
+def dumps(obj):
+    """JSON with NaN/Infinity as the strings the HTTP routes use."""
+    from tb_gradlens.json_encoding import encode_json
+
+    return encode_json(obj)
+
+
+def fmt(value, digits=4):
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "%.*g" % (digits, value)
+    return printable(value)
+
+
+def table(headers, rows):
+    """A plain-text table with columns padded to their widest cell."""
+    rows = [[fmt(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)

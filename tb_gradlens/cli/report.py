@@ -1,0 +1,179 @@
+"""``tb-gradlens report``: each run's headline, dtypes, lens status, advice and
+alerts; a CI gate with ``--fail-on``."""
+
+from tb_gradlens.cli import common
+from tb_gradlens.cli.common import EXIT_ALERTS
+from tb_gradlens.cli.common import EXIT_OK
+from tb_gradlens.cli.common import CommandError
+from tb_gradlens.cli.common import printable
+
+
+def _dtype_summary(source, run):
+    """{"model_output_dtype", "compute_dtypes", "mixed_layers"} of the newest dtype map."""
+    from tb_gradlens import metadata
+
+    for entry in reversed(source.entries_of_kind(run, metadata.DTYPES)):
+        maps = [m for m in source.dtype_maps(run, entry.tag) if m["map"] is not None]
+        if not maps:
+            continue  # (unreadable maps are error entries of the alerts)
+        dmap = maps[-1]["map"]
+        layers = dmap.get("layers", [])
+        computes = sorted({str(layer.get("compute_dtype")) for layer in layers})
+        mixed = [
+            layer.get("path")
+            for layer in layers
+            if layer.get("compute_dtype") != layer.get("variable_dtype")
+            and layer.get("variable_dtype") not in (None, "", "none")
+        ]
+        return {
+            "model_output_dtype": dmap.get("model_output_dtype"),
+            "compute_dtypes": computes,
+            "mixed_layers": len(mixed),
+            "layers": len(layers),
+        }
+    return None
+
+
+def report(args):
+    from tb_gradlens import analysis
+    from tb_gradlens.analysis import advice as advice_analysis
+
+    source, loaded = common.open_source(args)
+    runs = common.select_runs(source, args.run)
+    if not runs:
+        raise CommandError(
+            "no run with gradlens records%s in %s"
+            % (" matching %r" % args.run if args.run else "", args.logdir)
+        )
+    source = source.restricted(runs)  # another run's records are never read
+    headlines = {h["run"]: h for h in analysis.overview(source) if h["run"] in runs}
+    alerts, problems = analysis.run_alerts(source, runs)
+    dtypes = {run: _dtype_summary(source, run) for run in runs}
+    lens = {run: analysis.coverage(source, run) for run in runs}
+    advice = {run: advice_analysis.run_advice(source, run)["latest"] for run in runs}
+    fail_levels = {"error": ("error",), "warning": ("error", "warning")}.get(args.fail_on, ())
+    failing = [a for a in alerts if a.severity in fail_levels]
+    incomplete = [run for run in runs if lens[run]["missing"]] if args.fail_on else []
+    if args.json:
+        print(
+            common.dumps(
+                {
+                    "logdir": args.logdir,
+                    "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r], advice=advice[r]) for r in runs],
+                    "alerts": [a.to_json() for a in alerts],
+                    "errors": problems + source.point_errors(runs)
+                    + common.read_problems(loaded, runs if args.run else None),
+                    "fail_on": args.fail_on,
+                    "failing_alerts": len(failing),
+                    "runs_missing_records": incomplete,
+                }
+            )
+        )
+    else:
+        advice_lines = {run: advice_analysis.report_lines(source, run) for run in runs}
+        print(_report_text(runs, headlines, dtypes, lens, alerts, problems + source.point_errors(runs),
+                           advice_lines))
+        if args.fail_on:
+            print(
+                "\n%d alert(s) at or above %s%s"
+                % (len(failing), args.fail_on, ": failing" if failing else "")
+            )
+            if incomplete:
+                print("%d run(s) lack records their writers asked for (%s): failing"
+                      % (len(incomplete), ", ".join(printable(r) for r in incomplete)))
+    return EXIT_ALERTS if failing or incomplete else EXIT_OK
+
+
+def _headline_text(h):
+    out = []
+    worst = h.get("worst_divergence")
+    if worst:
+        from tb_gradlens import records
+
+        sides = tuple(records.read_variant(worst.get(k)).label for k in ("candidate", "reference"))
+        limit = "" if worst.get("limit") is None else ", limit %s" % common.fmt(worst["limit"])
+        out.append(
+            "  worst divergence: %s %s = %s at step %d (%s vs %s%s)"
+            % (printable(worst["row"]), worst["metric"], common.fmt(worst["value"]), worst["step"],
+               printable(sides[0]), printable(sides[1]), limit)
+        )
+    else:
+        out.append("  worst divergence: - (no comparison logged)")
+    if h.get("first_nonfinite_step") is not None:
+        out.append(
+            "  first NaN/Inf: step %d in %s"
+            % (h["first_nonfinite_step"], ", ".join(printable(v) for v in h["first_nonfinite_variables"]))
+        )
+    else:
+        out.append("  first NaN/Inf: none")
+    for label, key in (("disconnected (None gradient)", "disconnected_variables"),
+                       ("zero gradient", "zero_gradient_variables")):
+        names = h.get(key) or []
+        out.append("  %s: %s" % (label, ", ".join(printable(n) for n in names) if names else "none"))
+    return out
+
+
+def _lens_text(lens):
+    out = []
+    for u in lens["unsupported"]:
+        out.append("  unsupported: %s (%s) since step %s: %s" % (
+            printable(u["what"]), ", ".join(printable(k) for k in u["kinds"]) or "-", u["step"],
+            printable(u["reason"])))
+    for m in lens["missing"]:
+        out.append("  MISSING: %s records under %s: %d of %d expected steps (every %d), first missing step %d"
+                   % (m["kind"], printable(m["name"]), m["expected"] - m["found"], m["expected"], m["every"],
+                      m["first_missing_step"]))
+    for e in lens["errors"]:
+        out.append("  lens status unreadable: %s" % printable(e))
+    return out
+
+
+def _report_text(runs, headlines, dtypes, lens, alerts, problems, advice_lines=None):
+    out = []
+    for run in runs:
+        h = headlines[run]
+        out.append("run %s" % printable(run))
+        out += _headline_text(h)
+        d = dtypes.get(run)
+        if d:
+            out.append(
+                "  dtypes: %d layers, compute %s, %d mixed, model output %s"
+                % (d["layers"], "/".join(d["compute_dtypes"]), d["mixed_layers"], printable(d["model_output_dtype"]))
+            )
+        out += _lens_text(lens[run])
+        out += ["  " + printable(line) for line in (advice_lines or {}).get(run, [])]
+        counts = h.get("alert_counts", {})
+        out.append(
+            "  alerts: %d error, %d warning, %d info"
+            % (counts.get("error", 0), counts.get("warning", 0), counts.get("info", 0))
+        )
+        out.append("")
+    out += _alerts_text(alerts)
+    for p in problems:
+        out.append("error: run %s tag %s: %s" % (printable(p["run"]), printable(p["tag"]), printable(p["error"])))
+    return "\n".join(out)
+
+
+def _alerts_text(alerts):
+    """The alerts, those that say the same thing in several runs grouped."""
+    from tb_gradlens import analysis
+
+    if not alerts:
+        return ["no alerts"]
+    groups = analysis.group_alerts(alerts)
+    out = ["alerts (%d%s):" % (len(alerts), ", %d distinct" % len(groups) if len(groups) < len(alerts) else "")]
+    for _, group in groups:
+        a = group[0]
+        names = ", ".join(printable(v) for v in a.variables[:5])
+        if len(a.variables) > 5:
+            names += " (+%d more)" % (len(a.variables) - 5)
+        where = ", ".join("run %s  steps %d-%d" % (printable(g.run), g.step_first, g.step_last) for g in group)
+        out.append("%-7s %s  %s" % (a.severity.upper(), a.code, where))
+        out.append("  variables: %s" % (names or "-"))
+        if a.limit is not None:
+            out.append("  limit: %s on %s" % (common.fmt(a.limit), a.view.get("column")))
+        out.append("  why: %s%s" % (printable(a.explanation),
+                                    " (run %s; the same in %d more)" % (printable(a.run), len(group) - 1)
+                                    if len(group) > 1 else ""))
+        out.append("  fix: %s" % printable(a.fix))
+    return out
