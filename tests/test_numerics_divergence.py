@@ -208,6 +208,26 @@ def test_update_statistics_of_every_size_and_dtype_match_numpy(backend):
     assert np.isnan(no_grads[0, 2]) and not np.isnan(no_grads[0, :2]).any()
 
 
+def test_update_statistics_at_bfloat16_rounding_edges_match_numpy(backend):
+    """Float32 weights whose low 16 bits sit at and around bfloat16's rounding
+    ties (even and odd), signed zeros and subnormals, moved by a few float32
+    ulps: every column is numpy's (the kernel's float32 path computes the
+    lost count from the bits, branch-free, and the sums in vectors)."""
+    rng = np.random.default_rng(11)
+    n = 20_011  # several vector blocks and a tail
+    high = rng.integers(0x3000, 0x4800, size=n, dtype=np.uint32) << 16
+    low = rng.choice(np.array([0x0000, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x7FFE], np.uint32), size=n)
+    sign = rng.integers(0, 2, size=n, dtype=np.uint32) << 31
+    before = (sign | high | low).view(np.float32).copy()
+    after = (before.view(np.uint32).astype(np.int64) + rng.integers(-3, 4, size=n)).astype(np.uint32).view(np.float32)
+    before[:4] = [0.0, -0.0, np.float32(1e-40), -np.float32(1e-40)]
+    after[:4] = [-0.0, 0.0, np.float32(1e-40), np.float32(2e-40)]
+    got = numerics.update_statistics([tf.constant(before)], [tf.constant(after)], backend=backend).numpy()
+    expected = _np_update(before, after)
+    assert 0.1 < expected[2] < 0.9  # many moves lost in bfloat16, not all
+    np.testing.assert_allclose(got[0], expected, rtol=1e-6)
+
+
 def test_ops_split_many_tensors_into_several_calls(monkeypatch):
     """The kernel's ops take at most kernel.OP_INPUTS tensors each (TensorFlow
     sets up one op of 10^4 inputs slowly); the rows come back in order."""

@@ -599,8 +599,62 @@ static inline int same_value(uint64_t x, uint64_t y, uint64_t mask)
   return x == y || ((x & mask) == 0 && (y & mask) == 0);
 }
 
+/* Float32 weights (the usual case): sum u^2 and sum before^2 in float64
+ * vectors, and the lost count from the bits, branch-free.  The same sums
+ * as the general loop below, in a different order (float64 sums of
+ * float32 squares: the difference is rounding of the float64 sums). */
+VECTOR_CLONES
+static void update_block_f32(const float *b, const float *a, int64_t m, double *out)
+{
+  v4d u0 = {0, 0, 0, 0}, u1 = u0, q0 = u0, q1 = u0;
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    v8f fb, fa;
+    memcpy(&fb, b + i, sizeof fb);
+    memcpy(&fa, a + i, sizeof fa);
+    v4d b0 = {fb[0], fb[1], fb[2], fb[3]}, b1 = {fb[4], fb[5], fb[6], fb[7]};
+    v4d a0 = {fa[0], fa[1], fa[2], fa[3]}, a1 = {fa[4], fa[5], fa[6], fa[7]};
+    v4d d0 = a0 - b0, d1 = a1 - b1;
+    u0 += d0 * d0; u1 += d1 * d1; q0 += b0 * b0; q1 += b1 * b1;
+  }
+  double su = 0, sq = 0;
+  for (; i < m; i++) {
+    double d = (double)a[i] - (double)b[i];
+    su += d * d; sq += (double)b[i] * (double)b[i];
+  }
+  for (int k = 0; k < 4; k++) { su += u0[k] + u1[k]; sq += q0[k] + q1[k]; }
+  const uint32_t *bb = (const uint32_t *)b, *ab = (const uint32_t *)a;
+  const uint32_t half = 1u << (NARROW_SHIFT - 1);
+  int64_t lost = 0;
+  for (i = 0; i < m; i++) {
+    uint32_t x = bb[i], y = ab[i];
+    int changed = x != y && ((x | y) & 0x7fffffffu) != 0;
+    /* bfloat16_of without the branch (NaN -> quiet NaN) */
+    uint32_t rx = (x + (half - 1) + ((x >> NARROW_SHIFT) & 1u)) >> NARROW_SHIFT;
+    uint32_t ry = (y + (half - 1) + ((y >> NARROW_SHIFT) & 1u)) >> NARROW_SHIFT;
+    rx = (x & 0x7fffffffu) > F32_EXPONENT_MASK ? (((x >> NARROW_SHIFT) & 0x8000u) | 0x7fc0u) : (rx & 0xffffu);
+    ry = (y & 0x7fffffffu) > F32_EXPONENT_MASK ? (((y >> NARROW_SHIFT) & 0x8000u) | 0x7fc0u) : (ry & 0xffffu);
+    int same16 = rx == ry || ((rx | ry) & 0x7fffu) == 0;
+    lost += changed & same16;
+  }
+  out[0] += su; out[1] += sq; out[2] += (double)lost;
+}
+
 static void update_chunk(const job *j, const chunk *c, double *row)
 {
+  if (j->a_dtypes[c->row] == GL_FLOAT32) {
+    const float *before = (const float *)j->a[c->row], *after = (const float *)j->b[c->row];
+    double sums[3] = {0, 0, 0};
+    for (int64_t s = c->start; s < c->start + c->length; s += BLOCK) {
+      int64_t m = c->start + c->length - s < BLOCK ? c->start + c->length - s : BLOCK;
+      update_block_f32(before + s, after + s, m, sums);
+    }
+    row[UP_N] = (double)c->length;
+    row[UP_SUM_U2] = sums[0];
+    row[UP_SUM_B2] = sums[1];
+    row[UP_LOST] = sums[2];
+    return;
+  }
   double bb[BLOCK], ab[BLOCK], gb[BLOCK];
   uint32_t b32[BLOCK], a32[BLOCK];
   const void *before = j->a[c->row], *after = j->b[c->row], *grad = j->c[c->row];
