@@ -99,6 +99,12 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             if not self._open_file():
                 self._fail(WriteFailure("cannot create an event file in %s" % self.logdir), opened=False)
 
+    @property
+    def handle(self):
+        """The writer's resource, for ``WriteSummary`` ops inside a traced step
+        (the same handle for the writer's life; see the module)."""
+        return self._resource
+
     # -- tf.summary.SummaryWriter ------------------------------------------------
 
     def init(self):

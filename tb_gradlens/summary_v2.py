@@ -37,6 +37,7 @@ from tb_gradlens.summary_values import dtype_name
 from tb_gradlens.summary_values import unsupported_dtype_reason
 from tb_gradlens.summary_values import variable_path  # noqa: F401
 from tb_gradlens.summary_values import variable_paths
+from tb_gradlens.summary_writing import InStepRecordWriter  # noqa: F401 - the Keras lens writes with it
 from tb_gradlens.summary_writing import RecordWriter  # noqa: F401 - the Keras lens writes with it
 
 

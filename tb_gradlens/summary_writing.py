@@ -200,3 +200,50 @@ class RecordWriter:
             with self._writer.as_default():
                 write(tf.constant(step, tf.int64))
         self._metadata_written = True
+
+
+class InStepRecordWriter:
+    """Writes a fixed set of records from inside a traced train step, to a
+    writer's resource handle (the Keras callback's writes without XLA
+    around them: no buffer, no host read, no graph call of their own).
+
+    ``records`` is a list of ``(name, RecordMetadata, value_fn)`` as for
+    ``RecordWriter``, ``value_fn()`` returning the value being written;
+    ``scalars`` a list of ``(tag, value_fn)`` written as
+    ``tf.summary.scalar`` writes them.  The metadata goes with each tag's
+    first event only: a flag variable (made outside the trace) selects the
+    serialized metadata or ``""``, which ``WriteSummary`` leaves out of the
+    event.  Nothing is flushed here: the caller flushes after the
+    train-function call.
+    """
+
+    def __init__(self, handle, records=(), scalars=()):
+        from tensorboard.plugins.scalar import metadata as scalar_metadata  # noqa: PLC0415
+
+        self._handle = handle
+        self._entries = []
+        for name, record, value_fn in records:
+            metadata.validate(record)
+            serialized = metadata.create_summary_metadata(record).SerializeToString()
+            self._entries.append((metadata.tag_for(name, record), serialized, record, value_fn))
+        scalar = scalar_metadata.create_summary_metadata(display_name=None, description=None)
+        for tag, value_fn in scalars:
+            self._entries.append((tag, scalar.SerializeToString(), None, value_fn))
+        with tf.init_scope():
+            self._metadata_written = tf.Variable(False, trainable=False)
+
+    @property
+    def tags(self):
+        return [tag for tag, _, _, _ in self._entries]
+
+    def __call__(self, step):
+        """Inside the step: write every record at ``step`` (an int64 tensor)."""
+        written = self._metadata_written.read_value()
+        for tag, serialized, record, value_fn in self._entries:
+            values = tf.cast(value_fn(), tf.float32)
+            if record is not None:
+                metadata.check_tensor_shape(record, values.shape)
+            tf.raw_ops.WriteSummary(writer=self._handle, step=step, tensor=values, tag=tag,
+                                    summary_metadata=tf.where(written, "", serialized))
+        self._metadata_written.assign(True)
+        return tf.constant(True)

@@ -286,3 +286,39 @@ def test_a_logged_fit_step_flushes_the_event_file_once(tmp_path, monkeypatch):
     assert len(stats) == 1 and sorted(d.step for d in stats[0][1]) == list(range(steps))
     # One per logged step, plus set-up and the end of training.
     assert len(flushes) <= steps + 3, len(flushes)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_a_logged_fit_step_writes_its_records_inside_the_train_function(tmp_path, monkeypatch, jit_compile):
+    """Issue 17: writing a logged step's records after the train function (a
+    graph call per record set, host reads of the buffers) cost ~3 ms per
+    logged step, 2.4x a plain step of the 1 ms MLP.  With one replica the
+    train function writes them itself (under jit_compile=True, from the
+    function around Keras' XLA step) and the call's wrapper only flushes:
+    no record set is written after the call, every step's records are on
+    disk, and each tag carries its metadata once."""
+    from tb_gradlens import summary_writing
+    from tb_gradlens.keras import GradLensCallback
+
+    after_the_call = []
+    original = summary_writing.RecordWriter.__call__
+    monkeypatch.setattr(summary_writing.RecordWriter, "__call__",
+                        lambda self, step: (after_the_call.append(step), original(self, step))[1])
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, dtype="mixed_bfloat16"),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", jit_compile=jit_compile)
+    x = np.random.default_rng(0).normal(size=(48, 5)).astype(np.float32)
+    model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0,
+              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=2)])
+    assert after_the_call == []
+    records = readback.read_records(str(tmp_path))["run"]
+    steps = {r.kind: sorted(d.step for d in data) for r, data in records.values()}
+    for kind in (metadata.GRAD_STATS, metadata.GRAD_HISTOGRAM, metadata.UPDATE_STATS):
+        assert steps[kind] == list(range(6)), (kind, steps)
+    for kind in (metadata.DIVERGENCE, metadata.LOSS_COMPARISON, metadata.ACTIVATION_DIVERGENCE):
+        assert steps[kind] == [0, 2, 4], (kind, steps)
+    counts = _events_with_metadata(str(tmp_path / "run"))
+    ours = {tag: c for tag, c in counts.items() if "/" in tag}
+    assert ours and all(with_metadata == 1 for _, with_metadata in ours.values()), ours
+    assert counts["loss"][0] == 6

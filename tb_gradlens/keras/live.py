@@ -82,6 +82,7 @@ class LiveStep:
 
     def train_step(self, data):
         tap, model = self.tap, self.model
+        tap.traces += 1
         step = optimizer_step(model)
         seeds = [tf.identity(tf.convert_to_tensor(v.value)) for v in self.seeds]
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)

@@ -87,6 +87,7 @@ class ProbeStep:
 
     def step(self, data):
         tap, model = self.tap, self.model
+        tap.traces += 1
         step = optimizer_step(model)
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         when(tap.status, "logged step", (), tap.any_due(step), lambda: self.probe(step, x, y, sample_weight))

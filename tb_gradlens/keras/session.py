@@ -83,7 +83,8 @@ class Session:
         self.function = None
         self.entry = None  # what model.train_function is while armed
         self.next_step = 0
-        self._writes_pending = True
+        self._writes_pending = True  # the status or dtype map may have changed
+        self._traces_written = 0  # tap.traces when they were last written
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -170,6 +171,7 @@ class Session:
         self.step_tap = ProbeStep(self.tap) if xla else LiveStep(self.tap)
         self.sink = writing.RecordSink(self.writer, callback.log_dir, self.tap,
                                        getattr(self.step_tap, "replicas", None))
+        self.sink.write_in_step()
         self._begin_training()
         self.step_tap.patch()
         try:
@@ -228,7 +230,11 @@ class Session:
             finally:
                 self.restore()
             self.next_step = first + self.tap.gradients.slots
-            if self._writes_pending or self.tap.any_due_in(first, self.next_step):
+            if self.tap.any_due_in(first, self.next_step):
+                if self.sink.in_step:
+                    self.sink.note_steps(first, self.next_step)
+                self.flush(first)
+            elif self._writes_pending:
                 self.flush(first)
             return logs
 
@@ -241,10 +247,18 @@ class Session:
                 and not self.tap.any_due_in(first, first + self.tap.gradients.slots))
 
     def flush(self, first_step=None):
-        """Write every buffered step (never raises but in strict mode)."""
+        """Write every buffered step, the status and dtype map if they may
+        have changed, and flush the event file (never raises but in strict
+        mode).  When the step wrote its records itself and was not traced
+        again, the flush is all there is to do."""
         if self.sink is None:
             return
         with safety.guard(WRITE_CAUSE):
-            self.sink.write_pending(self.next_step if first_step is None else first_step)
-            self._writes_pending = self.status.changed
+            traces = self.tap.traces if self.tap is not None else 0
+            if self.sink.in_step and not self._writes_pending and traces == self._traces_written:
+                self.writer.flush()
+            else:
+                self.sink.write_pending(self.next_step if first_step is None else first_step)
+                self._traces_written = traces
+                self._writes_pending = self.status.changed
         self.sync()

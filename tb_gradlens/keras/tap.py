@@ -99,6 +99,7 @@ class Tap:
         self.before = [self.buffer_like(v) for v in self.selected_vars] if self.log_updates else []
         self.gradient_extras = None  # set when the step is traced
         self.observed_dtypes = None  # layer id -> output dtype, when traced
+        self.traces = 0  # times the step was traced (the status and dtype map can change then)
         max_rows = 4 * max(1, len(compare.model_layers(model)))
         self.slots = [
             ComparisonSlot(model, reference, candidate, options.activations, max_rows, xla, spe,

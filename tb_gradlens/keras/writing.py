@@ -6,7 +6,11 @@ stops training at a NaN step cannot keep that step from the disk, and when
 the step itself raises (or Ctrl-C arrives) the steps buffered so far are
 written before the exception goes on.  Each call writes every logged step
 of the call (``StepRing``), in step order, and the summary writer flushes
-when its ``as_default()`` block exits.
+when its ``as_default()`` block exits.  Where the lens's ops run outside
+XLA and one replica writes (``RecordSink.write_in_step``), the step writes
+its records itself, to the writer's handle, and the call's wrapper only
+flushes: the same records, without a host read or a graph call per
+record set.
 
 Steps: records are written at *record step* = optimizer step + offset.
 The offset is 0 unless the optimizer restarted below a step this process
@@ -55,10 +59,60 @@ class RecordSink:
         self.log_dir = log_dir
         self.tap = tap
         self.replicas = replicas
-        self.offset = 0
+        self._offset = 0
+        self._offset_variable = None  # the offset read inside the step (write_in_step)
+        self.in_step = False
         self._writers = {}  # key -> (rows and extras it was built for, RecordWriter)
         self._written_map = None
         self._loss_writer = keras_private.function_per_instance(self._write_loss, autograph=False)
+
+    @property
+    def offset(self):
+        return self._offset
+
+    @offset.setter
+    def offset(self, value):
+        self._offset = int(value)
+        if self._offset_variable is not None:
+            self._offset_variable.assign(self._offset)
+
+    def write_in_step(self):
+        """From now on the step writes its records itself (see the module),
+        if the writer has a handle to write to and one replica writes."""
+        handle = getattr(self.writer, "handle", None)
+        if handle is None or self.replicas is not None:
+            return False
+        tap = self.tap
+        # events per step: gradient and update statistics, histogram, loss; 3 per comparison
+        per_call = tap.gradients.slots * (4 + 3 * len(tap.slots))
+        if per_call > getattr(self.writer, "max_queue", 0) // 2:
+            # More events per call than the writer queues: TensorFlow would
+            # flush inside the step, where a full disk raises.
+            return False
+        self._offset_variable = tf.Variable(self._offset, trainable=False, dtype=tf.int64)
+        tap.gradients.write_now = self._writing_now("gradients", handle, self._gradient_records)
+        tap.updates.write_now = self._writing_now("updates", handle, self._update_records)
+        tap.losses.write_now = self._writing_now("loss", handle, lambda: [], [("loss", tap.losses.reader("loss"))])
+        for slot in tap.slots:
+            slot.ring.write_now = self._writing_now("comparison " + slot.name, handle, slot.records)
+        self.in_step = True
+        return True
+
+    def _writing_now(self, key, handle, make_records, scalars=()):
+        def write(step):  # at trace time, inside the step
+            records_ = make_records()
+            described = [(r.rows, r.extras) for _, r, _ in records_]
+            built = self._writers.get(key)
+            if built is None or built[0] != described:
+                built = (described, summary_v2.InStepRecordWriter(handle, records_, scalars))
+                self._writers[key] = built
+            return built[1](tf.cast(step, tf.int64) + self._offset_variable.read_value())
+
+        return write
+
+    def note_steps(self, first, last):
+        """Steps ``[first, last)`` were written inside the step (record step bookkeeping)."""
+        note_written(self.log_dir, last - 1 + self._offset)
 
     def write_pending(self, first_step=None):
         """Write every buffered step not written yet (and the status and
