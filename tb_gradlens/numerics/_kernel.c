@@ -483,54 +483,152 @@ static int64_t pair_block(const job *j, const chunk *c, int64_t s, double *cb, d
   return m;
 }
 
+typedef int64_t v4l __attribute__((vector_size(32)));
+#define SELECT4(mask, a, b) ((v4d)((((v4l)(a)) & (mask)) | (((v4l)(b)) & ~(mask))))
+#define F64_EXPONENT_MASK ((int64_t)F64_FIELD_MAX << F64_MANTISSA_BITS)
+
+#define SELECT4L(mask, a, b) (((a) & (mask)) | ((b) & ~(mask)))
+/* Lanes where both values are finite (all ones), else 0; e: the exponent masks. */
+#define BOTH_FINITE(c, r, e) ((((v4l)(c) & (e)) != (e)) & (((v4l)(r) & (e)) != (e)))
+
+VECTOR_CLONES
+static void norms_block(const double *cb, const double *rb, int64_t m, double *n, double *sum_r2)
+{
+  const v4l exponent = {F64_EXPONENT_MASK, F64_EXPONENT_MASK, F64_EXPONENT_MASK, F64_EXPONENT_MASK};
+  v4l count = {0, 0, 0, 0};
+  v4d q = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    v4d c, r;
+    memcpy(&c, cb + i, sizeof c);
+    memcpy(&r, rb + i, sizeof r);
+    v4l fin = BOTH_FINITE(c, r, exponent);
+    r = (v4d)((v4l)r & fin);
+    count -= fin;
+    q += r * r;
+  }
+  double nn = 0, qq = 0;
+  for (; i < m; i++) {
+    if (!isfinite(cb[i]) || !isfinite(rb[i])) continue;
+    nn += 1;
+    qq += rb[i] * rb[i];
+  }
+  for (int k = 0; k < 4; k++) { nn += (double)count[k]; qq += q[k]; }
+  *n += nn;
+  *sum_r2 += qq;
+}
+
 static void divergence_norms(const job *j, const chunk *c, double *row)
 {
   double cb[BLOCK], rb[BLOCK], n = 0, sum_r2 = 0;
   int64_t m;
-  for (int64_t s = c->start; (m = pair_block(j, c, s, cb, rb)) > 0; s += BLOCK) {
-    for (int64_t i = 0; i < m; i++) {
-      if (!isfinite(cb[i]) || !isfinite(rb[i])) continue;
-      n += 1;
-      sum_r2 += rb[i] * rb[i];
-    }
-  }
+  for (int64_t s = c->start; (m = pair_block(j, c, s, cb, rb)) > 0; s += BLOCK)
+    norms_block(cb, rb, m, &n, &sum_r2);
   row[DV_N] = n;
   row[DV_SUM_R2] = sum_r2;
+}
+
+/* What pass 2 accumulates over a chunk. */
+typedef struct {
+  double sum_d2, sum_c2, sum_cr, sum_u2, max_abs;
+  double rel_num, rel_den;  /* the largest |d| / max(|r|, floor) so far, as a fraction */
+  int64_t significant, flipped, flushed, nonfinite;
+} divergence_acc;
+
+/* rel_num / rel_den < num / den, without dividing (all >= 0; den 0 is Inf). */
+static inline void keep_larger_fraction(divergence_acc *a, double num, double den)
+{
+  if (num * a->rel_den > a->rel_num * den) { a->rel_num = num; a->rel_den = den; }
+}
+
+/* One element, as the vector loop below computes four. */
+static inline void divergence_element(divergence_acc *a, double cv, double rv, double floor, int p, int min_normal)
+{
+  if (!isfinite(cv) || !isfinite(rv)) { a->nonfinite++; return; }
+  double d = cv - rv, ad = fabs(d), ar = fabs(rv);
+  double floored = ar > floor ? ar : floor;
+  double ulps = d * inverse_spacing(floored, p, min_normal);
+  a->sum_d2 += d * d; a->sum_c2 += cv * cv; a->sum_cr += cv * rv; a->sum_u2 += ulps * ulps;
+  if (ad > a->max_abs) a->max_abs = ad;
+  keep_larger_fraction(a, ad, floored);
+  int is_significant = ar > floor;
+  a->significant += is_significant;
+  a->flipped += is_significant & (sign_of(cv) != sign_of(rv));
+  a->flushed += (rv != 0) & (cv == 0);
+}
+
+/* Four lanes at a time: non-finite pairs are zeroed (they add nothing to
+ * any sum, maximum or count but nonfinite); the spacing 2^-k of each
+ * floored |r| is built from its exponent bits as inverse_spacing does. */
+VECTOR_CLONES
+static void divergence_block(divergence_acc *a, const double *cb, const double *rb, int64_t m, double floor, int p,
+                             int min_normal)
+{
+  const v4d zero = {0, 0, 0, 0}, vfloor = {floor, floor, floor, floor};
+  const v4l sign = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
+  const v4l field = {F64_FIELD_MAX, F64_FIELD_MAX, F64_FIELD_MAX, F64_FIELD_MAX};
+  const v4l exponent = {F64_EXPONENT_MASK, F64_EXPONENT_MASK, F64_EXPONENT_MASK, F64_EXPONENT_MASK};
+  const v4l e_min = {min_normal, min_normal, min_normal, min_normal};
+  const v4l lowest_k = {1 - F64_BIAS, 1 - F64_BIAS, 1 - F64_BIAS, 1 - F64_BIAS};
+  v4d d2 = zero, c2 = zero, cr = zero, u2 = zero, max_abs = zero, num = zero, den = {1, 1, 1, 1};
+  v4l significant = {0, 0, 0, 0}, flipped = significant, flushed = significant, nonfinite = significant;
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    v4d c, r;
+    memcpy(&c, cb + i, sizeof c);
+    memcpy(&r, rb + i, sizeof r);
+    v4l fin = BOTH_FINITE(c, r, exponent);
+    nonfinite -= ~fin;
+    c = (v4d)((v4l)c & fin);
+    r = (v4d)((v4l)r & fin);
+    v4d d = c - r;
+    v4d ad = (v4d)((v4l)d & ~sign), ar = (v4d)((v4l)r & ~sign);
+    v4l above = ar > vfloor;
+    v4d floored = SELECT4(above, ar, vfloor);
+    v4l e = ((((v4l)floored) >> F64_MANTISSA_BITS) & field) - F64_BIAS;
+    e = SELECT4L(e > e_min, e, e_min);
+    v4l k = e - p;
+    k = SELECT4L(k < lowest_k, lowest_k, k);
+    v4d inverse = (v4d)((F64_BIAS - k) << F64_MANTISSA_BITS);
+    v4d ulps = d * inverse;
+    d2 += d * d; c2 += c * c; cr += c * r; u2 += ulps * ulps;
+    max_abs = SELECT4(ad > max_abs, ad, max_abs);
+    v4l larger = ad * den > num * floored;
+    num = SELECT4(larger, ad, num);
+    den = SELECT4(larger, floored, den);
+    v4l is_significant = above & fin;
+    significant -= is_significant;
+    v4l sc = (c > zero) - (c < zero), sr = (r > zero) - (r < zero);
+    flipped -= is_significant & (sc != sr);
+    flushed -= (r != zero) & (c == zero) & fin;
+  }
+  for (int q = 0; q < 4; q++) {
+    a->sum_d2 += d2[q]; a->sum_c2 += c2[q]; a->sum_cr += cr[q]; a->sum_u2 += u2[q];
+    if (max_abs[q] > a->max_abs) a->max_abs = max_abs[q];
+    keep_larger_fraction(a, num[q], den[q]);
+    a->significant += significant[q]; a->flipped += flipped[q];
+    a->flushed += flushed[q]; a->nonfinite += nonfinite[q];
+  }
+  for (; i < m; i++) divergence_element(a, cb[i], rb[i], floor, p, min_normal);
 }
 
 static void divergence_rest(const job *j, const chunk *c, double *row)
 {
   double cb[BLOCK], rb[BLOCK];
-  double sum_d2 = 0, sum_c2 = 0, sum_cr = 0, sum_u2 = 0, max_abs = 0;
-  double rel_num = 0, rel_den = 1;  /* the largest |d| / max(|r|, floor) so far, as a fraction */
-  int64_t significant = 0, flipped = 0, flushed = 0, nonfinite = 0;
+  divergence_acc a;
+  memset(&a, 0, sizeof a);
+  a.rel_den = 1;
   const double *full = j->rows + c->row * j->width; /* n and sum r^2, merged */
   double floor = j->floor_fraction * sqrt(full[DV_SUM_R2] / (full[DV_N] > 0 ? full[DV_N] : 1));
   int p = j->mantissa_bits[c->row], min_normal = j->min_normal[c->row];
   int64_t m;
-  for (int64_t s = c->start; (m = pair_block(j, c, s, cb, rb)) > 0; s += BLOCK) {
-    for (int64_t i = 0; i < m; i++) {
-      double cv = cb[i], rv = rb[i];
-      if (!isfinite(cv) || !isfinite(rv)) { nonfinite++; continue; }
-      double d = cv - rv, ad = fabs(d), ar = fabs(rv);
-      double floored = ar > floor ? ar : floor;
-      double ulps = d * inverse_spacing(floored, p, min_normal);
-      sum_d2 += d * d; sum_c2 += cv * cv; sum_cr += cv * rv; sum_u2 += ulps * ulps;
-      if (ad > max_abs) max_abs = ad;
-      /* ad / floored > rel_num / rel_den, without a division per element
-       * (all >= 0; floored 0 with ad > 0 makes rel_den 0: Inf, kept) */
-      if (ad * rel_den > rel_num * floored) { rel_num = ad; rel_den = floored; }
-      int is_significant = ar > floor;  /* no branch: about half the elements */
-      significant += is_significant;
-      flipped += is_significant & (sign_of(cv) != sign_of(rv));
-      flushed += (rv != 0) & (cv == 0);
-    }
-  }
-  row[DV_SUM_D2] = sum_d2; row[DV_SUM_C2] = sum_c2; row[DV_SUM_CR] = sum_cr; row[DV_SUM_ULP2] = sum_u2;
-  row[DV_MAX_ABS] = max_abs;
-  row[DV_MAX_REL] = rel_den > 0 ? rel_num / rel_den : (rel_num > 0 ? INFINITY : 0.0);
-  row[DV_SIGNIFICANT] = (double)significant; row[DV_FLIPPED] = (double)flipped;
-  row[DV_FLUSHED] = (double)flushed; row[DV_NONFINITE] = (double)nonfinite;
+  for (int64_t s = c->start; (m = pair_block(j, c, s, cb, rb)) > 0; s += BLOCK)
+    divergence_block(&a, cb, rb, m, floor, p, min_normal);
+  row[DV_SUM_D2] = a.sum_d2; row[DV_SUM_C2] = a.sum_c2; row[DV_SUM_CR] = a.sum_cr; row[DV_SUM_ULP2] = a.sum_u2;
+  row[DV_MAX_ABS] = a.max_abs;
+  row[DV_MAX_REL] = a.rel_den > 0 ? a.rel_num / a.rel_den : (a.rel_num > 0 ? INFINITY : 0.0);
+  row[DV_SIGNIFICANT] = (double)a.significant; row[DV_FLIPPED] = (double)a.flipped;
+  row[DV_FLUSHED] = (double)a.flushed; row[DV_NONFINITE] = (double)a.nonfinite;
 }
 
 static int divergence_sums(int64_t count, const void *const *candidates, const int32_t *candidate_dtypes,
