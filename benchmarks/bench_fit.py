@@ -11,10 +11,13 @@ as the noise.
 Variants:
   callback_not_logging  the callback attached, logging nothing in the window
   gradients_every_step  gradient statistics + histogram + update stats every step
+  gradients_no_updates  gradient statistics + histogram every step, update_stats=False
   gradients_every_4     the same every 4th step: its logged steps and the steps between them
                         (which must cost 1.00x: same trace, no host sync) reported apart
   compare_every_step    a bf16-vs-f32 comparison (gradients, activations, loss) every step
                         (target: <= 2.5x a plain step, one extra float32 forward+backward)
+  float32_step          a plain step of the same model in float32 (no lens): the physical part
+                        of a comparison step is one such pass beside the bf16 step
   in_step_gradients     what gradients_every_step costs when written inside the train step
                         (tb_gradlens.summary in the traced step; a prototype for the callback)
 
@@ -130,6 +133,9 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
                                                           compare_every=10**9, start_step=10**9)],
         "gradients_every_step": lambda: [GradLensCallback(os.path.join(tmp, "grads"), gradient_every=1,
                                                           compare_every=0)],
+        "gradients_no_updates": lambda: [GradLensCallback(os.path.join(tmp, "grads_no_updates"), gradient_every=1,
+                                                          compare_every=0, update_stats=False)],
+        "float32_step": lambda: [],
         "gradients_every_4": lambda: [GradLensCallback(os.path.join(tmp, "every4"), gradient_every=EVERY,
                                                        compare_every=0)],
         "compare_every_step": lambda: [GradLensCallback(os.path.join(tmp, "compare"), gradient_every=0,
@@ -141,7 +147,7 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     fitted = {}
     for v in variants:
         keras.utils.set_random_seed(0)
-        model = models.build(name, "mixed_bfloat16", tiny=tiny)
+        model = models.build(name, "float32" if v == "float32_step" else "mixed_bfloat16", tiny=tiny)
         model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
         fitted[v] = model
     per_round = {v: [] for v in variants if v != "gradients_every_4"}
@@ -191,9 +197,11 @@ def main(argv=None):
         print(json.dumps(r), flush=True)
     columns = [("callback_not_logging", "callback, step not logged"),
                ("gradients_every_step", "gradients every step"),
+               ("gradients_no_updates", "gradients every step, update_stats=False"),
                ("every_4_logged_steps", "every 4: logged steps"),
                ("every_4_steps_between", "every 4: steps between"),
                ("compare_every_step", "comparison every step"),
+               ("float32_step", "plain float32 step"),
                ("in_step_gradients", "gradients written in the step (prototype)")]
     columns = [c for c in columns if any(c[0] in r["spread"] for r in results)]
     print("| model | batch | plain ms/step | " + " | ".join(title for _, title in columns) + " |")

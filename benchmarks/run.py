@@ -5,8 +5,9 @@
 
 Full sizes: logging overhead on the MLP, the 0.6M conv net, the ~5M
 transformer, ResNet50 and MobileNetV2 (custom loop and model.fit), the
-statistics pass against one read of the same gradients, the comparison
-step, 10^4 to 10^6 tiny variables, the lens on keras.applications
+statistics pass against one read of the same gradients, each pass of the
+lens (gradient, update, divergence) against one read on the real models'
+sizes, the comparison step, 10^4 to 10^6 tiny variables, the lens on keras.applications
 MobileNetV2 and ResNet50 under fit (steps it does not log, the first step),
 plugin load
 and route latency for 20 runs x 10,000 steps x 200 variables with both
@@ -56,16 +57,18 @@ def machine():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
-    parser.add_argument("--only", help="comma list of: logging,fit,variables,real_models,plugin,frontend,views,writer,"
+    parser.add_argument("--only", help="comma list of: logging,passes,fit,variables,real_models,plugin,frontend,views,writer,"
                                        "memory,advisor")
     args = parser.parse_args(argv)
-    every = "logging,fit,variables,real_models,plugin,frontend,views,writer,memory,advisor"
+    every = "logging,passes,fit,variables,real_models,plugin,frontend,views,writer,memory,advisor"
     only = set((args.only or every).split(","))
     print("machine: " + machine(), flush=True)
     tiny = args.tiny
     jobs = {
         "logging": ["bench_logging.py"] + (["--tiny", "--models", "mlp,transformer", "--rounds", "1", "--steps", "2",
                                             "--pass-rounds", "1"] if tiny else []),
+        "passes": ["bench_passes.py", "--activations"] + (["--tiny", "--models", "mlp,transformer", "--rounds", "1"]
+                                                          if tiny else []),
         "fit": ["bench_fit.py"] + (["--tiny", "--models", "mlp", "--rounds", "1", "--batches", "4"] if tiny else []),
         "variables": ["bench_variables.py"] + (["--tiny"] if tiny else []),
         "real_models": ["bench_real_models.py"] + (["--tiny", "--rounds", "1", "--first-rounds", "1",
