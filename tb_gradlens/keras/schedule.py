@@ -6,16 +6,18 @@ from tb_gradlens import compare
 from tb_gradlens import patterns
 from tb_gradlens import summary_v2
 
-# Defaults from measurement (BENCHMARKS.md, "Callback speed", model.fit,
-# mixed_bfloat16, 2 shared CPU cores under load): a step that logs gradient
-# statistics (with histogram and update statistics) costs 1.14x a plain step
-# on MobileNetV2, 1.44x on the conv net, 1.66x on the ~5M transformer and
-# 4.7x on the 1.3 ms MLP; a comparison step 4.1-4.3x; steps not logged cost
-# nothing beyond the noise on the real models.  So not every step: every 100
-# steps keeps the average overhead under 1% on the real models (~4% on the
-# MLP), comparisons every 500 under 1% everywhere.
-GRADIENT_EVERY = 100
-COMPARE_EVERY = 500
+# Defaults from measurement (BENCHMARKS.md section 3d: model.fit,
+# mixed_bfloat16, 2 CPU cores, quiet machine): a step that logs gradient
+# statistics, the histogram and update statistics costs 1.09x a plain step
+# on MobileNetV2, 1.11x on the ~5M transformer, 1.25x on ResNet50 and 1.8x
+# on the 1.3 ms MLP; a bfloat16-vs-float32 comparison step 1.9-2.7x (one
+# float32 pass alone is 0.7-1.3x); steps not logged run Keras' own train
+# function.  Every 20 steps the statistics add 0.4-1.3% on average on the
+# real models (~4% on the MLP), comparisons every 100 another 0.9-1.7%
+# (~2% on the MLP).  Disk, not time, keeps it from every step: a logged
+# step of ResNet50 is ~255 KB, mostly the histogram's 281 bins per variable.
+GRADIENT_EVERY = 20
+COMPARE_EVERY = 100
 
 
 class Schedule:
