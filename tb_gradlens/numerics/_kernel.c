@@ -135,6 +135,7 @@ static void to_float32_bits(const void *data, int dtype, int64_t start, int64_t 
 }
 
 /* Elements [start, start + m) of an array widened exactly to float64. */
+VECTOR_CLONES
 static void to_float64(const void *data, int dtype, int64_t start, int64_t m, double *out)
 {
   int64_t i;
