@@ -16,6 +16,7 @@ Variants:
                         (which must cost 1.00x: same trace, no host sync) reported apart
   compare_every_step    a bf16-vs-f32 comparison (gradients, activations, loss) every step
                         (target: <= 2.5x a plain step, one extra float32 forward+backward)
+  compare_no_activations  the same with activations=False (what the layer outputs' comparison costs)
   float32_step          a plain step of the same model in float32 (no lens): the physical part
                         of a comparison step is one such pass beside the bf16 step
   in_step_gradients     what gradients_every_step costs when written inside the train step
@@ -140,6 +141,9 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
                                                        compare_every=0)],
         "compare_every_step": lambda: [GradLensCallback(os.path.join(tmp, "compare"), gradient_every=0,
                                                         compare_every=1, update_stats=False)],
+        "compare_no_activations": lambda: [GradLensCallback(os.path.join(tmp, "compare_noact"), gradient_every=0,
+                                                            compare_every=1, update_stats=False,
+                                                            activations=False)],
         "in_step_gradients": lambda: [in_step_gradients(os.path.join(tmp, "in_step"))],
     }
     if only:
@@ -201,6 +205,7 @@ def main(argv=None):
                ("every_4_logged_steps", "every 4: logged steps"),
                ("every_4_steps_between", "every 4: steps between"),
                ("compare_every_step", "comparison every step"),
+               ("compare_no_activations", "comparison every step, activations=False"),
                ("float32_step", "plain float32 step"),
                ("in_step_gradients", "gradients written in the step (prototype)")]
     columns = [c for c in columns if any(c[0] in r["spread"] for r in results)]
