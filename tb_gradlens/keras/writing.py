@@ -46,8 +46,9 @@ def step_offset(log_dir, first_step, previous_offset=0):
     return previous_offset
 
 
-def note_written(log_dir, record_step):
-    key = _key(log_dir)
+def note_written(log_dir, record_step, key=None):
+    """``key``: ``_key(log_dir)`` when the caller has it (a realpath per logged step is ~20 us)."""
+    key = _key(log_dir) if key is None else key
     _last_written[key] = max(_last_written.get(key, record_step), record_step)
 
 
@@ -62,6 +63,7 @@ class RecordSink:
         self._offset = 0
         self._offset_variable = None  # the offset read inside the step (write_in_step)
         self.in_step = False
+        self._key = _key(log_dir)
         self._writers = {}  # key -> (rows and extras it was built for, RecordWriter)
         self._written_map = None
         self._loss_writer = keras_private.function_per_instance(self._write_loss, autograph=False)
@@ -112,7 +114,7 @@ class RecordSink:
 
     def note_steps(self, first, last):
         """Steps ``[first, last)`` were written inside the step (record step bookkeeping)."""
-        note_written(self.log_dir, last - 1 + self._offset)
+        note_written(self.log_dir, last - 1 + self._offset, self._key)
 
     def write_pending(self, first_step=None):
         """Write every buffered step not written yet (and the status and
@@ -158,7 +160,7 @@ class RecordSink:
             else:
                 writer(record_step)
             ring.written = step
-            note_written(self.log_dir, record_step)
+            note_written(self.log_dir, record_step, self._key)
 
     def _record_writer(self, key, make_records):
         """The RecordWriter of ``key``'s records, rebuilt when their rows or
