@@ -9,12 +9,12 @@ from tb_gradlens import summary_v2
 # Defaults from measurement (BENCHMARKS.md section 3d: model.fit,
 # mixed_bfloat16, 2 CPU cores, quiet machine): a step that logs gradient
 # statistics, the histogram and update statistics costs 1.09x a plain step
-# on MobileNetV2, 1.11x on the ~5M transformer, 1.25x on ResNet50 and 1.8x
-# on the 1.3 ms MLP; a bfloat16-vs-float32 comparison step 1.9-2.7x (one
+# on MobileNetV2, 1.11x on the ~5M transformer, 1.25x on ResNet50 and 1.5x
+# on the 0.9 ms MLP; a bfloat16-vs-float32 comparison step 1.9-2.8x (one
 # float32 pass alone is 0.7-1.3x); steps not logged run Keras' own train
 # function.  Every 20 steps the statistics add 0.4-1.3% on average on the
-# real models (~4% on the MLP), comparisons every 100 another 0.9-1.7%
-# (~2% on the MLP).  Disk, not time, keeps it from every step: a logged
+# real models (~3% on the MLP), comparisons every 100 another 0.9-1.8%
+# (~1% on the MLP).  Disk, not time, keeps it from every step: a logged
 # step of ResNet50 is ~255 KB, mostly the histogram's 281 bins per variable.
 GRADIENT_EVERY = 20
 COMPARE_EVERY = 100
