@@ -499,3 +499,23 @@ def test_steps_not_logged_run_keras_own_train_function(data, tmp_path, monkeypat
     assert _steps(records, "run", metadata.UPDATE_STATS)[1] == [0, 4, 8]
     assert _steps(records, "run", metadata.DIVERGENCE)[1] == [0, 8]
     assert "train_step" not in model.__dict__
+
+
+def test_with_comparisons_off_no_reference_pass_is_traced(data, tmp_path, monkeypatch):
+    """compare_every=0 on a bfloat16 model: the step's trace held a float32
+    reference pass that never ran (MobileNetV2's first step with the lens
+    12.8 s; 8.1-8.9 s without it; 4.0 s plain)."""
+    x, y = data
+    traced = []
+    original = compare.KerasPass._run
+    monkeypatch.setattr(compare.KerasPass, "_run",
+                        lambda self, *args: (traced.append(self.variant), original(self, *args))[1])
+    model = _model()
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
+              callbacks=[GradLensCallback(str(tmp_path / "grads"), gradient_every=1, compare_every=0)])
+    assert traced == []
+    assert [d.step for d in _steps(read_records(str(tmp_path)), "grads", metadata.GRAD_STATS)[2]] == list(
+        range(STEPS_PER_EPOCH))
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
+              callbacks=[GradLensCallback(str(tmp_path / "both"), gradient_every=1, compare_every=2)])
+    assert traced  # the same model with comparisons on traces its reference pass
