@@ -148,6 +148,17 @@ def gradient_records(name, rows, variable_dtypes, gradient_dtypes, skipped):
     return prepared
 
 
+def record_entries(records):
+    """``[(tag, serialized metadata, RecordMetadata, value_fn)]`` of
+    ``(name, RecordMetadata, value_fn)`` records, each validated."""
+    entries = []
+    for name, record, value_fn in records:
+        metadata.validate(record)
+        serialized = metadata.create_summary_metadata(record).SerializeToString()
+        entries.append((metadata.tag_for(name, record), serialized, record, value_fn))
+    return entries
+
+
 class RecordWriter:
     """Writes a fixed set of records to one summary writer, all in one graph
     call per step (the Keras callback's writes, outside the train step).
@@ -164,11 +175,7 @@ class RecordWriter:
 
     def __init__(self, writer, records):
         self._writer = writer
-        self._records = []
-        for name, record, value_fn in records:
-            metadata.validate(record)
-            serialized = metadata.create_summary_metadata(record).SerializeToString()
-            self._records.append((metadata.tag_for(name, record), serialized, record, value_fn))
+        self._records = record_entries(records)
         from tb_gradlens import keras_private  # TensorFlow's own flag for once-per-object functions
 
         self._with_metadata = keras_private.function_per_instance(lambda step: self._write(step, True),
@@ -221,11 +228,7 @@ class InStepRecordWriter:
         from tensorboard.plugins.scalar import metadata as scalar_metadata  # noqa: PLC0415
 
         self._handle = handle
-        self._entries = []
-        for name, record, value_fn in records:
-            metadata.validate(record)
-            serialized = metadata.create_summary_metadata(record).SerializeToString()
-            self._entries.append((metadata.tag_for(name, record), serialized, record, value_fn))
+        self._entries = record_entries(records)
         scalar = scalar_metadata.create_summary_metadata(display_name=None, description=None)
         for tag, value_fn in scalars:
             self._entries.append((tag, scalar.SerializeToString(), None, value_fn))
