@@ -12,6 +12,8 @@ Variants:
   callback_not_logging  the callback attached, logging nothing in the window
   gradients_every_step  gradient statistics + histogram + update stats every step
   gradients_no_updates  gradient statistics + histogram every step, update_stats=False
+  gradients_comparisons_on  gradients_every_step with comparisons configured but not due (step 0
+                        only): what a gradient step costs at the defaults, where one trace serves both
   gradients_every_4     the same every 4th step: its logged steps and the steps between them
                         (which must cost 1.00x: same trace, no host sync) reported apart
   compare_every_step    a bf16-vs-f32 comparison (gradients, activations, loss) every step
@@ -137,6 +139,8 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
         "gradients_no_updates": lambda: [GradLensCallback(os.path.join(tmp, "grads_no_updates"), gradient_every=1,
                                                           compare_every=0, update_stats=False)],
         "float32_step": lambda: [],
+        "gradients_comparisons_on": lambda: [GradLensCallback(os.path.join(tmp, "grads_comparisons_on"),
+                                                              gradient_every=1, compare_every=10**9)],
         "gradients_every_4": lambda: [GradLensCallback(os.path.join(tmp, "every4"), gradient_every=EVERY,
                                                        compare_every=0)],
         "compare_every_step": lambda: [GradLensCallback(os.path.join(tmp, "compare"), gradient_every=0,
@@ -202,6 +206,7 @@ def main(argv=None):
     columns = [("callback_not_logging", "callback, step not logged"),
                ("gradients_every_step", "gradients every step"),
                ("gradients_no_updates", "gradients every step, update_stats=False"),
+               ("gradients_comparisons_on", "gradients every step, comparisons configured"),
                ("every_4_logged_steps", "every 4: logged steps"),
                ("every_4_steps_between", "every 4: steps between"),
                ("compare_every_step", "comparison every step"),
