@@ -109,17 +109,23 @@ def test_dtype_map_validation():
             records.read_dtype_map(bad)
 
 
-def test_a_record_with_bad_extras_is_an_error_entry_and_the_rest_is_served(tmp_path):
+def _written_and_read(tmp_path, write):
+    """Run ``write()`` with a file writer on run "run" as default; the plugin's Source over tmp_path."""
     writer = tf.summary.create_file_writer(str(tmp_path / "run"))
+    with writer.as_default():
+        out = write()
+    writer.close()
+    return reading.Source(multiplexer_provider(str(tmp_path))), out
+
+
+def test_a_record_with_bad_extras_is_an_error_entry_and_the_rest_is_served(tmp_path):
     good = metadata.RecordMetadata(
         metadata.UPDATE_STATS, ["w"], metadata.UPDATE_STATS_COLUMNS, records.update_extras(["bfloat16"]))
     bad = metadata.RecordMetadata(
         metadata.UPDATE_STATS, ["w"], metadata.UPDATE_STATS_COLUMNS, {"variable_dtypes": {"w": 1}})
-    with writer.as_default():
-        good_tag = summary_v2.write_record("good", good, tf.zeros([1, 3]), 0)
-        bad_tag = summary_v2.write_record("bad", bad, tf.zeros([1, 3]), 0)
-    writer.close()
-    source = reading.Source(multiplexer_provider(str(tmp_path)))
+    source, (good_tag, bad_tag) = _written_and_read(tmp_path, lambda: (
+        summary_v2.write_record("good", good, tf.zeros([1, 3]), 0),
+        summary_v2.write_record("bad", bad, tf.zeros([1, 3]), 0)))
     entries = {e.tag: e for e in source.entries("run")}
     assert entries[good_tag].record is not None and entries[good_tag].error is None
     assert entries[bad_tag].record is None and "variable_dtypes" in entries[bad_tag].error
@@ -134,11 +140,8 @@ def test_lens_status_round_trip_and_expected_steps(tmp_path):
         [records.unsupported("comparison mixed_bfloat16_vs_float32", [metadata.DIVERGENCE],
                              "the model's layers cannot switch policy", step=0)],
     )
-    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
-    with writer.as_default():
-        assert bool(summary_v2.lens_status(status, step=0))
-    writer.close()
-    source = reading.Source(multiplexer_provider(str(tmp_path)))
+    source, written = _written_and_read(tmp_path, lambda: summary_v2.lens_status(status, step=0))
+    assert bool(written)
     (entry,) = source.entries_of_kind("run", metadata.LENS_STATUS)
     (point,) = source.lens_statuses("run", entry.tag)
     got = point["status"]
@@ -233,11 +236,8 @@ def _advice_payload():
 
 def test_advice_round_trip_through_an_event_file(tmp_path):
     payload = _advice_payload()
-    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
-    with writer.as_default():
-        assert bool(summary_v2.advice(payload, step=5))
-    writer.close()
-    source = reading.Source(multiplexer_provider(str(tmp_path)))
+    source, written = _written_and_read(tmp_path, lambda: summary_v2.advice(payload, step=5))
+    assert bool(written)
     (entry,) = source.entries_of_kind("run", metadata.ADVICE)
     assert list(entry.record.rows) == ["dense", "norm", "raw"]
     (point,) = source.advice("run", entry.tag)
@@ -267,14 +267,10 @@ def test_malformed_advice_is_refused(change):
 
 
 def test_an_unreadable_advice_point_is_an_error_entry(tmp_path):
-    writer = tf.summary.create_file_writer(str(tmp_path / "run"))
     payload = _advice_payload()
     payload["recommendation"]["float32"] = ["ghost"]
-    with writer.as_default():
-        summary_v2.advice(_advice_payload(), step=1)
-        summary_v2.advice(payload, step=2)
-    writer.close()
-    source = reading.Source(multiplexer_provider(str(tmp_path)))
+    source, _ = _written_and_read(tmp_path, lambda: (summary_v2.advice(_advice_payload(), step=1),
+                                                     summary_v2.advice(payload, step=2)))
     (entry,) = source.entries_of_kind("run", metadata.ADVICE)
     points = source.advice("run", entry.tag)
     assert "error" not in points[0] and "unreadable advice at step 2" in points[1]["error"]

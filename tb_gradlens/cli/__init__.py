@@ -35,6 +35,14 @@ def _add_logdir(parser):
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
 
+def _add_run_filter(parser):
+    parser.add_argument("--run", help="only runs whose name matches this regex")
+
+
+def _add_json(parser):
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
 def build_parser():
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
@@ -61,8 +69,8 @@ def build_parser():
         formatter_class=formatter,
     )
     _add_logdir(report)
-    report.add_argument("--run", help="only runs whose name matches this regex")
-    report.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_run_filter(report)
+    _add_json(report)
     report.add_argument(
         "--fail-on", choices=("warning", "error"),
         help="exit 1 when an alert of this severity or worse exists, or a run lacks "
@@ -93,7 +101,7 @@ def build_parser():
                          "a run without it falls back to the loss its comparisons logged) or record tag prefix")
     compare.add_argument("--row", help="variable or layer path (record kinds)")
     compare.add_argument("--column", help="statistic or metric (record kinds), e.g. l2_norm")
-    compare.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_json(compare)
     compare.add_argument("--max-rows", type=int, default=40, help="table rows shown (0: all)")
     compare.set_defaults(func=runs_command.compare_runs)
 
@@ -113,7 +121,7 @@ def build_parser():
     _add_logdir(export)
     export.add_argument("--format", choices=("csv", "json"), default="csv")
     export.add_argument("--kind", action="append", help="only this record kind (repeatable)")
-    export.add_argument("--run", help="only runs whose name matches this regex")
+    _add_run_filter(export)
     export.add_argument("-o", "--output", help="output file (default: standard output)")
     export.set_defaults(func=export_command.export)
 
@@ -132,8 +140,8 @@ def build_parser():
         formatter_class=formatter,
     )
     _add_logdir(advise)
-    advise.add_argument("--run", help="only runs whose name matches this regex")
-    advise.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_run_filter(advise)
+    _add_json(advise)
     advise.set_defaults(func=advise_command.advise)
 
     demo = sub.add_parser(
