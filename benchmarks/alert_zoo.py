@@ -107,7 +107,7 @@ def fit_run(build, data, loss=real_models.SPARSE_CE, batch=16, jit=False, learni
         x0, y0 = batches[0]
         spec = (tf.TensorSpec(x0.shape, x0.dtype), tf.TensorSpec(y0.shape, y0.dtype))
         dataset = tf.data.Dataset.from_generator(gen, output_signature=spec)
-        callback = GradLensCallback(logdir, gradient_every=every, compare_every=every)
+        callback = GradLensCallback(logdir, gradient_every=every, update_every=every, compare_every=every)
         model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[callback])
 
     return train

@@ -10,7 +10,9 @@ as the noise.
 
 Variants:
   callback_not_logging  the callback attached, logging nothing in the window
-  gradients_every_step  gradient statistics + histogram + update stats every step
+  gradients_every_step  gradient statistics + histogram every step (update statistics at their
+                        default, every 20 steps: the median is a step without them)
+  updates_every_step    the same with update statistics every step too (update_every=1)
   gradients_no_updates  gradient statistics + histogram every step, update_stats=False
   gradients_comparisons_on  gradients_every_step with comparisons configured but not due (step 0
                         only): what a gradient step costs at the defaults, where one trace serves both
@@ -136,6 +138,8 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
                                                           compare_every=10**9, start_step=10**9)],
         "gradients_every_step": lambda: [GradLensCallback(os.path.join(tmp, "grads"), gradient_every=1,
                                                           compare_every=0)],
+        "updates_every_step": lambda: [GradLensCallback(os.path.join(tmp, "updates"), gradient_every=1,
+                                                        update_every=1, compare_every=0)],
         "gradients_no_updates": lambda: [GradLensCallback(os.path.join(tmp, "grads_no_updates"), gradient_every=1,
                                                           compare_every=0, update_stats=False)],
         "float32_step": lambda: [],
@@ -205,6 +209,7 @@ def main(argv=None):
         print(json.dumps(r), flush=True)
     columns = [("callback_not_logging", "callback, step not logged"),
                ("gradients_every_step", "gradients every step"),
+               ("updates_every_step", "gradients and updates every step"),
                ("gradients_no_updates", "gradients every step, update_stats=False"),
                ("gradients_comparisons_on", "gradients every step, comparisons configured"),
                ("every_4_logged_steps", "every 4: logged steps"),

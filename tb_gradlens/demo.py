@@ -143,9 +143,11 @@ def fit_run(logdir, steps=300, batch_size=64, seed=0, compare_every=COMPARE_EVER
         .repeat()
         .batch(batch_size)
     )
+    gradient_every = max(1, compare_every // 2)
     callback = GradLensCallback(
         os.path.join(logdir, FIT_RUN),
-        gradient_every=max(1, compare_every // 2),
+        gradient_every=gradient_every,
+        update_every=gradient_every,  # the demo's short run shows its updates at every logged step
         compare_every=compare_every,
         comparisons=[
             ("float32", None),

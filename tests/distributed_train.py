@@ -10,7 +10,7 @@ STRATEGY is ``single`` (no strategy), ``mirrored`` (two logical CPU
 devices) or ``multiworker`` (TF_CONFIG set by the caller, one CPU device
 per worker).  Two trainings on the same data and initial weights:
 
-* ``LOGDIR/fit`` (not under ``multiworker``): ``model.fit`` with ``GradLensCallback(gradient_every=1,
+* ``LOGDIR/fit`` (not under ``multiworker``): ``model.fit`` with ``GradLensCallback(gradient_every=1, update_every=1,
   replica_divergence=True)`` and a float64-reference comparison;
 * ``LOGDIR/loop``: a custom ``strategy.run`` loop with ``GradLens``
   (``replica_divergence=True``) and ``tb_gradlens.summary.gradients``
@@ -97,7 +97,7 @@ def main(strategy_name, logdir, out):
     if strategy_name != "multiworker":
         model = build()
         lens = GradLensCallback(
-            os.path.join(logdir, "fit"), gradient_every=1, compare_every=2,
+            os.path.join(logdir, "fit"), gradient_every=1, update_every=1, compare_every=2,
             comparisons=["float64"], replica_divergence=True,
         )
         model.fit(x, y, batch_size=GLOBAL_BATCH, epochs=1, shuffle=False, verbose=0,

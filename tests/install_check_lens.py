@@ -42,7 +42,7 @@ def main(logdir):
         loss = keras.losses.MeanSquaredError()(y, model(x, training=True))
     expected = [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
     model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0,
-              callbacks=[GradLensCallback(logdir, gradient_every=1, compare_every=0)])
+              callbacks=[GradLensCallback(logdir, gradient_every=1, update_every=1, compare_every=0)])
     record, data = only_tag(read_records(os.path.dirname(logdir)), os.path.basename(logdir), "grad_stats")
     first = next(d for d in data if d.step == 0).numpy
     deviation = 0.0

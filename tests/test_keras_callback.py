@@ -49,7 +49,7 @@ def test_fit_logs_at_true_optimizer_steps_only(data, tmp_path, mode):
     train_step = model.train_step
     callback = GradLensCallback(
         str(tmp_path / "run"), gradient_every=2, compare_every=3, start_step=4, stop_step=12,
-        variables=r"kernel$",
+        variables=r"kernel$", update_every=4,
     )
     model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0, shuffle=False, callbacks=[callback])
     assert int(model.optimizer.iterations) == 13
@@ -67,7 +67,7 @@ def test_fit_logs_at_true_optimizer_steps_only(data, tmp_path, mode):
     assert hist_steps == grad_steps
     assert hist_data[0].numpy.sum(axis=1).tolist() == sizes
     _, update_steps, update_data = _steps(records, "run", metadata.UPDATE_STATS)
-    assert update_steps == grad_steps
+    assert update_steps == [4, 8]  # every 4th step of the gradient steps
     for datum in update_data:
         assert (datum.numpy[:, 0] > 0).all() and ((0 <= datum.numpy[:, 2]) & (datum.numpy[:, 2] <= 1)).all()
 
@@ -96,7 +96,7 @@ def test_logged_gradients_equal_recomputation(data, tmp_path):
     x, y = data
     model = _model()
     weights = model.get_weights()
-    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=100, compare_every=0, histogram=False)
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=100, update_every=100, compare_every=0, histogram=False)
     model.fit(x[:BATCH], y[:BATCH], batch_size=BATCH, epochs=1, verbose=0, shuffle=False, callbacks=[callback])
     twin = _model()
     twin.set_weights(weights)
@@ -114,7 +114,7 @@ def test_logged_gradients_equal_recomputation(data, tmp_path):
 def test_restored_when_fit_raises(data, tmp_path):
     x, y = data
     model = _model()
-    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=1)
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=1)
     bad = np.full_like(y, 99)  # label out of range: the loss raises inside the step
     with pytest.raises(Exception):
         model.fit(x, np.stack([bad, bad], 1), batch_size=BATCH, epochs=1, verbose=0, callbacks=[callback])
@@ -128,6 +128,27 @@ def test_schedule():
     assert [k for k in range(15) if s(k)] == [2, 5, 8]
     assert [k for k in range(15) if bool(s(tf.constant(k, tf.int64)))] == [2, 5, 8]
     assert not Schedule(0)(0)
+
+
+def test_update_statistics_are_taken_on_gradient_steps_every_20_by_default():
+    """Logging gradients every step does not copy the weights every step:
+    update statistics come every 20 steps (a multiple of gradient_every),
+    or as asked; an update_every off the gradient steps is refused."""
+    from tb_gradlens.keras.schedule import update_schedule
+
+    def steps(gradient_every, update_every=None, enabled=True, start=0):
+        schedule = update_schedule(Schedule(gradient_every, start), update_every, enabled)
+        return [k for k in range(61) if schedule(k)]
+
+    assert steps(1) == [0, 20, 40, 60]
+    assert steps(20) == [0, 20, 40, 60]
+    assert steps(3) == [0, 21, 42]  # the first multiple of 3 from 20
+    assert steps(50) == [0, 50]
+    assert steps(1, 1) == list(range(61))
+    assert steps(2, 4, start=5) == [5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57]
+    assert steps(1, enabled=False) == [] and steps(0) == [] and steps(1, 0) == []
+    with pytest.raises(ValueError, match="multiple of gradient_every=3"):
+        update_schedule(Schedule(3), 20)
 
 
 def _twin_grads(model, x, y):
@@ -219,7 +240,7 @@ def test_fit_again_reuses_the_trace_and_keeps_logging(data, tmp_path, monkeypatc
 
     x, y = data
     model = _model()
-    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=2, histogram=False)
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=2, histogram=False)
     traced = []
     step_fn = live.LiveStep.train_step
 
@@ -251,7 +272,7 @@ def test_metadata_is_written_with_each_tags_first_event_only(data, tmp_path):
 
     x, y = data
     model = _model()
-    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=1)
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=1)
     model.fit(x[: 3 * BATCH], y[: 3 * BATCH], batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
               callbacks=[callback])
     (path,) = glob.glob(str(tmp_path / "run" / "events.out.tfevents.*"))
@@ -337,7 +358,7 @@ def test_models_built_by_fit_get_full_records_from_the_first_step(tmp_path, name
     x, y = _zoo_batch(name, steps=2)
     model = real_models.build_compiled(name, "mixed_bfloat16")
     assert not model.built
-    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=1)
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=1)
     _fit(model, x, y, [callback])
     records = read_records(str(tmp_path))
     for kind in (metadata.GRAD_STATS, metadata.GRAD_HISTOGRAM, metadata.UPDATE_STATS,
@@ -353,7 +374,7 @@ def test_models_built_by_fit_train_exactly_as_without_the_lens(tmp_path):
     x, y = _zoo_batch("subclassed", steps=3)
     plain = real_models.build_compiled("subclassed", "mixed_bfloat16")
     lensed = real_models.build_compiled("subclassed", "mixed_bfloat16")
-    assert _fit(plain, x, y) == _fit(lensed, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1,
+    assert _fit(plain, x, y) == _fit(lensed, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1,
                                                                       compare_every=1)])
     for a, b in zip(plain.variables, lensed.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -364,7 +385,7 @@ def test_custom_train_step_with_optimizer_apply_gets_gradient_and_update_statist
     x, y = _zoo_batch(name, steps=2)
     model = real_models.build_compiled(name, "mixed_bfloat16")
     weights = twin_step.weights_of(model)
-    _fit(model, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)])
+    _fit(model, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=0)])
     records = read_records(str(tmp_path))
     record, data = only_tag(records, "run", metadata.GRAD_STATS)
     assert [d.step for d in data] == [0, 1]
@@ -383,7 +404,7 @@ def test_mixed_float16_gradients_are_the_unscaled_ones_the_optimizer_applies(tmp
     model = real_models.build_compiled(name, "mixed_float16")
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
     weights = twin_step.weights_of(model)
-    _fit(model, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)])
+    _fit(model, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=0)])
     twin = twin_step.build_twin(real_models.ZOO[name].build, "mixed_float16", weights, real_models.ZOO[name].loss)
     _, grads = twin_step.twin_step(twin, x, y, scale=2.0**15)
     _, data = only_tag(read_records(str(tmp_path)), "run", metadata.GRAD_STATS)
@@ -395,9 +416,9 @@ def test_mixed_float16_gradients_are_the_unscaled_ones_the_optimizer_applies(tmp
 def test_recompiling_continues_the_runs_steps(tmp_path):
     x, y = _zoo_batch("mlp", steps=3)
     model = real_models.build_compiled("mlp", "mixed_bfloat16")
-    _fit(model, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=2)])
+    _fit(model, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=2)])
     model.compile(optimizer="sgd", loss=real_models.SPARSE_CE)  # a new optimizer: iterations restart at 0
-    _fit(model, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=2)])
+    _fit(model, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=2)])
     records = read_records(str(tmp_path))
     _, data = only_tag(records, "run", metadata.GRAD_STATS)
     assert [d.step for d in data] == [0, 1, 2, 3, 4, 5]
@@ -418,7 +439,7 @@ def test_loss_scalar_is_each_logged_steps_own_loss(tmp_path):
             twin = twin_step.build_twin(real_models.ZOO["mlp"].build, "mixed_bfloat16", w, real_models.SPARSE_CE)
             losses.append(twin_step.twin_step(twin, x[8 * batch:8 * batch + 8], y[8 * batch:8 * batch + 8])[0])
 
-    _fit(model, x, y, [StepLoss(), GradLensCallback(str(tmp_path / "run"), gradient_every=2, compare_every=3)])
+    _fit(model, x, y, [StepLoss(), GradLensCallback(str(tmp_path / "run"), gradient_every=2, update_every=2, compare_every=3)])
     acc = event_accumulator.EventAccumulator(str(tmp_path / "run"), size_guidance={"tensors": 0})
     acc.Reload()
     events = acc.Tensors("loss")
@@ -431,7 +452,7 @@ def test_xla_training_with_batchnorm_and_dropout_is_bit_identical_with_the_lens(
     name = "bn_dropout_cnn"
     x, y = _zoo_batch(name, steps=3)
     runs = []
-    for callbacks in ([], [GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=1)]):
+    for callbacks in ([], [GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=1)]):
         model = real_models.build_compiled(name, "mixed_bfloat16", jit_compile=True)
         runs.append((_fit(model, x, y, callbacks), [v.numpy() for v in model.variables],
                      [v.numpy() for v in model.optimizer.variables]))
@@ -458,7 +479,7 @@ def test_what_cannot_be_logged_is_said_once_per_model_and_recorded(tmp_path):
     for run in ("first", "second"):
         model = real_models.build_compiled(name, "mixed_bfloat16", jit_compile=True)
         with pytest.warns(safety.GradLensWarning, match="gradient statistics"):
-            _fit(model, x, y, [GradLensCallback(str(tmp_path / run), gradient_every=1, compare_every=0)])
+            _fit(model, x, y, [GradLensCallback(str(tmp_path / run), gradient_every=1, update_every=1, compare_every=0)])
         records = read_records(str(tmp_path))
         _, data = only_tag(records, run, metadata.LENS_STATUS)
         status = json.loads(data[-1].numpy.item().decode())
@@ -489,7 +510,7 @@ def test_steps_not_logged_run_keras_own_train_function(data, tmp_path, monkeypat
         return wrap(self, counted)
 
     monkeypatch.setattr(session.Session, "_writing_after_each_call", counting)
-    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=4, compare_every=8, histogram=False)
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=4, update_every=4, compare_every=8, histogram=False)
     model.fit(x[: 4 * BATCH], y[: 4 * BATCH], batch_size=BATCH, epochs=3, verbose=0, shuffle=False,
               callbacks=[callback])
     assert int(model.optimizer.iterations) == 12
@@ -512,10 +533,10 @@ def test_with_comparisons_off_no_reference_pass_is_traced(data, tmp_path, monkey
                         lambda self, *args: (traced.append(self.variant), original(self, *args))[1])
     model = _model()
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
-              callbacks=[GradLensCallback(str(tmp_path / "grads"), gradient_every=1, compare_every=0)])
+              callbacks=[GradLensCallback(str(tmp_path / "grads"), gradient_every=1, update_every=1, compare_every=0)])
     assert traced == []
     assert [d.step for d in _steps(read_records(str(tmp_path)), "grads", metadata.GRAD_STATS)[2]] == list(
         range(STEPS_PER_EPOCH))
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
-              callbacks=[GradLensCallback(str(tmp_path / "both"), gradient_every=1, compare_every=2)])
+              callbacks=[GradLensCallback(str(tmp_path / "both"), gradient_every=1, update_every=1, compare_every=2)])
     assert traced  # the same model with comparisons on traces its reference pass

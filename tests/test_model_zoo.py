@@ -236,7 +236,7 @@ def _train_and_check(name, directory):
     logdir = str(directory / "run")
     plain, plain_losses = _train(c, [], x, y)
     snapshot = WeightsAt(c.recompute_at if c.recompute_at is not None else -1)
-    lens = GradLensCallback(logdir, gradient_every=1, compare_every=2)
+    lens = GradLensCallback(logdir, gradient_every=1, update_every=1, compare_every=2)
     lensed, lens_losses = _train(c, [snapshot, lens], x, y)
 
     assert lens_losses == plain_losses

@@ -242,7 +242,7 @@ def test_fit_with_a_failing_disk_trains_exactly_as_without_the_lens(tmp_path, mo
     # The step's own records are queued by WriteSummary ops in the step and
     # reach the disk at the flush after each call: the flush fails.
     monkeypatch.setattr(tf.raw_ops, "FlushSummaryWriter", _disk_full)
-    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=1, comparisons=["float32"])
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=1, comparisons=["float32"])
     with pytest.warns(safety.GradLensWarning, match="No space left on device"):
         lensed = _fit(_embedding_model(), x, y, [callback])
     assert lensed == plain  # same losses, bit for bit
@@ -255,7 +255,7 @@ def test_fit_with_a_failing_disk_trains_exactly_as_without_the_lens(tmp_path, mo
 def test_fit_logs_a_sparse_embedding_gradient(tmp_path):
     x, y = _embedding_data()
     model = _embedding_model()
-    _fit(model, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)])
+    _fit(model, x, y, [GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=0)])
     record, data = only_tag(read_records(str(tmp_path)), "run", metadata.GRAD_STATS)
     emb = [i for i, r in enumerate(record.rows) if r.endswith("emb/embeddings")][0]
     assert record.extras["gradient_dtypes"][emb] == "float32"
@@ -275,7 +275,7 @@ def test_fit_survives_a_comparison_that_cannot_be_traced_and_setup_failure(tmp_p
         raise TypeError("cannot compare this model")
 
     monkeypatch.setattr(compare, "compare_keras", broken)
-    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=1, comparisons=["float32"])
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=1, comparisons=["float32"])
     with pytest.warns(safety.GradLensWarning, match="cannot compare this model"):
         assert _fit(_embedding_model(), x, y, [callback]) == plain
     record, data = only_tag(read_records(str(tmp_path)), "run", metadata.GRAD_STATS)
@@ -346,7 +346,7 @@ def test_steps_per_execution_writes_every_logged_step(tmp_path):
     x, y = _nan_at_step(5, steps=40)
     model = _dense_model(steps_per_execution=4)
     model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False,
-              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)])
+              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=0)])
     steps, first_nan = _first_nan_step(str(tmp_path))
     assert steps == list(range(40))
     assert first_nan == 5
@@ -376,7 +376,7 @@ def test_buffered_records_reach_the_disk_when_training_stops(tmp_path, action, s
     NaN step: the NaN step is on disk."""
     x, y = _nan_at_step(5, steps=12)
     model = _dense_model(steps_per_execution=spe)
-    lens = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)
+    lens = GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=0)
     stop_batch = 5 if spe == 1 else 7  # with spe=4 Keras reports the last step of an execution
     try:
         model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[_StopAt(stop_batch, action), lens])
@@ -409,6 +409,6 @@ def test_records_before_a_failing_step_reach_the_disk(tmp_path):
     model.compile(optimizer="sgd", loss="mse", steps_per_execution=4)
     with pytest.raises(tf.errors.InvalidArgumentError):
         model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False,
-                  callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)])
+                  callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=0)])
     record, data = only_tag(read_records(str(tmp_path)), "run", metadata.GRAD_STATS)
     assert [d.step for d in data] == [0, 1, 2, 3, 4]

@@ -280,7 +280,7 @@ def test_a_logged_fit_step_flushes_the_event_file_once(tmp_path, monkeypatch):
     x = np.random.default_rng(0).normal(size=(80, 5)).astype(np.float32)
     steps = 10
     model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0,
-              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)])
+              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=0)])
     records = readback.read_records(str(tmp_path))["run"]
     stats = [v for v in records.values() if v[0].kind == metadata.GRAD_STATS]
     assert len(stats) == 1 and sorted(d.step for d in stats[0][1]) == list(range(steps))
@@ -310,7 +310,7 @@ def test_a_logged_fit_step_writes_its_records_inside_the_train_function(tmp_path
     model.compile(optimizer="sgd", loss="mse", jit_compile=jit_compile)
     x = np.random.default_rng(0).normal(size=(48, 5)).astype(np.float32)
     model.fit(x, x[:, :1], batch_size=8, epochs=1, verbose=0,
-              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=2)])
+              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=2)])
     assert after_the_call == []
     records = readback.read_records(str(tmp_path))["run"]
     steps = {r.kind: sorted(d.step for d in data) for r, data in records.values()}

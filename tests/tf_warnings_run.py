@@ -25,7 +25,7 @@ def _fit(logdir):
     for name, jit in (("transformer", False), ("transformer", True), ("lstm", False)):
         model = real_models.build_compiled(name, "mixed_bfloat16", jit_compile=jit)
         x, y = real_models.ZOO[name].data(16, np.random.default_rng(0))
-        lens = GradLensCallback(os.path.join(logdir, "%s_%s" % (name, jit)), gradient_every=1, compare_every=1)
+        lens = GradLensCallback(os.path.join(logdir, "%s_%s" % (name, jit)), gradient_every=1, update_every=1, compare_every=1)
         model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[lens])
 
 

@@ -8,6 +8,7 @@ from tb_gradlens.keras.advising import AdvisorHook
 from tb_gradlens.keras.schedule import COMPARE_EVERY
 from tb_gradlens.keras.schedule import GRADIENT_EVERY
 from tb_gradlens.keras.schedule import Schedule
+from tb_gradlens.keras.schedule import update_schedule
 from tb_gradlens.keras import session as session_module
 from tb_gradlens.keras.session import Session
 
@@ -19,8 +20,8 @@ class GradLensCallback(keras.callbacks.Callback):
 
     Args:
       log_dir: the TensorBoard run directory to write to.
-      gradient_every: log gradient and update statistics every N optimizer
-        steps (0: never).
+      gradient_every: log gradient statistics every N optimizer steps
+        (0: never).
       compare_every: run the comparisons every M optimizer steps (0: never).
       variables: regex (re.search on variable paths) selecting the
         variables whose gradient and update statistics are logged.
@@ -33,6 +34,9 @@ class GradLensCallback(keras.callbacks.Callback):
       histogram: also log the log2-magnitude gradient histogram.
       update_stats: also log update statistics (keeps a copy of the
         selected weights to diff against).
+      update_every: log them every K optimizer steps, a multiple of
+        ``gradient_every`` (None: the first multiple >= 20; the copy costs
+        more than the gradient statistics, README "What the defaults cost").
       activations: also compare every layer's output.
       name: tag prefix of the gradient, update, dtype and status records.
       replica_divergence: under a strategy with several replicas, also log
@@ -57,11 +61,12 @@ class GradLensCallback(keras.callbacks.Callback):
     def __init__(self, log_dir, gradient_every=GRADIENT_EVERY, compare_every=COMPARE_EVERY,
                  variables=None, start_step=0, stop_step=None, comparisons="auto",
                  histogram=True, update_stats=True, activations=True, name="model",
-                 replica_divergence=False, advisor=None):
+                 replica_divergence=False, advisor=None, update_every=None):
         super().__init__()
         self.log_dir = log_dir
         self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
         self.compare_schedule = Schedule(compare_every, start_step, stop_step)
+        self.update_schedule = update_schedule(self.gradient_schedule, update_every, update_stats)
         self.variables = variables
         self.comparisons = comparisons
         self.histogram = histogram

@@ -141,7 +141,7 @@ class LiveStep:
         if tap.logs_gradients and tap.log_updates:
             if self.replicas is not None:
                 chosen = self.replicas.reduced()
-            when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.gradient_due(step),
+            when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.update_due(step),
                  lambda: tap.describe_update(step, chosen), name=tap.status.name)
         return result
 

@@ -97,7 +97,7 @@ class ProbeStep:
         if recorder.dtypes:
             tap.observed_dtypes = dict(recorder.dtypes)
         if tap.logs_gradients and tap.log_updates:
-            when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.gradient_due(step),
+            when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.update_due(step),
                  lambda: tap.describe_update(step, self._kept()), name=tap.status.name)
         return out
 
@@ -121,7 +121,7 @@ class ProbeStep:
             named = list(zip(self.candidate.activation_rows, acts))
             outcome = (loss, grads, named, draws)
         elif tap.logs_gradients and tap.log_updates:
-            when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.gradient_due(step),
+            when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.update_due(step),
                  lambda: tap.copy_weights(), name=tap.status.name)
         for slot in tap.slots:
             when(tap.status, "comparison %s" % slot.name, COMPARISON_KINDS, tap.compare_due(step),

@@ -18,6 +18,12 @@ from tb_gradlens import summary_v2
 # step of ResNet50 is ~255 KB, mostly the histogram's 281 bins per variable.
 GRADIENT_EVERY = 20
 COMPARE_EVERY = 100
+# Update statistics keep a copy of the weights from before the update, and
+# the optimizer's in-place update then copies them again (copy-on-write):
+# three reads and a write of every weight, ResNet50 +13% of a step on its
+# own.  So they are taken every 20 steps also when the gradients are
+# logged every step (BENCHMARKS.md section 3f).
+UPDATE_EVERY = 20
 
 
 class Schedule:
@@ -58,6 +64,24 @@ class Schedule:
         begin += (self.start - begin) % self.every
         end = last if self.stop is None else min(last, self.stop)
         return begin < end
+
+
+def update_schedule(gradients, every=None, enabled=True):
+    """The steps that log update statistics: steps of the ``gradients``
+    schedule (an update is described with the gradient it applied), every
+    ``every`` steps.  ``every`` None: the smallest multiple of the gradient
+    schedule's ``every`` that is at least ``UPDATE_EVERY``.  ``enabled``
+    False, or no gradient steps: never.  ``every`` that is not a multiple of
+    the gradient schedule's raises ValueError."""
+    if not enabled or gradients.every <= 0:
+        return Schedule(0, gradients.start, gradients.stop)
+    if every is None:
+        every = -(-UPDATE_EVERY // gradients.every) * gradients.every
+    every = int(every)
+    if every > 0 and every % gradients.every:
+        raise ValueError("update_every=%d must be a multiple of gradient_every=%d: update statistics are "
+                         "taken on steps that log gradient statistics" % (every, gradients.every))
+    return Schedule(every, gradients.start, gradients.stop)
 
 
 @tf.autograph.experimental.do_not_convert  # plain Python: called from user steps autograph converts

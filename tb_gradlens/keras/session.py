@@ -199,7 +199,7 @@ class Session:
             if tap.histogram:
                 expect(metadata.GRAD_HISTOGRAM, callback.name, tap.gradient_schedule, offset)
             if tap.log_updates:
-                expect(metadata.UPDATE_STATS, callback.name, tap.gradient_schedule, offset)
+                expect(metadata.UPDATE_STATS, callback.name, tap.update_schedule, offset)
         for slot in tap.slots:
             expect(metadata.DIVERGENCE, slot.name, tap.compare_schedule, offset)
             expect(metadata.LOSS_COMPARISON, slot.name, tap.compare_schedule, offset)

@@ -78,7 +78,8 @@ class Tap:
         self.gradient_schedule = options.gradient_schedule
         self.compare_schedule = options.compare_schedule
         self.histogram = options.histogram
-        self.log_updates = options.update_stats
+        self.update_schedule = options.update_schedule  # steps of the gradient schedule
+        self.log_updates = self.update_schedule.every > 0
         variables = model.trainable_variables
         self.selected = schedules.select(variables, options.variables)
         self.selected_vars = [variables[i] for i in self.selected]
@@ -115,6 +116,9 @@ class Tap:
     def gradient_due(self, step):
         return tf.logical_and(self.gradient_schedule(step), distribute.is_first_replica())
 
+    def update_due(self, step):
+        return tf.logical_and(self.update_schedule(step), distribute.is_first_replica())
+
     def compare_due(self, step):
         return tf.logical_and(self.compare_schedule(step), distribute.is_first_replica())
 
@@ -147,10 +151,20 @@ class Tap:
     def describe_gradients(self, step, chosen, more=None):
         """Statistics and histograms of the applied gradients of ``step``
         (and ``more`` values of the gradient ring), and a copy of the weights
-        before the update (under ``tf.cond``)."""
+        before the update when update statistics are due (under ``tf.cond``)."""
         stats, hist = numerics.gradient_statistics(chosen, self.sizes)
         self.gradients.put(step, dict({"stats": stats, "histogram": hist}, **(more or {})))
-        return self.copy_weights()
+        return self.copy_weights_if_due(step)
+
+    def copy_weights_if_due(self, step):
+        """On a gradient step: copy the weights if update statistics are due."""
+        if not self.log_updates:
+            return tf.constant(True)
+        if self.update_schedule.every == self.gradient_schedule.every:
+            return self.copy_weights()  # every gradient step: no condition
+        when(self.status, "update statistics", (metadata.UPDATE_STATS,), self.update_due(step),
+             self.copy_weights, name=self.status.name)
+        return tf.constant(True)
 
     def copy_weights(self):
         """Copy the selected weights (before the optimizer updates them)."""
