@@ -1,5 +1,6 @@
 """GradLensCallback under model.fit: logged steps, values, restoration."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -39,6 +40,23 @@ def _steps(records, run, kind):
     return record, [d.step for d in data], data
 
 
+class _KernelsAroundEachStep(keras.callbacks.Callback):
+    """The kernels before and after each optimizer step: {step: (before, after)}."""
+
+    def __init__(self):
+        super().__init__()
+        self.around = {}
+
+    def _kernels(self):
+        return [v.numpy().astype(np.float64) for v in self.model.trainable_variables if v.path.endswith("kernel")]
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._step, self._before = int(self.model.optimizer.iterations), self._kernels()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.around[self._step] = (self._before, self._kernels())
+
+
 @pytest.mark.parametrize("mode", ["graph", "eager", "xla"])
 def test_fit_logs_at_true_optimizer_steps_only(data, tmp_path, mode):
     x, y = data
@@ -51,7 +69,8 @@ def test_fit_logs_at_true_optimizer_steps_only(data, tmp_path, mode):
         str(tmp_path / "run"), gradient_every=2, compare_every=3, start_step=4, stop_step=12,
         variables=r"kernel$", update_every=4,
     )
-    model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0, shuffle=False, callbacks=[callback])
+    kernels = _KernelsAroundEachStep()
+    model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0, shuffle=False, callbacks=[kernels, callback])
     assert int(model.optimizer.iterations) == 13
     records = read_records(str(tmp_path))
 
@@ -68,8 +87,11 @@ def test_fit_logs_at_true_optimizer_steps_only(data, tmp_path, mode):
     assert hist_data[0].numpy.sum(axis=1).tolist() == sizes
     _, update_steps, update_data = _steps(records, "run", metadata.UPDATE_STATS)
     assert update_steps == [4, 8]  # every 4th step of the gradient steps
-    for datum in update_data:
-        assert (datum.numpy[:, 0] > 0).all() and ((0 <= datum.numpy[:, 2]) & (datum.numpy[:, 2] <= 1)).all()
+    for datum in update_data:  # the weights copied on that step, not on another gradient step
+        before, after = kernels.around[datum.step]
+        rms = [np.sqrt(np.mean((a.astype(np.float64) - b) ** 2)) for b, a in zip(before, after)]
+        np.testing.assert_allclose(datum.numpy[:, 0], rms, rtol=1e-6)
+        assert ((0 <= datum.numpy[:, 2]) & (datum.numpy[:, 2] <= 1)).all()
 
     div_record, div_steps, div_data = _steps(records, "run", metadata.DIVERGENCE)
     assert div_steps == [4, 7, 10]
@@ -297,7 +319,6 @@ def test_metadata_is_written_with_each_tags_first_event_only(data, tmp_path):
 # Issue 13: the right numbers on the models people train.
 # ---------------------------------------------------------------------------
 
-import keras  # noqa: E402
 
 import real_models  # noqa: E402
 import twin_step  # noqa: E402
