@@ -55,7 +55,7 @@ enum { GL_FLOAT32 = 0, GL_BFLOAT16 = 1, GL_FLOAT16 = 2, GL_FLOAT64 = 3, GL_NONE 
 #define F64_FIELD_MAX 0x7ffu
 #define NARROW_SHIFT 16   /* bfloat16 = the upper half of a float32 */
 
-#define BLOCK 2048        /* elements converted and summed at a time */
+#define BLOCK 512         /* elements converted and summed at a time: a pass's buffers stay in L1 */
 #define CHUNK (1 << 16)   /* elements per unit of work shared by the threads */
 #define FIELDS ((int)(2 * (F32_FIELD_MAX + 1)))  /* sign and exponent field: bits >> 23 */
 
