@@ -137,6 +137,7 @@ class LiveStep:
                 self.replicas.before_update(step, chosen)
         when(tap.status, "logged step", (), tap.any_due(step),
              lambda: self._logged_step(step, capture, loss, applied, variables, chosen))
+        tap.copy_weights_when_due(step)
         result = self._original["apply"](grads, trainable_variables)
         if tap.logs_gradients and tap.log_updates:
             if self.replicas is not None:

@@ -120,9 +120,7 @@ class ProbeStep:
                      lambda: self._describe(step, chosen), name=tap.status.name)
             named = list(zip(self.candidate.activation_rows, acts))
             outcome = (loss, grads, named, draws)
-        elif tap.logs_gradients and tap.log_updates:
-            when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.update_due(step),
-                 lambda: tap.copy_weights(), name=tap.status.name)
+        tap.copy_weights_when_due(step)
         for slot in tap.slots:
             when(tap.status, "comparison %s" % slot.name, COMPARISON_KINDS, tap.compare_due(step),
                  lambda slot=slot: slot.run(model, x, y, sample_weight, step,

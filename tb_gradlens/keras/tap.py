@@ -150,21 +150,19 @@ class Tap:
 
     def describe_gradients(self, step, chosen, more=None):
         """Statistics and histograms of the applied gradients of ``step``
-        (and ``more`` values of the gradient ring), and a copy of the weights
-        before the update when update statistics are due (under ``tf.cond``)."""
+        (and ``more`` values of the gradient ring)."""
         stats, hist = numerics.gradient_statistics(chosen, self.sizes)
         self.gradients.put(step, dict({"stats": stats, "histogram": hist}, **(more or {})))
-        return self.copy_weights_if_due(step)
-
-    def copy_weights_if_due(self, step):
-        """On a gradient step: copy the weights if update statistics are due."""
-        if not self.log_updates:
-            return tf.constant(True)
-        if self.update_schedule.every == self.gradient_schedule.every:
-            return self.copy_weights()  # every gradient step: no condition
-        when(self.status, "update statistics", (metadata.UPDATE_STATS,), self.update_due(step),
-             self.copy_weights, name=self.status.name)
         return tf.constant(True)
+
+    def copy_weights_when_due(self, step):
+        """Before the optimizer's update: copy the weights if update
+        statistics are due, under a condition of its own.  (Inside the
+        gradient pass's condition, the variables it reads would make the
+        update wait for the whole pass: ResNet50 +4% per logged step.)"""
+        if self.logs_gradients and self.log_updates:
+            when(self.status, "update statistics", (metadata.UPDATE_STATS,), self.update_due(step),
+                 self.copy_weights, name=self.status.name)
 
     def copy_weights(self):
         """Copy the selected weights (before the optimizer updates them)."""
