@@ -6,23 +6,23 @@ from tb_gradlens import compare
 from tb_gradlens import patterns
 from tb_gradlens import summary_v2
 
-# Defaults from measurement (BENCHMARKS.md section 3d: model.fit,
+# Defaults from measurement (BENCHMARKS.md sections 3d and 3f: model.fit,
 # mixed_bfloat16, 2 CPU cores, quiet machine): a step that logs gradient
-# statistics, the histogram and update statistics costs 1.09x a plain step
-# on MobileNetV2, 1.11x on the ~5M transformer, 1.25x on ResNet50 and 1.5x
-# on the 0.9 ms MLP; a bfloat16-vs-float32 comparison step 1.9-2.8x (one
-# float32 pass alone is 0.7-1.3x); steps not logged run Keras' own train
-# function.  Every 20 steps the statistics add 0.4-1.3% on average on the
-# real models (~3% on the MLP), comparisons every 100 another 0.9-1.8%
-# (~1% on the MLP).  Disk, not time, keeps it from every step: a logged
-# step of ResNet50 is ~255 KB, mostly the histogram's 281 bins per variable.
+# statistics and the histogram costs 1.01x a plain step on MobileNetV2,
+# 1.02x on the ~5M transformer, 1.06x on ResNet50 and 1.3-1.4x on the 0.9 ms
+# MLP (its event-file flush, ~0.1 ms, is most of that); with update
+# statistics as well 1.03-1.12x; a bfloat16-vs-float32 comparison step
+# 1.9-2.7x (one float32 pass alone is 0.6-1.3x); steps not logged run Keras'
+# own train function.  Every 20 steps the statistics add well under 1% on
+# average on the real models, comparisons every 100 another 0.9-1.7%.
+# Disk, not time, keeps gradients from every step: a logged step of
+# ResNet50 is ~255 KB, mostly the histogram's 281 bins per variable.
 GRADIENT_EVERY = 20
 COMPARE_EVERY = 100
 # Update statistics keep a copy of the weights from before the update, and
 # the optimizer's in-place update then copies them again (copy-on-write):
-# three reads and a write of every weight, ResNet50 +13% of a step on its
-# own.  So they are taken every 20 steps also when the gradients are
-# logged every step (BENCHMARKS.md section 3f).
+# ResNet50 1.06x -> 1.12x a plain step.  So they are taken every 20 steps
+# also when the gradients are logged every step (``update_every``).
 UPDATE_EVERY = 20
 
 
