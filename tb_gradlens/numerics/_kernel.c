@@ -485,6 +485,7 @@ static int64_t pair_block(const job *j, const chunk *c, int64_t s, double *cb, d
 }
 
 typedef int64_t v4l __attribute__((vector_size(32)));
+typedef uint64_t v4ul __attribute__((vector_size(32)));
 #define SELECT4(mask, a, b) ((v4d)((((v4l)(a)) & (mask)) | (((v4l)(b)) & ~(mask))))
 #define F64_EXPONENT_MASK ((int64_t)F64_FIELD_MAX << F64_MANTISSA_BITS)
 
@@ -559,20 +560,27 @@ static inline void divergence_element(divergence_acc *a, double cv, double rv, d
 }
 
 /* Four lanes at a time: non-finite pairs are zeroed (they add nothing to
- * any sum, maximum or count but nonfinite); the spacing 2^-k of each
- * floored |r| is built from its exponent bits as inverse_spacing does. */
+ * any sum, maximum or count but nonfinite).  The spacing 2^-k of each
+ * floored |r| comes from the exponent field of max(|r|, floor, 2^e_low)
+ * (inverse_spacing's clamps folded into one maximum: e_low =
+ * max(min_normal, p + 1 - F64_BIAS)); a significant r is nonzero, so its
+ * sign differs from c's when c is zero or their sign bits differ. */
 VECTOR_CLONES
 static void divergence_block(divergence_acc *a, const double *cb, const double *rb, int64_t m, double floor, int p,
                              int min_normal)
 {
+  int e_low = min_normal > p + 1 - F64_BIAS ? min_normal : p + 1 - F64_BIAS;
+  double spacing_floor = ldexp(1.0, e_low);
+  spacing_floor = floor <= spacing_floor ? spacing_floor : floor;  /* a NaN floor stays NaN */
   const v4d zero = {0, 0, 0, 0}, vfloor = {floor, floor, floor, floor};
+  const v4d vlow = {spacing_floor, spacing_floor, spacing_floor, spacing_floor};
   const v4l sign = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
-  const v4l field = {F64_FIELD_MAX, F64_FIELD_MAX, F64_FIELD_MAX, F64_FIELD_MAX};
+  const v4l izero = {0, 0, 0, 0};
   const v4l exponent = {F64_EXPONENT_MASK, F64_EXPONENT_MASK, F64_EXPONENT_MASK, F64_EXPONENT_MASK};
-  const v4l e_min = {min_normal, min_normal, min_normal, min_normal};
-  const v4l lowest_k = {1 - F64_BIAS, 1 - F64_BIAS, 1 - F64_BIAS, 1 - F64_BIAS};
+  const int64_t top = 2 * F64_BIAS + p;
+  const v4l vtop = {top, top, top, top};
   v4d d2 = zero, c2 = zero, cr = zero, u2 = zero, max_abs = zero, num = zero, den = {1, 1, 1, 1};
-  v4l significant = {0, 0, 0, 0}, flipped = significant, flushed = significant, nonfinite = significant;
+  v4l significant = izero, flipped = izero, flushed = izero, nonfinite = izero;
   int64_t i = 0;
   for (; i + 4 <= m; i += 4) {
     v4d c, r;
@@ -586,22 +594,18 @@ static void divergence_block(divergence_acc *a, const double *cb, const double *
     v4d ad = (v4d)((v4l)d & ~sign), ar = (v4d)((v4l)r & ~sign);
     v4l above = ar > vfloor;
     v4d floored = SELECT4(above, ar, vfloor);
-    v4l e = ((((v4l)floored) >> F64_MANTISSA_BITS) & field) - F64_BIAS;
-    e = SELECT4L(e > e_min, e, e_min);
-    v4l k = e - p;
-    k = SELECT4L(k < lowest_k, lowest_k, k);
-    v4d inverse = (v4d)((F64_BIAS - k) << F64_MANTISSA_BITS);
+    v4d spaced = SELECT4(ar > vlow, ar, vlow);
+    v4d inverse = (v4d)((vtop - (v4l)((v4ul)spaced >> F64_MANTISSA_BITS)) << F64_MANTISSA_BITS);
     v4d ulps = d * inverse;
     d2 += d * d; c2 += c * c; cr += c * r; u2 += ulps * ulps;
     max_abs = SELECT4(ad > max_abs, ad, max_abs);
     v4l larger = ad * den > num * floored;
     num = SELECT4(larger, ad, num);
     den = SELECT4(larger, floored, den);
-    v4l is_significant = above & fin;
-    significant -= is_significant;
-    v4l sc = (c > zero) - (c < zero), sr = (r > zero) - (r < zero);
-    flipped -= is_significant & (sc != sr);
-    flushed -= (r != zero) & (c == zero) & fin;
+    significant -= above;
+    v4l c_zero = c == zero;
+    flipped -= above & (c_zero | (((v4l)c ^ (v4l)r) < izero));
+    flushed -= (r != zero) & c_zero;
   }
   for (int q = 0; q < 4; q++) {
     a->sum_d2 += d2[q]; a->sum_c2 += c2[q]; a->sum_cr += cr[q]; a->sum_u2 += u2[q];
