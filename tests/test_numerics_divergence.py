@@ -261,3 +261,48 @@ def test_update_ratio_of_zero_initialized_weights_is_one_not_inf(backend):
     ).numpy()
     assert got[0, 1] == 1.0 and got[1, 1] == 0.0
     assert np.isfinite(got).all()
+
+
+# ---------------------------------------------------------------------------
+# Sparse gradients (an Embedding's): compared without densifying them.
+# ---------------------------------------------------------------------------
+
+
+def _embedding_pair():
+    """A candidate and a reference IndexedSlices over a 40 x 3 table, as a
+    bfloat16 and a float32 step would give them: duplicate rows, rows only
+    one side names, a NaN, a negative index, a row that is zero on one side."""
+    rng = np.random.default_rng(7)
+    r_indices = np.array([3, 7, 3, 12, 30, 7, -2], np.int64)
+    c_indices = np.array([3, 7, 3, 12, 30, 7, 19], np.int64)
+    r_values = rng.normal(size=(7, 3)).astype(np.float32)
+    c_values = (r_values * (1 + 1e-2 * rng.normal(size=(7, 3)))).astype(ml_dtypes.bfloat16).astype(np.float32)
+    c_values[3] = 0.0
+    c_values[4, 1] = np.nan
+    shape = tf.constant([40, 3], tf.int64)
+    return (tf.IndexedSlices(tf.constant(c_values), tf.constant(c_indices), shape),
+            tf.IndexedSlices(tf.constant(r_values), tf.constant(r_indices), shape))
+
+
+def test_indexed_slices_pairs_give_the_metrics_of_their_dense_gradients(backend):
+    c, r = _embedding_pair()
+    dense_c, dense_r = tf.convert_to_tensor(c).numpy(), tf.convert_to_tensor(r).numpy()
+    want = np_divergence(dense_c.ravel(), dense_r.ravel(), "bfloat16").astype(np.float32)
+    eager = numerics.divergence_metrics([c], [r], ["bfloat16"], backend=backend).numpy()[0]
+    graph = tf.function(lambda: numerics.divergence_metrics([c], [r], ["bfloat16"], backend=backend))().numpy()[0]
+    for got in (eager, graph):
+        np.testing.assert_allclose(got, want, rtol=2e-6, equal_nan=True)
+    cols = list(metadata.DIVERGENCE_COLUMNS)
+    assert want[cols.index("nonfinite")] == 1 and want[cols.index("flush_to_zero")] > 0
+
+
+def test_indexed_slices_pairs_are_compared_on_the_rows_they_name():
+    c, r = _embedding_pair()
+
+    @tf.function
+    def compared():
+        return numerics.divergence_metrics([c], [r], ["bfloat16"], backend="kernel")
+
+    graph = compared.get_concrete_function().graph
+    sums = [op.outputs[0].shape for op in graph.get_operations() if op.type == "UnsortedSegmentSum"]
+    assert sums and all(shape[0] != 40 for shape in sums), sums  # the 6 rows named, not the 40-row table

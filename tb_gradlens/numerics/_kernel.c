@@ -452,6 +452,9 @@ static int gradient_statistics(job *j, int64_t count, const int64_t *sizes, int3
  * sqrt(sum r^2 / n), spacing = 2^max(max(floor(log2 max(|r|, floor)),
  * min_normal) - p, -1022), rel = |d| / max(|r|, floor) (0 when d = 0,
  * Inf when only the denominator is 0), significant: |r| > floor.
+ * implicit_zeros (or NULL): per pair, how many pairs (0, 0) the arrays
+ * leave out (the rows two IndexedSlices gradients do not name); they add
+ * to n and nothing else.
  * ---------------------------------------------------------------------- */
 
 enum { DV_N, DV_SUM_R2, DV_SUM_D2, DV_SUM_C2, DV_SUM_CR, DV_SUM_ULP2, DV_MAX_ABS, DV_MAX_REL,
@@ -638,8 +641,8 @@ static void divergence_rest(const job *j, const chunk *c, double *row)
 
 static int divergence_sums(int64_t count, const void *const *candidates, const int32_t *candidate_dtypes,
                        const void *const *references, const int32_t *reference_dtypes, const int64_t *sizes,
-                       const int32_t *mantissa_bits, const int32_t *min_normal, double floor_fraction,
-                       double *rows, int32_t threads)
+                       const double *implicit_zeros, const int32_t *mantissa_bits, const int32_t *min_normal,
+                       double floor_fraction, double *rows, int32_t threads)
 {
   job j;
   double *partials = NULL;
@@ -655,6 +658,8 @@ static int divergence_sums(int64_t count, const void *const *candidates, const i
   j.run = divergence_norms;        /* pass 1: the floor needs rms(r) */
   run_threads(&j, threads);
   merge(&j, DV_N, DV_SUM_R2 + 1, ops);
+  for (int64_t r = 0; implicit_zeros && r < count; r++)  /* zero pairs not passed: counted in n only */
+    rows[r * DV_WIDTH + DV_N] += implicit_zeros[r];
   j.run = divergence_rest;         /* pass 2 */
   run_threads(&j, threads);
   ops[DV_MAX_ABS] = MERGE_MAX;
@@ -913,13 +918,13 @@ static void divergence_columns(const double *s, double *out)
 
 int gl_divergence_metrics(int64_t count, const void *const *candidates, const int32_t *candidate_dtypes,
                           const void *const *references, const int32_t *reference_dtypes, const int64_t *sizes,
-                          const int32_t *mantissa_bits, const int32_t *min_normal, double floor_fraction,
-                          double *metrics, int32_t threads)
+                          const double *implicit_zeros, const int32_t *mantissa_bits, const int32_t *min_normal,
+                          double floor_fraction, double *metrics, int32_t threads)
 {
   double *rows = (double *)malloc((size_t)(count ? count : 1) * DV_WIDTH * sizeof(double));
   if (!rows) return -1;
   int result = divergence_sums(count, candidates, candidate_dtypes, references, reference_dtypes, sizes,
-                               mantissa_bits, min_normal, floor_fraction, rows, threads);
+                               implicit_zeros, mantissa_bits, min_normal, floor_fraction, rows, threads);
   fp_mode mode = keep_denormals();
   for (int64_t r = 0; result == 0 && r < count; r++)
     divergence_columns(rows + r * DV_WIDTH, metrics + r * DIVERGENCE_COLUMNS);

@@ -18,8 +18,8 @@ int gl_gradient_statistics(int64_t count, const void* const* data, const int32_t
                            int32_t subnormal_bins, float* stats, float* hist, int32_t threads);
 int gl_divergence_metrics(int64_t count, const void* const* candidates, const int32_t* candidate_dtypes,
                           const void* const* references, const int32_t* reference_dtypes, const int64_t* sizes,
-                          const int32_t* mantissa_bits, const int32_t* min_normal, double floor_fraction,
-                          double* metrics, int32_t threads);
+                          const double* implicit_zeros, const int32_t* mantissa_bits, const int32_t* min_normal,
+                          double floor_fraction, double* metrics, int32_t threads);
 int gl_update_statistics(int64_t count, const void* const* before, const void* const* after, const int32_t* dtypes,
                          const void* const* gradients, const int32_t* gradient_dtypes, const int64_t* sizes,
                          float* out, int32_t threads);
@@ -122,6 +122,9 @@ class DivergenceMetricsOp : public OpKernel {
     Arrays cand = Gather(candidates), ref = Gather(references);
     const int64_t n = candidates.size();
     const double floor_fraction = c->input(2 * n).scalar<double>()();
+    const Tensor& zeros = c->input(2 * n + 1);
+    OP_REQUIRES(c, zeros.NumElements() == n,
+                tensorflow::errors::InvalidArgument("implicit_zeros must have one entry per pair"));
     for (int64_t i = 0; i < n; ++i) {
       OP_REQUIRES(c, cand.sizes[i] == ref.sizes[i],
                   tensorflow::errors::InvalidArgument("tb_gradlens: pair ", i, " has ", cand.sizes[i],
@@ -132,7 +135,7 @@ class DivergenceMetricsOp : public OpKernel {
     std::vector<int32_t> p(mantissa_bits_.begin(), mantissa_bits_.end());
     std::vector<int32_t> e(min_normal_.begin(), min_normal_.end());
     int result = gl_divergence_metrics(n, cand.data.data(), cand.codes.data(), ref.data.data(), ref.codes.data(),
-                                       cand.sizes.data(), p.data(), e.data(), floor_fraction,
+                                       cand.sizes.data(), zeros.flat<double>().data(), p.data(), e.data(), floor_fraction,
                                        out->flat<double>().data(), Threads(c, cand));
     OP_REQUIRES(c, result == 0, tensorflow::errors::ResourceExhausted("tb_gradlens: out of memory"));
   }
@@ -202,12 +205,13 @@ REGISTER_OP("GradlensDivergenceMetrics")
     .Input("candidates: Tc")
     .Input("references: Tr")
     .Input("floor_fraction: double")
+    .Input("implicit_zeros: double")
     .Output("metrics: double")
     .Attr("Tc: list({float, bfloat16, half, double})")
     .Attr("Tr: list({float, bfloat16, half, double})")
     .Attr("mantissa_bits: list(int)")
     .Attr("min_normal: list(int)")
-    .SetShapeFn([](InferenceContext* c) { return RowsOf(c, (c->num_inputs() - 1) / 2, kDivergenceColumns, 0); });
+    .SetShapeFn([](InferenceContext* c) { return RowsOf(c, (c->num_inputs() - 2) / 2, kDivergenceColumns, 0); });
 
 REGISTER_OP("GradlensUpdateStatistics")
     .Input("before: T")

@@ -27,6 +27,7 @@ from tb_gradlens.numerics import bits
 from tb_gradlens.numerics import kernel
 from tb_gradlens.numerics import library_calls
 from tb_gradlens.numerics import packing
+from tb_gradlens.numerics import sparse
 
 # An element is "significant" for sign_flip (and the denominators of max_rel
 # and ulp_rms are floored) at SIGNIFICANCE_FLOOR * rms(r): the rounding
@@ -172,20 +173,21 @@ def divergence64(candidates, references, candidate_dtypes, floor_fraction, backe
     nan_row = [NAN] * (N_COLUMNS - 1) + [0.0]
     if not present:
         return tf.constant([nan_row] * n_pairs, tf.float64, shape=[n_pairs, N_COLUMNS])
-    cands, refs, precisions = [], [], []
+    chosen = backends.choose(backend)
+    cands, refs, implicit, precisions = [], [], [], []
     for i in present:
-        c, r = tf.convert_to_tensor(candidates[i]), tf.convert_to_tensor(references[i])
+        c, r, zeros = _pair(candidates[i], references[i], sparse_ok=chosen == "kernel")
         nc, nr = c.shape.num_elements(), r.shape.num_elements()
         if nc is not None and nr is not None and nc != nr:
             raise ValueError("tb_gradlens: pair %d has %d candidate and %d reference elements" % (i, nc, nr))
         cands.append(c)
         refs.append(r)
+        implicit.append(zeros)
         precisions.append(bits.precision(candidate_dtypes[i] or c.dtype))
     p = np.array([q[0] for q in precisions], np.int32)
     min_normal = np.array([q[1] for q in precisions], np.int32)
-    chosen = backends.choose(backend)
     if chosen == "kernel":
-        metrics = _kernel_pass(cands, refs, p, min_normal, floor_fraction)
+        metrics = _kernel_pass(cands, refs, implicit, p, min_normal, floor_fraction)
     else:
         metrics = metrics_from_sums(_tf_sums(cands, refs, p, min_normal, floor_fraction, chosen), tnp)
     if len(present) == n_pairs:
@@ -196,7 +198,16 @@ def divergence64(candidates, references, candidate_dtypes, floor_fraction, backe
     return tf.gather(tf.concat([metrics, tf.constant([nan_row] * len(missing), tf.float64)], 0), order)
 
 
-def _kernel_pass(cands, refs, p, min_normal, floor_fraction):
+def _pair(candidate, reference, sparse_ok):
+    """(c, r, implicit zeros) of one pair: two IndexedSlices (for the
+    kernel) as the rows either names, the rest counted (``sparse.py``);
+    anything else as dense tensors."""
+    if sparse_ok and sparse.pairable(candidate, reference):
+        return sparse.paired_rows(candidate, reference)
+    return tf.convert_to_tensor(candidate), tf.convert_to_tensor(reference), tf.constant(0.0, tf.float64)
+
+
+def _kernel_pass(cands, refs, implicit, p, min_normal, floor_fraction):
     """The compiled kernel: one op (or one numpy_function call)."""
     cands = [c if c.dtype.name in kernel.DTYPES else tf.cast(c, tf.float32) for c in cands]
     refs = [r if r.dtype.name in kernel.DTYPES else tf.cast(r, tf.float32) for r in refs]
@@ -204,14 +215,16 @@ def _kernel_pass(cands, refs, p, min_normal, floor_fraction):
     if ops is not None:
         floor = tf.constant(float(floor_fraction), tf.float64)
         (out,) = kernel.in_op_chunks(
-            lambda c, r, q, e: (ops.gradlens_divergence_metrics(c, r, floor, mantissa_bits=q, min_normal=e),),
-            cands, refs, p.tolist(), min_normal.tolist(),
+            lambda c, r, z, q, e: (ops.gradlens_divergence_metrics(
+                c, r, floor, tf.stack(z), mantissa_bits=q, min_normal=e),),
+            cands, refs, implicit, p.tolist(), min_normal.tolist(),
         )
         return out
     n = len(cands)
     (out,) = backends.run_kernel(
-        lambda *arrays: (library_calls.divergence_metrics(arrays[:n], arrays[n:], p, min_normal, floor_fraction),),
-        cands + refs, [tf.float64],
+        lambda *arrays: (library_calls.divergence_metrics(
+            arrays[:n], arrays[n:2 * n], p, min_normal, floor_fraction, arrays[2 * n]),),
+        cands + refs + [tf.stack(implicit)], [tf.float64],
     )
     out.set_shape([n, N_COLUMNS])
     return out

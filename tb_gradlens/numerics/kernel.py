@@ -190,7 +190,7 @@ def _declare(library):
     library.gl_gradient_statistics.argtypes = [
         i64, pointer, pointer, pointer, pointer, i32, i32, i32, i32, pointer, pointer, i32]
     library.gl_divergence_metrics.argtypes = [
-        i64, pointer, pointer, pointer, pointer, pointer, pointer, pointer, f64, pointer, i32]
+        i64, pointer, pointer, pointer, pointer, pointer, pointer, pointer, pointer, f64, pointer, i32]
     library.gl_update_statistics.argtypes = [i64, pointer, pointer, pointer, pointer, pointer, pointer, pointer, i32]
     for fn in (library.gl_gradient_statistics, library.gl_divergence_metrics, library.gl_update_statistics):
         fn.restype = ctypes.c_int

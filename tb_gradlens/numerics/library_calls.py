@@ -68,8 +68,9 @@ def gradient_statistics(arrays, implicit_zeros, min_exponent, zero_bin, n_bins, 
     return stats, hist
 
 
-def divergence_metrics(candidates, references, mantissa_bits, min_normal, floor_fraction):
-    """float64 ``[pairs, 9]`` divergence metrics of NumPy arrays."""
+def divergence_metrics(candidates, references, mantissa_bits, min_normal, floor_fraction, implicit_zeros=None):
+    """float64 ``[pairs, 9]`` divergence metrics of NumPy arrays
+    (``implicit_zeros``: per pair, the (0, 0) pairs left out)."""
     kept_c, c_pointers, c_codes, sizes = _prepared(candidates)
     kept_r, r_pointers, r_codes, r_sizes = _prepared(references)
     if not np.array_equal(sizes, r_sizes):
@@ -77,11 +78,14 @@ def divergence_metrics(candidates, references, mantissa_bits, min_normal, floor_
                          % (sizes.tolist(), r_sizes.tolist()))
     p = np.ascontiguousarray(mantissa_bits, np.int32)
     e = np.ascontiguousarray(min_normal, np.int32)
+    zeros = np.zeros(len(kept_c)) if implicit_zeros is None else implicit_zeros
+    zeros = np.ascontiguousarray(zeros, np.float64)
     out = np.empty((len(kept_c), len(metadata.DIVERGENCE_COLUMNS)), np.float64)
     if len(kept_c):
         _check(kernel.library().gl_divergence_metrics(
             len(kept_c), c_pointers.ctypes.data, c_codes.ctypes.data, r_pointers.ctypes.data,
-            r_codes.ctypes.data, sizes.ctypes.data, p.ctypes.data, e.ctypes.data, float(floor_fraction),
+            r_codes.ctypes.data, sizes.ctypes.data, zeros.ctypes.data, p.ctypes.data, e.ctypes.data,
+            float(floor_fraction),
             out.ctypes.data, kernel.threads_for(sizes)), "divergence")
     return out
 
