@@ -294,14 +294,17 @@ enum { GS_SUM, GS_SUMSQ, GS_MIN, GS_MAX, GS_HIST };
 /* mask ? a : b, lane by lane (a macro: vector arguments change the ABI). */
 #define SELECT8(mask, a, b) ((v8f)((((v8i)(a)) & (mask)) | (((v8i)(b)) & ~(mask))))
 
-/* Sum, sum of squares (float64), min and max of a block, all elements. */
+/* Sum, sum of squares (float64), min and max of a block, all elements;
+ * returns the number of exact zeros (+0 and -0). */
 VECTOR_CLONES
-static void block_values(const float *x, int64_t m, double *row)
+static int64_t block_values(const float *x, int64_t m, double *row)
 {
   v4d s0 = {0, 0, 0, 0}, s1 = s0, q0 = s0, q1 = s0;
   float lo = (float)row[GS_MIN], hi = (float)row[GS_MAX];
   v8f vlo = {lo, lo, lo, lo, lo, lo, lo, lo}, vhi = {hi, hi, hi, hi, hi, hi, hi, hi};
-  int64_t i = 0;
+  const v8f zero = {0, 0, 0, 0, 0, 0, 0, 0};
+  v8i vzeros = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0, zeros = 0;
   for (; i + 8 <= m; i += 8) {
     v8f f;
     memcpy(&f, x + i, sizeof f);
@@ -309,6 +312,7 @@ static void block_values(const float *x, int64_t m, double *row)
     s0 += a; s1 += b; q0 += a * a; q1 += b * b;
     vlo = SELECT8(f < vlo, f, vlo);
     vhi = SELECT8(f > vhi, f, vhi);
+    vzeros -= f == zero;
   }
   double s = 0, q = 0;
   for (; i < m; i++) {
@@ -316,25 +320,24 @@ static void block_values(const float *x, int64_t m, double *row)
     s += d; q += d * d;
     lo = x[i] < lo ? x[i] : lo;
     hi = x[i] > hi ? x[i] : hi;
+    zeros += x[i] == 0;
   }
   for (int k = 0; k < 4; k++) { s += s0[k] + s1[k]; q += q0[k] + q1[k]; }
-  for (int k = 0; k < 8; k++) { lo = vlo[k] < lo ? vlo[k] : lo; hi = vhi[k] > hi ? vhi[k] : hi; }
+  for (int k = 0; k < 8; k++) { lo = vlo[k] < lo ? vlo[k] : lo; hi = vhi[k] > hi ? vhi[k] : hi; zeros += vzeros[k]; }
   row[GS_SUM] += s; row[GS_SUMSQ] += q; row[GS_MIN] = lo; row[GS_MAX] = hi;
+  return zeros;
 }
 
 /* Counts per sign-and-exponent field (four copies: runs of equal fields
- * do not wait on each other's stores); returns the number of exact zeros. */
-static int64_t block_fields(const uint32_t *b, int64_t m, uint32_t fields[4][FIELDS])
+ * do not wait on each other's stores). */
+static void block_fields(const uint32_t *b, int64_t m, uint32_t fields[4][FIELDS])
 {
-  int64_t zeros = 0, i = 0;
+  int64_t i = 0;
   for (; i + 4 <= m; i += 4) {
-    uint32_t u0 = b[i], u1 = b[i + 1], u2 = b[i + 2], u3 = b[i + 3];
-    fields[0][u0 >> F32_MANTISSA_BITS]++; fields[1][u1 >> F32_MANTISSA_BITS]++;
-    fields[2][u2 >> F32_MANTISSA_BITS]++; fields[3][u3 >> F32_MANTISSA_BITS]++;
-    zeros += ((u0 << 1) == 0) + ((u1 << 1) == 0) + ((u2 << 1) == 0) + ((u3 << 1) == 0);
+    fields[0][b[i] >> F32_MANTISSA_BITS]++; fields[1][b[i + 1] >> F32_MANTISSA_BITS]++;
+    fields[2][b[i + 2] >> F32_MANTISSA_BITS]++; fields[3][b[i + 3] >> F32_MANTISSA_BITS]++;
   }
-  for (; i < m; i++) { fields[0][b[i] >> F32_MANTISSA_BITS]++; zeros += (b[i] << 1) == 0; }
-  return zeros;
+  for (; i < m; i++) fields[0][b[i] >> F32_MANTISSA_BITS]++;
 }
 
 static inline int floor_log2(uint32_t x) { return 31 - __builtin_clz(x); }
@@ -398,8 +401,8 @@ static void gradient_chunk(const job *j, const chunk *c, double *row)
     const uint32_t *b = buffer;
     if (dtype == GL_FLOAT32) b = (const uint32_t *)data + s;
     else to_float32_bits(data, dtype, s, m, buffer);
-    zeros += block_fields(b, m, fields);
-    block_values((const float *)b, m, row);
+    block_fields(b, m, fields);
+    zeros += block_values((const float *)b, m, row);
   }
   int64_t field0 = 0, field255 = 0;
   for (int f = 0; f < FIELDS; f++) {
