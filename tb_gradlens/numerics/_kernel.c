@@ -526,12 +526,66 @@ static void norms_block(const double *cb, const double *rb, int64_t m, double *n
   *sum_r2 += qq;
 }
 
+/* norms_block for a float32 reference and a candidate as float32 bits:
+ * the same sums in the same order, without widening the candidate. */
+VECTOR_CLONES
+static void norms_block_f32(const uint32_t *cb, const float *rb, int64_t m, double *n, double *sum_r2)
+{
+  const v8i exponent = {F32_EXPONENT_MASK, F32_EXPONENT_MASK, F32_EXPONENT_MASK, F32_EXPONENT_MASK,
+                        F32_EXPONENT_MASK, F32_EXPONENT_MASK, F32_EXPONENT_MASK, F32_EXPONENT_MASK};
+  v8i count = {0, 0, 0, 0, 0, 0, 0, 0};
+  v4d q = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    v8i c, r;
+    memcpy(&c, cb + i, sizeof c);
+    memcpy(&r, rb + i, sizeof r);
+    v8i fin = ((c & exponent) != exponent) & ((r & exponent) != exponent);
+    v8f kept = (v8f)(r & fin);
+    v4d lo = {kept[0], kept[1], kept[2], kept[3]}, hi = {kept[4], kept[5], kept[6], kept[7]};
+    count -= fin;
+    q += lo * lo;
+    q += hi * hi;
+  }
+  double nn = 0, qq = 0;
+  for (; i + 4 <= m; i += 4) {  /* as norms_block's lanes take them */
+    for (int k = 0; k < 4; k++) {
+      int fin = finite32(cb[i + k]) && finite32(bits_of(rb[i + k]));
+      double r = fin ? (double)rb[i + k] : 0.0;
+      nn += fin;
+      q[k] += r * r;
+    }
+  }
+  for (; i < m; i++) {
+    if (!finite32(cb[i]) || !finite32(bits_of(rb[i]))) continue;
+    nn += 1;
+    qq += (double)rb[i] * rb[i];
+  }
+  for (int k = 0; k < 8; k++) nn += (double)count[k];
+  for (int k = 0; k < 4; k++) qq += q[k];
+  *n += nn;
+  *sum_r2 += qq;
+}
+
 static void divergence_norms(const job *j, const chunk *c, double *row)
 {
   double cb[BLOCK], rb[BLOCK], n = 0, sum_r2 = 0;
-  int64_t m;
-  for (int64_t s = c->start; (m = pair_block(j, c, s, cb, rb)) > 0; s += BLOCK)
-    norms_block(cb, rb, m, &n, &sum_r2);
+  int64_t m, end = c->start + c->length;
+  int c_dtype = j->a_dtypes[c->row];
+  if (j->b_dtypes[c->row] == GL_FLOAT32 && c_dtype != GL_FLOAT64) {  /* the common case: no widening */
+    uint32_t bits[BLOCK];
+    const float *r = (const float *)j->b[c->row];
+    for (int64_t s = c->start; s < end; s += BLOCK) {
+      m = end - s < BLOCK ? end - s : BLOCK;
+      const uint32_t *cbits = bits;
+      if (c_dtype == GL_FLOAT32) cbits = (const uint32_t *)j->a[c->row] + s;
+      else to_float32_bits(j->a[c->row], c_dtype, s, m, bits);
+      norms_block_f32(cbits, r + s, m, &n, &sum_r2);
+    }
+  } else {
+    for (int64_t s = c->start; (m = pair_block(j, c, s, cb, rb)) > 0; s += BLOCK)
+      norms_block(cb, rb, m, &n, &sum_r2);
+  }
   row[DV_N] = n;
   row[DV_SUM_R2] = sum_r2;
 }
