@@ -147,7 +147,11 @@ def divergence_metrics(candidates, references, candidate_dtypes=None, floor_frac
 
     Args:
       candidates, references: lists of tensors of equal length; each pair
-        has the same number of elements (dtypes may differ).
+        has the same number of elements (dtypes may differ).  A pair of
+        ``tf.IndexedSlices`` of one dense shape (an Embedding's gradients)
+        gives the metrics of the dense pair; the kernel computes them over
+        the rows either names (``sparse.paired_rows``), the TensorFlow
+        backends densify.
       candidate_dtypes: the dtype whose spacing defines ``ulp_rms`` for
         each pair (e.g. bfloat16 for a mixed_bfloat16 candidate whose
         gradients are float32); default each candidate's dtype.
