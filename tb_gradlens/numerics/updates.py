@@ -23,7 +23,6 @@ u = after - before in float64 over n elements, the raw sums
 exact for subnormals on CPU.  An empty variable gives NaN.
 """
 
-import numpy as np
 import tensorflow as tf
 import tensorflow.experimental.numpy as tnp
 
