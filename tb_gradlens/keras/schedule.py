@@ -6,13 +6,13 @@ from tb_gradlens import compare
 from tb_gradlens import patterns
 from tb_gradlens import summary_v2
 
-# Defaults from measurement (BENCHMARKS.md sections 3d and 3f: model.fit,
+# Defaults from measurement (BENCHMARKS.md sections 3d, 3f, 3g: model.fit,
 # mixed_bfloat16, 2 CPU cores, quiet machine): a step that logs gradient
 # statistics and the histogram costs 1.01x a plain step on MobileNetV2,
-# 1.02x on the ~5M transformer, 1.06x on ResNet50 and 1.3-1.4x on the 0.9 ms
+# 1.02-1.04x on the ~5M transformer, 1.06-1.1x on ResNet50 and 1.3-1.4x on the 0.9 ms
 # MLP (its event-file flush, ~0.1 ms, is most of that); with update
 # statistics as well 1.03-1.12x; a bfloat16-vs-float32 comparison step
-# 1.9-2.7x (one float32 pass alone is 0.6-1.3x); steps not logged run Keras'
+# 1.8-2.6x (one float32 pass alone is 0.6-1.3x); steps not logged run Keras'
 # own train function.  Every 20 steps the statistics add well under 1% on
 # average on the real models, comparisons every 100 another 0.9-1.7%.
 # Disk, not time, keeps gradients from every step: a logged step of

@@ -495,7 +495,6 @@ typedef uint64_t v4ul __attribute__((vector_size(32)));
 #define SELECT4(mask, a, b) ((v4d)((((v4l)(a)) & (mask)) | (((v4l)(b)) & ~(mask))))
 #define F64_EXPONENT_MASK ((int64_t)F64_FIELD_MAX << F64_MANTISSA_BITS)
 
-#define SELECT4L(mask, a, b) (((a) & (mask)) | ((b) & ~(mask)))
 /* Lanes where both values are finite (all ones), else 0; e: the exponent masks. */
 #define BOTH_FINITE(c, r, e) ((((v4l)(c) & (e)) != (e)) & (((v4l)(r) & (e)) != (e)))
 
@@ -569,7 +568,7 @@ static void norms_block_f32(const uint32_t *cb, const float *rb, int64_t m, doub
 
 static void divergence_norms(const job *j, const chunk *c, double *row)
 {
-  double cb[BLOCK], rb[BLOCK], n = 0, sum_r2 = 0;
+  double n = 0, sum_r2 = 0;
   int64_t m, end = c->start + c->length;
   int c_dtype = j->a_dtypes[c->row];
   if (j->b_dtypes[c->row] == GL_FLOAT32 && c_dtype != GL_FLOAT64) {  /* the common case: no widening */
@@ -583,6 +582,7 @@ static void divergence_norms(const job *j, const chunk *c, double *row)
       norms_block_f32(cbits, r + s, m, &n, &sum_r2);
     }
   } else {
+    double cb[BLOCK], rb[BLOCK];
     for (int64_t s = c->start; (m = pair_block(j, c, s, cb, rb)) > 0; s += BLOCK)
       norms_block(cb, rb, m, &n, &sum_r2);
   }
