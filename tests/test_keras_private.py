@@ -83,3 +83,30 @@ def test_train_function_around_a_step_and_unlowered_branches():
 def test_retracing_warning_switch_exists():
     function = keras_private.without_retracing_warning(tf.function(lambda x: x + 1))
     assert function._omit_frequent_tracing_warning is True
+
+
+def test_train_function_is_an_untracked_attribute_fit_calls():
+    """``set_train_function`` skips Keras' attribute tracking: it relies on
+    Keras' train function being a plain function Keras neither tracks nor
+    caches elsewhere, so ``fit`` calls whatever the attribute holds."""
+    import numpy as np
+
+    model = _model()
+    model.make_train_function()
+    plain = model.train_function
+    assert not isinstance(plain, tf.__internal__.tracking.Trackable)
+    children = set(model._trackable_children())
+    calls = []
+
+    def wrapped(iterator):
+        calls.append(1)
+        return plain(iterator)
+
+    keras_private.set_train_function(model, wrapped)
+    model.make_train_function()  # not forced: keeps the attribute
+    assert model.train_function is wrapped
+    model.fit(np.zeros((4, 3), np.float32), np.zeros((4, 2), np.float32), batch_size=2, verbose=0)
+    assert len(calls) == 2
+    keras_private.set_train_function(model, plain)
+    assert model.train_function is plain
+    assert set(model._trackable_children()) == children

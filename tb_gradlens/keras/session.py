@@ -112,7 +112,7 @@ class Session:
     def arm(self):
         """``on_train_batch_begin``: the next train-function call goes through the lens."""
         if self.entry is not None:
-            self.model.train_function = self.entry
+            keras_private.set_train_function(self.model, self.entry)
             _patched_by[self.model] = self
 
     def restore(self):
@@ -120,7 +120,7 @@ class Session:
         if self.step_tap is not None:
             self.step_tap.restore()
         if self.plain_function is not None:
-            self.model.train_function = self.plain_function
+            keras_private.set_train_function(self.model, self.plain_function)
         if _patched_by.get(self.model) is self:
             del _patched_by[self.model]
 
