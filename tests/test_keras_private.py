@@ -8,6 +8,7 @@ here, with its name, before it fails anywhere else.
 import inspect
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tb_gradlens import keras_private
@@ -89,8 +90,6 @@ def test_train_function_is_an_untracked_attribute_fit_calls():
     """``set_train_function`` skips Keras' attribute tracking: it relies on
     Keras' train function being a plain function Keras neither tracks nor
     caches elsewhere, so ``fit`` calls whatever the attribute holds."""
-    import numpy as np
-
     model = _model()
     model.make_train_function()
     plain = model.train_function
