@@ -21,7 +21,9 @@ from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens.keras.replicas import Replicas
 from tb_gradlens.keras.tap import COMPARISON_KINDS
+from tb_gradlens.keras.tap import COMPARISONS
 from tb_gradlens.keras.tap import GRADIENT_KINDS
+from tb_gradlens.keras.tap import UPDATES
 from tb_gradlens.keras.tap import optimizer_step
 from tb_gradlens.keras.tap import when
 
@@ -52,6 +54,9 @@ class LiveStep:
         self.default_step = keras_private.uses_default_train_step(model)
         self.seeds = compare.seed_states(model)
         self.replicas = Replicas(tap) if model.distribute_strategy.num_replicas_in_sync > 1 else None
+        # One trace per set of parts a call logs (``Tap.parts_due_in``); with
+        # several replicas one trace keeps every replica's collectives alike.
+        self.traces_by_parts = self.replicas is None
         self._original = {}
 
     # -- patching ------------------------------------------------------------
@@ -86,12 +91,13 @@ class LiveStep:
         step = optimizer_step(model)
         seeds = [tf.identity(tf.convert_to_tensor(v.value)) for v in self.seeds]
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        compares = tap.includes(COMPARISONS)
         for slot in tap.slots:
-            if not slot.live:
+            if not slot.live and compares:
                 when(tap.status, "comparison %s" % slot.name, COMPARISON_KINDS, tap.compare_due(step),
                      lambda slot=slot: slot.run(model, x, y, sample_weight, step, state_values=seeds),
                      name=slot.name)
-        live = any(slot.live for slot in tap.slots) and self.default_step
+        live = any(slot.live for slot in tap.slots) and self.default_step and compares
         recorder = compare.ActivationRecorder(model, keep_tensors=live)
         capture = _Capture(step, data, seeds, recorder)
         tap.local.capture = capture
@@ -139,7 +145,7 @@ class LiveStep:
              lambda: self._logged_step(step, capture, loss, applied, variables, chosen))
         tap.copy_weights_when_due(step)
         result = self._original["apply"](grads, trainable_variables)
-        if tap.logs_gradients and tap.log_updates:
+        if tap.logs_gradients and tap.log_updates and tap.includes(UPDATES):
             if self.replicas is not None:
                 chosen = self.replicas.reduced()
             when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.update_due(step),
@@ -160,6 +166,8 @@ class LiveStep:
         tap = self.tap
         live = [slot for slot in tap.slots if slot.live]
         if not live or capture is None or capture.loss is None or not self.default_step:
+            return
+        if not tap.includes(COMPARISONS):
             return
         by_id = {id(v): g for g, v in zip(applied, variables)}
         grads = [by_id.get(id(v)) for v in self.model.trainable_variables]

@@ -57,6 +57,7 @@ class ProbeStep:
         self.seeds = compare.seed_states(model)
         self.xla_step = keras_private.function_per_instance(model.train_step, jit_compile=True,
                                                             reduce_retracing=True)
+        self.traces_by_parts = False  # one trace: the XLA step and its probe
         live = [slot for slot in tap.slots if slot.live]
         self.candidate = None
         if self.default_step and (tap.logs_gradients or live):

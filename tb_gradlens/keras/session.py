@@ -2,12 +2,16 @@
 
 A ``Session`` exists from ``on_train_begin`` to ``on_train_end`` of a
 ``GradLensCallback`` (and is resumed by a later ``fit`` of the same model,
-optimizer and variables, keeping its traced train function as Keras keeps
+optimizer and variables, keeping its traced train functions as Keras keeps
 its own).  It builds the ``Tap`` and the step tap (``LiveStep`` without
 XLA, ``ProbeStep`` under ``jit_compile=True``), installs a train function
 that writes the buffered records after every call and also when the call
 raises (``writing``), and restores every patch at the end, when the train
-function raises, or when a later session finds it stale.
+function raises, or when a later session finds it stale.  A call that
+logs nothing runs Keras' own train function; one that logs runs the lens's
+step traced with only the optional parts that can be due in it
+(``Tap.parts_due_in``; without XLA and with one replica), one trace per
+set of parts.
 
 A model Keras builds at its first batch (subclassed models, Sequential
 without an Input) has no variables at ``on_train_begin``: the session then
@@ -82,6 +86,7 @@ class Session:
         self.plain_function = None
         self.function = None
         self.entry = None  # what model.train_function is while armed
+        self._traced = {}  # Tap.parts -> Keras' train function traced with the lens's step
         self.next_step = 0
         self._writes_pending = True  # the status or dtype map may have changed
         self._traces_written = 0  # tap.traces when they were last written
@@ -173,12 +178,27 @@ class Session:
                                        getattr(self.step_tap, "replicas", None))
         self.sink.write_in_step()
         self._begin_training()
-        self.step_tap.patch()
-        try:
-            function = self.step_tap.function()
-        finally:
-            self.step_tap.restore()
-        self.function = self.entry = self._writing_after_each_call(function)
+        self._traced = {}
+        self._function_for(self._parts_from(self.next_step))
+        self.function = self.entry = self._writing_after_each_call()
+
+    def _parts_from(self, first):
+        """The key of the trace a call from optimizer step ``first`` runs."""
+        if not self.step_tap.traces_by_parts:
+            return None
+        return self.tap.parts_due_in(first, first + self.tap.gradients.slots)
+
+    def _function_for(self, parts):
+        """Keras' train function for the lens's step with ``parts``
+        (``Tap.parts``; made on first use, traced at its first call)."""
+        function = self._traced.get(parts)
+        if function is None:
+            self.step_tap.patch()
+            try:
+                function = self._traced[parts] = self.step_tap.function()
+            finally:
+                self.step_tap.restore()
+        return function
 
     def _begin_training(self):
         first = int(self.model.optimizer.iterations.numpy())
@@ -212,7 +232,7 @@ class Session:
 
     # -- the train function ---------------------------------------------------------
 
-    def _writing_after_each_call(self, function):
+    def _writing_after_each_call(self):
         def train_function(iterator):
             first = self.next_step
             if self._plain_call_suffices(first):
@@ -221,7 +241,10 @@ class Session:
                 logs = self.plain_function(iterator)
                 self.next_step = first + self.tap.gradients.slots
                 return logs
-            self.step_tap.patch()  # read when the step is traced
+            parts = self._parts_from(first)
+            function = self._function_for(parts)
+            self.tap.parts = parts  # read when the step is traced
+            self.step_tap.patch()
             try:
                 logs = function(iterator)
             except BaseException:
