@@ -165,9 +165,7 @@ class LiveStep:
     def _compare_live(self, step, capture, applied, variables):
         tap = self.tap
         live = [slot for slot in tap.slots if slot.live]
-        if not live or capture is None or capture.loss is None or not self.default_step:
-            return
-        if not tap.includes(COMPARISONS):
+        if not (live and tap.includes(COMPARISONS) and self.default_step) or capture is None or capture.loss is None:
             return
         by_id = {id(v): g for g, v in zip(applied, variables)}
         grads = [by_id.get(id(v)) for v in self.model.trainable_variables]

@@ -178,7 +178,6 @@ class Session:
                                        getattr(self.step_tap, "replicas", None))
         self.sink.write_in_step()
         self._begin_training()
-        self._traced = {}
         self._function_for(self._parts_from(self.next_step))
         self.function = self.entry = self._writing_after_each_call()
 

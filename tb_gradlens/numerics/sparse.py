@@ -77,5 +77,5 @@ def paired_rows(candidate, reference):
     valid = unique >= 0  # negative indices: dropped
     rows = [tf.boolean_mask(tf.math.unsorted_segment_sum(g.values, at, tf.size(unique)), valid)
             for g, at in ((candidate, position[:n_candidate]), (reference, position[n_candidate:]))]
-    total = tf.reduce_prod(tf.cast(candidate.dense_shape, tf.float64))
+    total = tf.reduce_prod(tf.cast(shape, tf.float64))
     return rows[0], rows[1], tf.maximum(total - tf.cast(tf.size(rows[0]), tf.float64), 0.0)
