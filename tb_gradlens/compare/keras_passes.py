@@ -136,14 +136,15 @@ class KerasPass:
         configured = {id(layer): layer.compute_dtype for layer in model_layers(model)}
         with device_scope(variant.device), switched_policies(model, variant):
             values = [_stored_value(v, variant) for v in variables]
-            mapping = list(zip(variables, values))
-            if state_values is not None:
-                mapping += list(zip(seed_states(model), state_values))
             recorder = ActivationRecorder(model, keep_tensors=self.activations)
             with tf.GradientTape() as tape:
                 tape.watch(values)
+                used = self._used_values(variables, values, configured)
+                mapping = list(zip(variables, used))
+                if state_values is not None:
+                    mapping += list(zip(seed_states(model), state_values))
                 with keras.StatelessScope(state_mapping=mapping), SharedDraws(configured, draws) as shared:
-                    with recorder:
+                    with self._instrument(configured), recorder:
                         y_pred = model(x, training=True)
                     loss = self._loss(x, y, y_pred, sample_weight)
                     scaled = self.optimizer.scale_loss(loss) if self.optimizer is not None else loss
@@ -154,6 +155,17 @@ class KerasPass:
         self.activation_rows = [name for name, _ in recorder.outputs]
         self.observed_dtypes = dict(recorder.dtypes)
         return loss, grads, [t for _, t in recorder.outputs], list(shared.draws)
+
+    def _used_values(self, variables, values, configured):
+        """The values the pass's layers read for ``variables`` (the stable-
+        rounding pass rounds some); ``values`` themselves by default."""
+        return values
+
+    def _instrument(self, configured):
+        """A context manager active while the model's layers run (the
+        stable-rounding pass rounds at their boundaries); none by default.
+        ``configured``: {id(layer): compute dtype as configured}."""
+        return contextlib.nullcontext()
 
     def _loss(self, x, y, y_pred, sample_weight):
         model = self.model
@@ -166,94 +178,3 @@ class KerasPass:
 def keras_pass(model, variant, activations=True, optimizer=None):
     """A ``KerasPass`` (kept for callers of the former function)."""
     return KerasPass(model, variant, activations, optimizer)
-
-
-def compare_keras(model, x, y=None, sample_weight=None, reference="float32", candidate=None,
-                  activations=True, passes=None, surrounding_jit=False, candidate_outcome=None,
-                  state_values=None):
-    """Compare one training step of a Keras model between two variants.
-
-    Same batch, same weights, same random draws (dropout masks, noise);
-    nothing in the model changes (policies are restored, the passes are
-    stateless).
-
-    Args:
-      model: a compiled Keras 3 model (``compute_loss`` gives its loss).
-      x, y, sample_weight: one batch.
-      reference, candidate: Variants or policy names; None = the model as
-        configured (the default candidate).
-      activations: also compare every layer's output.
-      passes: optional (reference_pass, candidate_pass) ``KerasPass``es to
-        reuse (their tf.functions keep their traces).
-      surrounding_jit: whether the caller runs under XLA (recorded for
-        variants with ``jit_compile=None``).
-      candidate_outcome: ``(loss, gradients, [(layer name, output)])`` of
-        the training step itself, when the candidate is the model as
-        configured and the caller has them (the Keras callback): then no
-        candidate pass runs.  The weights must be those the step
-        differentiated, and the reference must run as the step runs (its
-        ``jit_compile`` None or ``surrounding_jit``): it draws the step's
-        random numbers again.  A fourth element, the candidate's random
-        draws (a ``KerasPass``'s fourth output), is replayed instead.
-      state_values: values of the model's seed-generator states before the
-        step (``seed_states``), so the passes draw that step's masks.
-
-    Returns:
-      A Comparison.
-    """
-    reference, candidate = as_variant(reference), as_variant(candidate)
-    variables = model.trainable_variables
-    if passes is None:
-        passes = (KerasPass(model, reference, activations),
-                  None if candidate_outcome is not None else KerasPass(model, candidate, activations))
-    ref_pass, cand_pass = passes
-    if candidate_outcome is not None:
-        cand_loss, cand_grads, named = candidate_outcome[:3]
-        draws = candidate_outcome[3] if len(candidate_outcome) > 3 else None
-        if draws is None and not reference.runs_as_surrounding(surrounding_jit):
-            raise ValueError("tb_gradlens.compare_keras: with a candidate_outcome without its random draws "
-                             "the reference must run as the step runs (jit_compile None or %s)"
-                             % bool(surrounding_jit))
-        cand_rows, cand_acts = [n for n, _ in named], [t for _, t in named]
-        ref_loss, ref_grads, ref_acts, _ = ref_pass(x, y, sample_weight, state_values, draws)
-    elif candidate.runs_as_surrounding(surrounding_jit) or not reference.runs_as_surrounding(surrounding_jit):
-        cand_loss, cand_grads, cand_acts, draws = cand_pass(x, y, sample_weight, state_values)
-        ref_loss, ref_grads, ref_acts, _ = ref_pass(x, y, sample_weight, state_values, draws)
-    else:  # the reference runs as the step does: it draws, the candidate replays
-        ref_loss, ref_grads, ref_acts, draws = ref_pass(x, y, sample_weight, state_values)
-        cand_loss, cand_grads, cand_acts, _ = cand_pass(x, y, sample_weight, state_values, draws)
-    if cand_pass is not None:
-        cand_rows = cand_pass.activation_rows
-    if candidate.policy is not None:
-        grad_dtypes = [candidate.compute_dtype] * len(cand_grads)
-    elif cand_pass is not None:
-        grad_dtypes = cand_pass.compute_dtypes
-    else:
-        grad_dtypes = owner_compute_dtypes(model, variables)
-    act_rows, act_div, act_dtypes = [], None, []
-    if activations:
-        ref_index = {n: i for i, n in enumerate(ref_pass.activation_rows)}
-        pairs = [(n, i) for i, n in enumerate(cand_rows) if n in ref_index]
-        act_rows = [n for n, _ in pairs]
-        act_dtypes = [tf.as_dtype(cand_acts[i].dtype).name for _, i in pairs]
-        if pairs:
-            act_div = numerics.divergence_metrics(
-                [cand_acts[i] for _, i in pairs], [ref_acts[ref_index[n]] for n, _ in pairs], act_dtypes
-            )
-    model_policy = dtype_maps.dominant_policy(model)
-    dtypes = dtype_maps.model_dtypes(model)
-    return Comparison(
-        gradient_dtypes=[tf.as_dtype(d).name for d in grad_dtypes],
-        activation_dtypes=act_dtypes,
-        reference=reference,
-        candidate=candidate,
-        reference_extras=reference.describe(model_policy, surrounding_jit, dtypes),
-        candidate_extras=candidate.describe(model_policy, surrounding_jit, dtypes),
-        variable_rows=summary_v2.variable_paths(variables),
-        gradient_divergence=numerics.divergence_metrics(cand_grads, ref_grads, grad_dtypes),
-        loss=numerics.loss_comparison(ref_loss, cand_loss),
-        activation_rows=act_rows,
-        activation_divergence=act_div,
-        reference_gradients=ref_grads,
-        candidate_gradients=cand_grads,
-    )

@@ -126,10 +126,11 @@ class Comparison:
       reference, candidate: the Variants.
       reference_extras, candidate_extras: their record descriptions.
       variable_rows: variable paths (rows of ``gradient_divergence``).
-      gradient_divergence: float32 ``[V, 9]`` (metadata.DIVERGENCE_COLUMNS).
-      loss: float32 ``[1, 4]`` (metadata.LOSS_COMPARISON_COLUMNS).
+      gradient_divergence: float32 ``[V, 10]`` (metadata.DIVERGENCE_COLUMNS:
+        the metrics, then the stable-rounding pass's rel_l2, NaN if not run).
+      loss: float32 ``[1, 5]`` (metadata.LOSS_COMPARISON_COLUMNS).
       activation_rows: layer output names, in forward order (may be empty).
-      activation_divergence: float32 ``[L, 9]`` or None.
+      activation_divergence: float32 ``[L, 10]`` or None.
       reference_gradients, candidate_gradients: the raw gradients.
       gradient_dtypes, activation_dtypes: the candidate's compute dtype per
         variable / per activation row (``records.comparison_extras``).

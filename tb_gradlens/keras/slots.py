@@ -30,6 +30,7 @@ class ComparisonSlot:
         self.passes = (
             compare.KerasPass(model, run_reference, activations),
             None if live else compare.KerasPass(model, run_candidate, activations),
+            compare.stable_pass_for(model, run_reference, run_candidate, activations),
         )
         n_cols = len(metadata.DIVERGENCE_COLUMNS)
         self.ring = StepRing(slots, {

@@ -38,7 +38,7 @@ SIGNIFICANCE_FLOOR = 0.1
 SUMS = ("n", "sum_r2", "sum_d2", "sum_c2", "sum_cr", "sum_ulp2", "max_abs", "max_rel",
         "significant", "flipped", "flushed", "nonfinite")  # the kernel's row, in order
 _S = {name: i for i, name in enumerate(SUMS)}
-N_COLUMNS = len(metadata.DIVERGENCE_COLUMNS)
+N_COLUMNS = len(metadata.DIVERGENCE_METRICS)
 NAN = float("nan")
 INF = float("inf")
 
@@ -269,3 +269,13 @@ def _tf_sums(cands, refs, p, min_normal, floor_fraction, backend):
              tf.constant(min_normal[g.rows], tf.int64), packing.pad_counts(g), floor_fraction) for g in groups]
     out = backends.run_groups(_group_sums, args, [g.width is not None for g in groups], backend)
     return packing.unpack(groups, out, len(cands))
+
+
+def with_stable_column(values, stable=None):
+    """``[R, C]`` record values with one more column: ``stable`` (``[R]``,
+    the stable-rounding pass's rel_l2 against the reference, or its loss's
+    rel_error), NaN where it was not measured (``stable`` None)."""
+    values = tf.convert_to_tensor(values, tf.float32)
+    if stable is None:
+        stable = tf.fill(tf.shape(values)[:1], float("nan"))
+    return tf.concat([values, tf.reshape(tf.cast(stable, tf.float32), [-1, 1])], axis=1)

@@ -80,7 +80,7 @@ def divergence_metrics(candidates, references, mantissa_bits, min_normal, floor_
     e = np.ascontiguousarray(min_normal, np.int32)
     zeros = np.zeros(len(kept_c)) if implicit_zeros is None else implicit_zeros
     zeros = np.ascontiguousarray(zeros, np.float64)
-    out = np.empty((len(kept_c), len(metadata.DIVERGENCE_COLUMNS)), np.float64)
+    out = np.empty((len(kept_c), len(metadata.DIVERGENCE_METRICS)), np.float64)
     if len(kept_c):
         _check(kernel.library().gl_divergence_metrics(
             len(kept_c), c_pointers.ctypes.data, c_codes.ctypes.data, r_pointers.ctypes.data,

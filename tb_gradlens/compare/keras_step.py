@@ -1,0 +1,159 @@
+"""``compare_keras``: one training step of a Keras model in two numeric settings.
+
+The reference and candidate passes are ``KerasPass``es (``keras_passes``);
+when the candidate rounds to a less precise dtype than the reference, a
+third pass, the stable-rounding pass (``stable``), measures what rounding
+alone does to every compared row, and its divergence from the reference is
+written beside the candidate's (the ``stable_rel_l2`` and
+``stable_rel_error`` columns), which the analysis judges the candidate by.
+"""
+
+import tensorflow as tf
+
+from tb_gradlens import numerics
+from tb_gradlens import summary_v2
+from tb_gradlens.compare import dtype_maps
+from tb_gradlens.compare.keras_passes import KerasPass
+from tb_gradlens.compare.keras_passes import model_layers
+from tb_gradlens.compare.keras_passes import owner_compute_dtypes
+from tb_gradlens.compare.stable import StableRoundingPass
+from tb_gradlens.compare.stable import rounding_dtypes
+from tb_gradlens.compare.variants import Comparison
+from tb_gradlens.compare.variants import as_variant
+
+
+def stable_pass_for(model, reference, candidate, activations=True, optimizer=None):
+    """The stable-rounding pass of a comparison, or None when the candidate
+    rounds nowhere more than the reference (both sides round alike: another
+    device, XLA; the analysis then judges by its depth formula)."""
+    reference, candidate = as_variant(reference), as_variant(candidate)
+    configured = {id(layer): layer.compute_dtype for layer in model_layers(model)}
+    if not rounding_dtypes(model, candidate, reference.compute_dtype or "float32", configured):
+        return None
+    if reference.compute_dtype is None:
+        return None  # the reference is the model as configured: nothing stabler to round
+    return StableRoundingPass(model, reference, candidate, activations, optimizer)
+
+
+def compare_keras(model, x, y=None, sample_weight=None, reference="float32", candidate=None,
+                  activations=True, passes=None, surrounding_jit=False, candidate_outcome=None,
+                  state_values=None, stable=True):
+    """Compare one training step of a Keras model between two variants.
+
+    Same batch, same weights, same random draws (dropout masks, noise);
+    nothing in the model changes (policies are restored, the passes are
+    stateless).
+
+    Args:
+      model: a compiled Keras 3 model (``compute_loss`` gives its loss).
+      x, y, sample_weight: one batch.
+      reference, candidate: Variants or policy names; None = the model as
+        configured (the default candidate).
+      activations: also compare every layer's output.
+      passes: optional ``(reference_pass, candidate_pass[, stable_pass])``
+        to reuse (their tf.functions keep their traces).
+      surrounding_jit: whether the caller runs under XLA (recorded for
+        variants with ``jit_compile=None``).
+      candidate_outcome: ``(loss, gradients, [(layer name, output)])`` of
+        the training step itself, when the candidate is the model as
+        configured and the caller has them (the Keras callback): then no
+        candidate pass runs.  The weights must be those the step
+        differentiated, and the reference must run as the step runs (its
+        ``jit_compile`` None or ``surrounding_jit``): it draws the step's
+        random numbers again.  A fourth element, the candidate's random
+        draws (a ``KerasPass``'s fourth output), is replayed instead.
+      state_values: values of the model's seed-generator states before the
+        step (``seed_states``), so the passes draw that step's masks.
+      stable: also run the stable-rounding pass (``stable_pass_for``).
+
+    Returns:
+      A Comparison.
+    """
+    reference, candidate = as_variant(reference), as_variant(candidate)
+    variables = model.trainable_variables
+    if passes is None:
+        passes = (KerasPass(model, reference, activations),
+                  None if candidate_outcome is not None else KerasPass(model, candidate, activations))
+    ref_pass, cand_pass = passes[:2]
+    stable_pass = passes[2] if len(passes) > 2 else (
+        stable_pass_for(model, reference, candidate, activations) if stable else None)
+    if candidate_outcome is not None:
+        cand_loss, cand_grads, named = candidate_outcome[:3]
+        draws = candidate_outcome[3] if len(candidate_outcome) > 3 else None
+        if draws is None and not reference.runs_as_surrounding(surrounding_jit):
+            raise ValueError("tb_gradlens.compare_keras: with a candidate_outcome without its random draws "
+                             "the reference must run as the step runs (jit_compile None or %s)"
+                             % bool(surrounding_jit))
+        cand_rows, cand_acts = [n for n, _ in named], [t for _, t in named]
+        ref_loss, ref_grads, ref_acts, _ = ref_pass(x, y, sample_weight, state_values, draws)
+    elif candidate.runs_as_surrounding(surrounding_jit) or not reference.runs_as_surrounding(surrounding_jit):
+        cand_loss, cand_grads, cand_acts, draws = cand_pass(x, y, sample_weight, state_values)
+        ref_loss, ref_grads, ref_acts, _ = ref_pass(x, y, sample_weight, state_values, draws)
+    else:  # the reference runs as the step does: it draws, the candidate replays
+        ref_loss, ref_grads, ref_acts, draws = ref_pass(x, y, sample_weight, state_values)
+        cand_loss, cand_grads, cand_acts, _ = cand_pass(x, y, sample_weight, state_values, draws)
+    if cand_pass is not None:
+        cand_rows = cand_pass.activation_rows
+    stable_outcome = None
+    if stable_pass is not None:
+        stable_outcome = stable_pass(x, y, sample_weight, state_values, draws)
+    if candidate.policy is not None:
+        grad_dtypes = [candidate.compute_dtype] * len(cand_grads)
+    elif cand_pass is not None:
+        grad_dtypes = cand_pass.compute_dtypes
+    else:
+        grad_dtypes = owner_compute_dtypes(model, variables)
+    act_rows, act_div, act_dtypes, act_stable = [], None, [], None
+    if activations:
+        ref_index = {n: i for i, n in enumerate(ref_pass.activation_rows)}
+        pairs = [(n, i) for i, n in enumerate(cand_rows) if n in ref_index]
+        act_rows = [n for n, _ in pairs]
+        act_dtypes = [tf.as_dtype(cand_acts[i].dtype).name for _, i in pairs]
+        if pairs:
+            act_div = numerics.divergence_metrics(
+                [cand_acts[i] for _, i in pairs], [ref_acts[ref_index[n]] for n, _ in pairs], act_dtypes
+            )
+            act_stable = _stable_activations(stable_pass, stable_outcome, act_rows, act_dtypes,
+                                             [ref_acts[ref_index[n]] for n in act_rows])
+    grad_stable = loss_stable = None
+    if stable_outcome is not None:
+        stable_loss, stable_grads = stable_outcome[:2]
+        grad_stable = numerics.divergence_metrics(stable_grads, ref_grads, grad_dtypes)[:, 0]
+        loss_stable = numerics.loss_comparison(ref_loss, stable_loss)[:, 3]
+    model_policy = dtype_maps.dominant_policy(model)
+    dtypes = dtype_maps.model_dtypes(model)
+    return Comparison(
+        gradient_dtypes=[tf.as_dtype(d).name for d in grad_dtypes],
+        activation_dtypes=act_dtypes,
+        reference=reference,
+        candidate=candidate,
+        reference_extras=reference.describe(model_policy, surrounding_jit, dtypes),
+        candidate_extras=candidate.describe(model_policy, surrounding_jit, dtypes),
+        variable_rows=summary_v2.variable_paths(variables),
+        gradient_divergence=numerics.with_stable_column(
+            numerics.divergence_metrics(cand_grads, ref_grads, grad_dtypes), grad_stable),
+        loss=numerics.with_stable_column(numerics.loss_comparison(ref_loss, cand_loss), loss_stable),
+        activation_rows=act_rows,
+        activation_divergence=None if act_div is None else numerics.with_stable_column(act_div, act_stable),
+        reference_gradients=ref_grads,
+        candidate_gradients=cand_grads,
+    )
+
+
+def _stable_activations(stable_pass, stable_outcome, rows, dtypes, references):
+    """[L] rel_l2 of the stable pass's layer outputs against the reference's
+    (NaN for a row the stable pass did not record)."""
+    if stable_outcome is None:
+        return None
+    index = {n: i for i, n in enumerate(stable_pass.activation_rows)}
+    outputs = stable_outcome[2]
+    found = [k for k, n in enumerate(rows) if n in index]
+    if not found:
+        return None
+    measured = numerics.divergence_metrics(
+        [outputs[index[rows[k]]] for k in found], [references[k] for k in found], [dtypes[k] for k in found]
+    )[:, 0]
+    if len(found) == len(rows):
+        return measured
+    nan = tf.fill([len(rows)], float("nan"))
+    return tf.tensor_scatter_nd_update(nan, [[k] for k in found], measured)
