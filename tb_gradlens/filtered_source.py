@@ -69,6 +69,12 @@ class FilteredSource:
         self._records = None
         self._rows = {}  # (run, tag) -> row indices kept
 
+    @property
+    def unfiltered(self):
+        """The source this one filters: judgements are made on whole records
+        (a display filter never changes a limit or a verdict)."""
+        return self._source
+
     # -- listing -------------------------------------------------------------
 
     def records(self):

@@ -149,7 +149,7 @@ def _write_comparisons(logdir):
     from tb_gradlens import summary
     from tb_gradlens import summary_v2
 
-    cols = metadata.DIVERGENCE_COLUMNS
+    cols = metadata.DIVERGENCE_COLUMNS_V1  # no stable-rounding column: the depth formula judges
     f32 = records.variant("float32", "float32", "float32", "float32")
     bf16 = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
     xla = records.variant("mixed_bfloat16+xla", "mixed_bfloat16", "bfloat16", "float32", jit_compile=True)

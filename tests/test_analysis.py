@@ -35,10 +35,13 @@ def alerts_of(logdir, code, **thresholds):
 
 
 def make_series(kind, table, extras=None, steps=None, rows=None):
-    """A reading.Series of ``table`` float32 [S, R, C] with the kind's columns."""
+    """A reading.Series of ``table`` float32 [S, R, C] with the kind's columns
+    (a table with the columns of format version 1, without the stable-rounding
+    column, is a version 1 record: judged by the depth formula)."""
     table = np.asarray(table, np.float32)
     rows = rows or ["v%d" % i for i in range(table.shape[1])]
-    record = metadata.RecordMetadata(kind, rows, metadata.KIND_COLUMNS[kind], extras)
+    version = 1 if table.shape[-1] == len(metadata.kind_columns(kind, 1)) != len(metadata.KIND_COLUMNS[kind]) else 2
+    record = metadata.RecordMetadata(kind, rows, metadata.kind_columns(kind, version), extras, version)
     steps = np.arange(len(table), dtype=np.int64) * 10 if steps is None else np.asarray(steps)
     return reading.Series("run", "tag/" + kind, record, steps, steps.astype(np.float64), table)
 
@@ -103,7 +106,7 @@ F32_GPU = {"label": "gpu", "policy": "float32", "device": "GPU", "jit_compile": 
 
 def divergence_table(rel_l2):
     rel_l2 = np.asarray(rel_l2, np.float32)
-    table = np.zeros(rel_l2.shape + (len(metadata.DIVERGENCE_COLUMNS),), np.float32)
+    table = np.zeros(rel_l2.shape + (len(metadata.DIVERGENCE_COLUMNS_V1),), np.float32)
     table[..., 0] = rel_l2
     return table
 
@@ -324,8 +327,8 @@ def test_float32_cancellation_against_float64_gives_mismatch_alert(tmp_path):
     rng = np.random.default_rng(0)
     noise = rng.normal(size=4096)
     record = metadata.RecordMetadata(
-        metadata.ACTIVATION_DIVERGENCE, ["variance"], metadata.DIVERGENCE_COLUMNS,
-        {"reference": F64, "candidate": F32},
+        metadata.ACTIVATION_DIVERGENCE, ["variance"], metadata.DIVERGENCE_COLUMNS_V1,
+        {"reference": F64, "candidate": F32}, version=1,
     )
     writer = tf.summary.create_file_writer(str(tmp_path / "cancel"))
     rel = []
@@ -347,12 +350,12 @@ def test_float32_cancellation_against_float64_gives_mismatch_alert(tmp_path):
 
 
 def test_replica_disagreement_gives_no_precision_alert_but_keeps_nonfinite():
-    cols = len(metadata.DIVERGENCE_COLUMNS)
+    cols = len(metadata.DIVERGENCE_COLUMNS_V1)
     table = np.zeros((3, 2, cols), np.float32)
-    table[:, :, metadata.DIVERGENCE_COLUMNS.index("rel_l2")] = 0.9  # ordinary replica noise
-    table[:, :, metadata.DIVERGENCE_COLUMNS.index("cosine")] = 0.6
-    table[:, :, metadata.DIVERGENCE_COLUMNS.index("norm_ratio")] = 1.0
-    table[2, 1, metadata.DIVERGENCE_COLUMNS.index("nonfinite")] = 4
+    table[:, :, metadata.DIVERGENCE_COLUMNS_V1.index("rel_l2")] = 0.9  # ordinary replica noise
+    table[:, :, metadata.DIVERGENCE_COLUMNS_V1.index("cosine")] = 0.6
+    table[:, :, metadata.DIVERGENCE_COLUMNS_V1.index("norm_ratio")] = 1.0
+    table[2, 1, metadata.DIVERGENCE_COLUMNS_V1.index("nonfinite")] = 4
     extras = {
         "reference": {"label": "replica mean", "policy": "float32", "device": "all 2 replicas"},
         "candidate": {"label": "replica 1", "policy": "float32", "device": "/CPU:1", "replica": 1},
@@ -397,8 +400,8 @@ def test_compare_runs_nan_in_run_b_exceeds_any_noise_floor_from_its_step():
 def _write_loss_comparisons(logdir, run, losses, scalar=False):
     ref = records.variant("float32", "float32", "float32", "float32")
     cand = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
-    record = metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS,
-                                     records.comparison_extras(ref, cand))
+    record = metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS_V1,
+                                     records.comparison_extras(ref, cand), version=1)
     writer = tf.summary.create_file_writer(os.path.join(logdir, run))
     with writer.as_default():
         for step, loss in enumerate(losses):

@@ -281,8 +281,8 @@ def test_compare_without_a_loss_scalar_says_what_it_compares_instead(tmp_path):
 
     ref = records.variant("float32", "float32", "float32", "float32")
     cand = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
-    record = metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS,
-                                     records.comparison_extras(ref, cand))
+    record = metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS_V1,
+                                     records.comparison_extras(ref, cand), version=1)
     for run, scale in (("a", 1.0), ("b", 1.1)):
         writer = tf.summary.create_file_writer(str(tmp_path / run))
         with writer.as_default():

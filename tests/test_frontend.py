@@ -48,10 +48,10 @@ LAYERS = ("dense_1", "dense_2", "logits", "predictions")
 
 
 def divergence_values(n_rows):
-    """float32 [steps, rows, DIVERGENCE_COLUMNS]: rel_l2 = 1e-3 (r+1) 1.3^s, a NaN at DIV_NAN."""
+    """float32 [steps, rows, DIVERGENCE_COLUMNS_V1]: rel_l2 = 1e-3 (r+1) 1.3^s, a NaN at DIV_NAN."""
     from tb_gradlens import metadata
 
-    cols = metadata.DIVERGENCE_COLUMNS
+    cols = metadata.DIVERGENCE_COLUMNS_V1  # format version 1 records: the depth formula
     v = np.zeros((STEPS, n_rows, len(cols)), np.float32)
     s = np.arange(STEPS)[:, None]
     r = np.arange(n_rows)[None, :]
@@ -74,7 +74,7 @@ def activation_values():
     """float32 [steps, layers, columns]: deeper layers diverge more (rel_l2 = 2e-3 (d+1) (1 + s/10))."""
     from tb_gradlens import metadata
 
-    cols = metadata.DIVERGENCE_COLUMNS
+    cols = metadata.DIVERGENCE_COLUMNS_V1  # format version 1 records: the depth formula
     v = np.zeros((STEPS, len(LAYERS), len(cols)), np.float32)
     s = np.arange(STEPS)[:, None]
     d = np.arange(len(LAYERS))[None, :]
@@ -114,12 +114,12 @@ def build_logdir(logdir):
     variables = summary_v2.variable_paths(model.trainable_variables)
     rows = variables + [HOSTILE]
     div = metadata.RecordMetadata(
-        metadata.DIVERGENCE, rows, metadata.DIVERGENCE_COLUMNS,
-        {"reference": REFERENCE, "candidate": CANDIDATE},
+        metadata.DIVERGENCE, rows, metadata.DIVERGENCE_COLUMNS_V1,
+        {"reference": REFERENCE, "candidate": CANDIDATE}, version=1,
     )
     act = metadata.RecordMetadata(
-        metadata.ACTIVATION_DIVERGENCE, LAYERS, metadata.DIVERGENCE_COLUMNS,
-        {"reference": REFERENCE, "candidate": CANDIDATE},
+        metadata.ACTIVATION_DIVERGENCE, LAYERS, metadata.DIVERGENCE_COLUMNS_V1,
+        {"reference": REFERENCE, "candidate": CANDIDATE}, version=1,
     )
     # A gradient record whose only variable has a hostile name and a None gradient.
     hostile = metadata.RecordMetadata(

@@ -163,18 +163,21 @@ def alerts_for_histogram(series, thresholds=_DEFAULT, gradient_dtypes=()):
 # ---------------------------------------------------------------------------
 
 
-def alerts_for_divergence(series, thresholds=_DEFAULT, context=None):
+def alerts_for_divergence(series, thresholds=_DEFAULT, context=None, judgement=None):
     """Divergence, flush-to-zero and non-finite alerts of a divergence-like Series.
 
-    ``context``: the ComparisonContext of its comparison (depth and dtypes
-    of the sibling records; default: this record alone).
+    ``judgement``: its ``tolerances.Judgement`` (``judge_entry``, made on the
+    whole record); else judged here with ``context``, the ComparisonContext
+    of its comparison (depth and dtypes of the sibling records; default:
+    this record alone).
     """
     record, steps = series.record, series.steps
     if len(steps) == 0:
         return []
-    if context is None:
-        context = tolerances.ComparisonContext((), (), max(1, len(record.rows)))
-    judgement = tolerances.judge(series, context, thresholds)
+    if judgement is None:
+        if context is None:
+            context = tolerances.ComparisonContext((), (), max(1, len(record.rows)))
+        judgement = tolerances.judge(series, context, thresholds)
     info = records.read_comparison(record, series.tag)
     names = (info.candidate.label, info.reference.label)
     out = []
@@ -198,23 +201,32 @@ def _divergence_alert(series, judgement, flags, code, names):
     a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
     r0 = index[0]
     worst_row = index[np.argmax(np.where(np.isnan(found["worst"][index]), np.inf, found["worst"][index]))]
+    first_limits = [_limit_at(judgement, found["first"][r], r) for r in range(len(rows))]
     explanation = texts.DIVERGENCE.format(
         cand=names[0], ref=names[1], quantity=texts.QUANTITY[kind].format(vars=texts.names(rows, index)),
         differ="differs" if kind == metadata.LOSS_COMPARISON else "differ",
         metric=judgement.column.replace("_", " "), worst=float(found["worst"][worst_row]),
-        ws=int(steps[found["worst_index"][worst_row]]), limit=judgement.limits[r0],
+        ws=int(steps[found["worst_index"][worst_row]]), limit=first_limits[r0],
         basis=judgement.basis[r0], a=a,
     )
     details = _row_details(
         rows, steps, found, index, steps=found["count"].astype(int).tolist(),
         worst=found["worst"].tolist(), worst_step=[int(steps[i]) for i in found["worst_index"]],
-        limit=judgement.limits, basis=judgement.basis,
+        limit=first_limits, basis=judgement.basis,
     )
     return [Alert(
         codes.WARNING, code, series.run, series.tag, a, b, [rows[i] for i in index], explanation,
         texts.DIVERGENCE_FIX[code], codes.view(series, judgement.column, rows[r0], a), details,
-        limit=judgement.limits[r0],
+        limit=first_limits[r0],
     )]
+
+
+def _limit_at(judgement, step_index, row):
+    """The limit of ``row`` at a step index (None where it is not judged)."""
+    if step_index < 0:
+        return None
+    value = judgement.limits[step_index, row]
+    return float(value) if np.isfinite(value) else None
 
 
 def _flush_alert(series, judgement, thresholds, names):
@@ -228,8 +240,8 @@ def _flush_alert(series, judgement, thresholds, names):
         if not (flush > thresholds.flush_to_zero).any():
             return []
         limits = np.maximum(thresholds.flush_to_zero, np.nan_to_num(judgement.values, nan=0.0, posinf=np.inf))
-        judged = np.array([v is not None for v in judgement.limits])
-        flags = (flush > limits) & ~judgement.noise & judged[None, :]
+        judged = np.isfinite(judgement.limits)
+        flags = (flush > limits) & ~judgement.noise & judged
     found = detectors.hits(flush, detectors.sustained(flags, thresholds.rise_steps))
     index = _by_first(found)
     if not len(index):

@@ -64,15 +64,24 @@ DEFAULT_COLUMN = {
 class Thresholds:
     """The user-settable limits of the alert rules (README "## Alerts").
 
-    Fixed floors (a computed tolerance is never below them; raise one to
-    silence a rule, set it to 0 to leave only the measured rules):
+    Beyond harmless rounding (``harm``; rows a stable-rounding pass measured):
+      stable_factor: a row's limit is stable_factor x its stable-rounding
+        divergence (at least one rounding u of the candidate's dtype).
+      stable_window: ... taking the largest over this many logged comparisons.
+      held_comparisons: a row is harmed when above its limit this many
+        logged comparisons in a row, or ...
+      immediate_factor: ... this many times above it at one.
+
+    Fixed floors of the depth formula (rows no stable-rounding pass
+    measured: a computed tolerance is never below them; raise one to
+    silence a rule, set it to 0 to leave only the budgets):
       low_precision_gradient_rel_l2: gradients of a bfloat16/float16
         candidate (JAX tests bfloat16 gradients at 1e-1).
       low_precision_value_rel_l2: activations and the loss of a
         bfloat16/float16 candidate (TensorFlow tests bfloat16 values at 1e-2).
       float32_rel_l2: a float32 candidate (from float64, or another device).
 
-    Measured rules:
+    The depth formula:
       gradient_rounding, value_rounding: C in the rounding budgets
         C * u * sqrt(depth) of gradients and the loss and C * u * depth of
         activations; u the unit roundoff of the candidate's effective dtype.
@@ -94,6 +103,10 @@ class Thresholds:
         not move although their gradient was nonzero.
     """
 
+    stable_factor: float = 6.0
+    stable_window: int = 4
+    held_comparisons: int = 2
+    immediate_factor: float = 10.0
     low_precision_gradient_rel_l2: float = 0.1
     low_precision_value_rel_l2: float = 0.01
     float32_rel_l2: float = 1e-3

@@ -12,6 +12,7 @@ from tensorboard import errors
 from tb_gradlens import metadata
 from tb_gradlens.analysis import findings
 from tb_gradlens.analysis import codes
+from tb_gradlens.analysis import harm
 from tb_gradlens.analysis import tolerances
 
 
@@ -29,11 +30,12 @@ def _rank(found):
         return (-1, 0.0)
     if not np.isfinite(found["value"]) or found["nonfinite"]:
         return (1, -found["step"])
-    return (0, found["value"])
+    return (0, found["ratio"] if found["ratio"] is not None else -np.inf)
 
 
 def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
-    """The worst judged divergence of any divergence-like record of ``run``.
+    """The worst judged divergence of any divergence-like record of ``run``:
+    the largest value against its limit (``ratio``).
 
     Returns ``{"metric","value","row","step","tag","kind","reference",
     "candidate","limit","nonfinite"}`` or None when the run has no judged
@@ -45,10 +47,9 @@ def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
         if entry.kind not in codes.DIVERGENCE_KINDS:
             continue
         try:
-            context = tolerances.context_of(source, entry)
             found = source.cached(
-                ("worst", thresholds, context), entry,
-                lambda e=entry, c=context: _Found(_worst_of(source.series(e.run, e.tag), c, thresholds)),
+                ("worst", thresholds), entry,
+                lambda e=entry: _Found(_worst_of(source, e, thresholds)),
             ).value
         except errors.InvalidArgumentError:
             continue
@@ -57,14 +58,15 @@ def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
     return best
 
 
-def _worst_of(series, context, thresholds):
+def _worst_of(source, entry, thresholds):
+    series = source.series(entry.run, entry.tag)
     if len(series.steps) == 0:
         return None
     if tolerances.is_replica_disagreement(series.record):
         return None  # replicas see different examples: not a divergence
-    judgement = tolerances.judge(series, context, thresholds)
-    judged = np.array([v is not None for v in judgement.limits])
-    values = np.where(judgement.noise | ~judged[None, :], -np.inf, judgement.values)
+    judgement = tolerances.judge_entry(source, entry, thresholds)
+    judged = np.isfinite(judgement.limits)
+    values = np.where(judgement.noise | ~judged, -np.inf, judgement.values)
     bad = _nonfinite_counts(series) > 0
     if bad.any():
         s = int(np.argmax(bad.any(axis=1)))
@@ -73,7 +75,8 @@ def _worst_of(series, context, thresholds):
         return _headline(series, judgement, s, r, value if not np.isfinite(value) else np.nan, True)
     if not np.isfinite(values).any() and not np.isposinf(values).any():
         return None
-    ranked = np.where(np.isnan(values), -np.inf, values)
+    ratios = harm.ratio(values, judgement.limits)
+    ranked = np.where(np.isnan(ratios), -np.inf, ratios)
     s, r = np.unravel_index(int(np.argmax(ranked)), values.shape)
     return _headline(series, judgement, int(s), int(r), float(values[s, r]), bool(np.isinf(values[s, r])))
 
@@ -86,7 +89,8 @@ def _nonfinite_counts(series):
 
 
 def _headline(series, judgement, s, r, value, nonfinite):
-    limit = judgement.limits[r]
+    limit = judgement.limits[s, r]
+    limit = limit if np.isfinite(limit) else None
     return {
         "metric": judgement.column,
         "value": float(value),
@@ -97,6 +101,7 @@ def _headline(series, judgement, s, r, value, nonfinite):
         "reference": series.record.extras.get("reference"),
         "candidate": series.record.extras.get("candidate"),
         "limit": None if limit is None else float(limit),
+        "ratio": None if limit is None or not np.isfinite(value) else float(value) / float(limit),
         "nonfinite": bool(nonfinite),
     }
 
