@@ -158,7 +158,7 @@ def replica_divergence(local_grads, reduced_grads, due=True):
     n_columns = len(metadata.DIVERGENCE_COLUMNS)
 
     def compute():
-        return numerics.with_stable_column(numerics.divergence_metrics(local, mean))
+        return numerics.comparison_values(numerics.divergence_metrics(local, mean))
 
     if isinstance(due, bool):
         metrics = compute() if due else tf.zeros([len(local), n_columns])

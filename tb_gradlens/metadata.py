@@ -34,8 +34,9 @@ from tb_gradlens import float_formats
 PLUGIN_NAME = "gradlens"
 
 # The newest content version this code writes and reads.  Version 2 added
-# the stable-rounding column of the comparison records (``stable_rel_l2``,
-# ``stable_rel_error``); version 1 records are read as they are.
+# the stable-rounding and half-batch columns of the comparison records
+# (``stable_rel_l2``, ``half_batch_rel_l2``; the loss: ``stable_rel_error``,
+# ``half_batch_rel_error``); version 1 records are read as they are.
 FORMAT_VERSION = 2
 
 # ---------------------------------------------------------------------------
@@ -123,14 +124,19 @@ DIVERGENCE_COLUMNS_V1 = (
 # candidate's dtype between layers: compare/stable.py) against the
 # reference; NaN where it was not measured.
 STABLE_REL_L2 = "stable_rel_l2"
-DIVERGENCE_COLUMNS = DIVERGENCE_COLUMNS_V1 + (STABLE_REL_L2,)
+# rel_l2 of the reference gradient of the first half of the batch against
+# the batch's: the gradient's sampling noise (gradients only; NaN elsewhere
+# or where it was not measured).
+HALF_BATCH_REL_L2 = "half_batch_rel_l2"
+DIVERGENCE_COLUMNS = DIVERGENCE_COLUMNS_V1 + (STABLE_REL_L2, HALF_BATCH_REL_L2)
 # The metrics of a candidate against a reference (numerics.divergence_metrics).
 DIVERGENCE_METRICS = DIVERGENCE_COLUMNS_V1
 
 # Loss of one step in both variants (kind ``loss_comparison``, row "loss").
 LOSS_COMPARISON_COLUMNS_V1 = ("reference", "candidate", "abs_error", "rel_error")
 STABLE_REL_ERROR = "stable_rel_error"  # rel_error of the stable-rounding pass's loss
-LOSS_COMPARISON_COLUMNS = LOSS_COMPARISON_COLUMNS_V1 + (STABLE_REL_ERROR,)
+HALF_BATCH_REL_ERROR = "half_batch_rel_error"  # rel_error of the half batch's reference loss
+LOSS_COMPARISON_COLUMNS = LOSS_COMPARISON_COLUMNS_V1 + (STABLE_REL_ERROR, HALF_BATCH_REL_ERROR)
 
 # What an optimizer step did to each variable (kind ``update_stats``).
 UPDATE_STATS_COLUMNS = (

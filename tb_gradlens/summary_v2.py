@@ -234,7 +234,7 @@ def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.D
     Args:
       metrics: float32 ``[len(rows), len(DIVERGENCE_COLUMNS)]``, or the
         ``[len(rows), len(DIVERGENCE_METRICS)]`` of ``divergence_metrics``
-        (its stable-rounding column is then NaN: not measured).
+        (its stable-rounding and half-batch columns are then NaN: not measured).
       rows: variable paths (kind ``divergence``) or layer output names in
         forward order (kind ``activation_divergence``).
       extras: {"reference": {...}, "candidate": {...}} variant descriptions
@@ -246,19 +246,20 @@ def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.D
         raise ValueError("tb_gradlens.summary.divergence: kind %r is not a divergence kind" % (kind,))
     record = metadata.RecordMetadata(kind, list(rows), metadata.DIVERGENCE_COLUMNS, extras)
     if metrics.shape[-1] == len(metadata.DIVERGENCE_METRICS):
-        metrics = numerics.with_stable_column(metrics)
+        metrics = numerics.comparison_values(metrics)
     return _write_float_record(name, record, metrics, step)
 
 
 @tf.autograph.experimental.do_not_convert
 def loss_comparison(values, extras, step=None, name="compare"):
-    """Write a ``loss_comparison`` record (``numerics.loss_comparison``,
-    [1, 5]; a [1, 4] value without the stable-rounding column gets NaN there)."""
+    """Write a ``loss_comparison`` record (``numerics.comparison_values``, [1, 6];
+    the [1, 4] of ``numerics.loss_comparison`` gets NaN in the stable-rounding
+    and half-batch columns)."""
     record = metadata.RecordMetadata(
         metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS, extras
     )
     if values.shape[-1] == len(metadata.LOSS_COMPARISON_COLUMNS_V1):
-        values = numerics.with_stable_column(values)
+        values = numerics.comparison_values(values)
     return _write_float_record(name, record, values, step)
 
 

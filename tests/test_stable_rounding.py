@@ -24,6 +24,10 @@ from tb_gradlens.keras import GradLens
 import real_models
 
 METRICS = len(metadata.DIVERGENCE_METRICS)
+STABLE = metadata.DIVERGENCE_COLUMNS.index(metadata.STABLE_REL_L2)
+HALF = metadata.DIVERGENCE_COLUMNS.index(metadata.HALF_BATCH_REL_L2)
+LOSS_STABLE = metadata.LOSS_COMPARISON_COLUMNS.index(metadata.STABLE_REL_ERROR)
+LOSS_HALF = metadata.LOSS_COMPARISON_COLUMNS.index(metadata.HALF_BATCH_REL_ERROR)
 
 
 def round_bf16(x):
@@ -92,12 +96,18 @@ def test_the_stable_column_equals_a_numpy_recomputation_of_its_definition(batch,
     (_, acts), = records_of_kind(found, "run", metadata.ACTIVATION_DIVERGENCE).values()
     (_, loss), = records_of_kind(found, "run", metadata.LOSS_COMPARISON).values()
     want = [rel_l2(s, r) for s, r in zip(st_grads, ref_grads)]
-    np.testing.assert_allclose(grads[0].numpy[:, METRICS], want, rtol=2e-3)
+    np.testing.assert_allclose(grads[0].numpy[:, STABLE], want, rtol=2e-3)
     want = [rel_l2(s, r) for s, r in zip(st_outs, ref_outs)]
-    np.testing.assert_allclose(acts[0].numpy[:, METRICS], want, rtol=2e-3)
-    np.testing.assert_allclose(loss[0].numpy[0, -1], abs(st_loss - ref_loss) / ref_loss, rtol=2e-2, atol=1e-7)
+    np.testing.assert_allclose(acts[0].numpy[:, STABLE], want, rtol=2e-3)
+    np.testing.assert_allclose(loss[0].numpy[0, LOSS_STABLE], abs(st_loss - ref_loss) / ref_loss, rtol=2e-2, atol=1e-7)
+    # The half batch: the float32 gradient of the first 32 examples' mean loss against the batch's.
+    half_loss, half_grads, _ = mlp_step(weights, x[:32], y[:32], rounded=False)
+    np.testing.assert_allclose(grads[0].numpy[:, HALF], [rel_l2(h, r) for h, r in zip(half_grads, ref_grads)],
+                               rtol=1e-4)
+    np.testing.assert_allclose(loss[0].numpy[0, LOSS_HALF], abs(half_loss - ref_loss) / ref_loss, rtol=1e-4)
+    assert np.isnan(acts[0].numpy[:, HALF]).all()  # layer outputs have no sampling noise of their own
     # A healthy model rounds as stably as the pass: the candidate's divergence is close to it.
-    ratio = grads[0].numpy[:, 0] / grads[0].numpy[:, METRICS]
+    ratio = grads[0].numpy[:, 0] / grads[0].numpy[:, STABLE]
     assert (ratio > 0.3).all() and (ratio < 3).all(), ratio
 
 
@@ -117,13 +127,13 @@ def test_a_faulty_layer_diverges_far_beyond_stable_rounding_a_healthy_one_does_n
     faulty.compile(optimizer="adam", loss=real_models.SPARSE_CE)
     _, rows = _stable_of(faulty, x, y)
     norm = rows["naive_norm"]
-    assert norm[0] > 100 * norm[METRICS], norm
+    assert norm[0] > 100 * norm[STABLE], norm
     healthy = real_models.mlp("mixed_bfloat16")
     healthy.compile(optimizer="adam", loss=real_models.SPARSE_CE)
     x, y = real_models.digits(64, rng)
     _, rows = _stable_of(healthy, x, y)
     for name, row in rows.items():
-        assert row[0] <= 3 * row[METRICS] + 1e-7, (name, row)
+        assert row[0] <= 3 * row[STABLE] + 1e-7, (name, row)
 
 
 @pytest.mark.parametrize("jit", [False, True])
@@ -140,9 +150,10 @@ def test_the_pass_runs_traced_and_under_xla_and_leaves_the_model_as_it_was(jit):
         return result.gradient_divergence, result.activation_divergence, result.loss
 
     grads, acts, loss = step(tf.constant(x), tf.constant(y))
-    for table in (grads.numpy(), acts.numpy(), loss.numpy()):
-        assert np.isfinite(table[:, -1]).all() and (table[:, -1] >= 0).all()
-    assert (grads.numpy()[:, METRICS] > 0).any()
+    for table, column in ((grads.numpy(), STABLE), (acts.numpy(), STABLE), (loss.numpy(), LOSS_STABLE),
+                          (grads.numpy(), HALF), (loss.numpy(), LOSS_HALF)):
+        assert np.isfinite(table[:, column]).all() and (table[:, column] >= 0).all()
+    assert (grads.numpy()[:, STABLE] > 0).any() and (grads.numpy()[:, HALF] > 0).all()
     assert all(layer.dtype_policy is policy for layer, policy in policies)
     assert not any("call" in layer.__dict__ for layer in compare.model_layers(model))
     for w, v in zip(weights, model.weights):

@@ -1,10 +1,12 @@
 """The recommendation: the fewest units to keep in float32, chosen greedily.
 
-Pure NumPy (no TensorFlow), one formula per function.  The inputs are
-the measured gradient divergences (rel L2 over every trainable weight,
-against the float32 reference) of the step with every unit as configured
-(``total``) and with one unit alone in 16 bits (``alone[u]``, the
-one-at-a-time pass).
+Pure NumPy (no TensorFlow), one formula per function.  The inputs are, for
+every judged row (each variable's gradient, each layer output, the loss),
+its divergence from the float32 reference with every unit as configured
+(``total[R]``), with one unit alone in 16 bits (``alone[U, R]``, the
+one-at-a-time pass; NaN where not measured) and its limit (``limits[R]``,
+the alerts' rule on this batch).  The harm index of a prediction is the
+largest ``value / limit`` over the rows; at most 1 is within the limits.
 """
 
 import math
@@ -32,57 +34,72 @@ def rel_l2(candidate, reference):
     return math.sqrt(diff) / math.sqrt(ref)
 
 
-def predicted(total, alone, kept):
-    """The divergence predicted with the units ``kept`` in float32: the
-    units' errors taken as independent, ``total * sqrt(sum_{u not kept}
-    alone_u^2 / sum_u alone_u^2)`` (``total`` when no unit alone diverges)."""
-    alone = np.asarray(alone, np.float64)
-    if not np.all(np.isfinite(alone)):
-        big = ~np.isfinite(alone)
-        rest = [u for u in np.nonzero(big)[0] if u not in kept]
-        if rest:
-            return math.inf
-        alone = np.where(big, 0.0, alone)
-    whole = float(np.sum(alone ** 2))
-    if whole == 0.0:
-        return float(total)
-    left = float(np.sum([alone[u] ** 2 for u in range(len(alone)) if u not in kept]))
-    return float(total) * math.sqrt(left / whole)
+def predicted_rows(total, alone, kept):
+    """[R] the divergence of each row predicted with the units ``kept`` in
+    float32, the units' errors taken as independent:
+    ``total_r * sqrt(sum_{u not kept} a_ur^2 / sum_u a_ur^2)`` (``total_r``
+    where no unit alone diverges there; units not measured count as 0)."""
+    total = np.asarray(total, np.float64)
+    a2 = np.nan_to_num(np.asarray(alone, np.float64), nan=0.0, posinf=1e300) ** 2
+    whole = a2.sum(axis=0)
+    keep = np.zeros(len(a2), bool)
+    keep[list(kept)] = True
+    left = a2[~keep].sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(whole > 0, left / whole, 1.0)
+    return total * np.sqrt(share)
 
 
-def ranking(alone, leave_one_out, attributable):
-    """Attributable unit indices, the most harmful first: by the divergence
-    a unit causes alone (one-at-a-time), ties by the divergence left when
-    it alone is in float32 (leave-one-out, smaller first)."""
+def harm_index(values, limits):
+    """The largest ``value / limit`` over the judged rows (a NaN limit: not
+    judged; a non-finite value: inf); 0 with no judged row."""
+    values, limits = np.asarray(values, np.float64), np.asarray(limits, np.float64)
+    judged = limits > 0
+    if not judged.any():
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        ratio = np.where(np.isfinite(values), values / np.where(judged, limits, 1.0), np.inf)
+    return float(np.max(ratio[judged]))
+
+
+def ranking(alone_harm, without_harm, attributable):
+    """Attributable unit indices, the most harmful first: by the harm index
+    of the unit alone in 16 bits, ties by the harm index left with it alone
+    in float32 (smaller first)."""
     def key(u):
-        a = alone[u]
+        a = alone_harm[u]
         a = math.inf if a is None or a != a else a
-        b = leave_one_out[u]
+        b = without_harm[u]
         b = math.inf if b is None or b != b else b
         return (-a, b, u)
 
-    return sorted((u for u in range(len(alone)) if attributable[u]), key=key)
+    return sorted((u for u in range(len(alone_harm)) if attributable[u]), key=key)
 
 
-def greedy(total, alone, leave_one_out, attributable, tolerance):
-    """``(kept, predicted divergence)``: units from ``ranking`` added until
-    the predicted divergence is at most ``tolerance``; empty when ``total``
-    already is; every attributable unit when the tolerance is out of reach."""
-    if total <= tolerance:
-        return [], float(total)
+def greedy(total, alone, limits, attributable, tolerance=1.0):
+    """``(kept, predicted harm index)``: at each step the attributable unit
+    whose float32 lowers the predicted harm index most, until it is at most
+    ``tolerance`` or no unit lowers it (what is left is not the policy's:
+    a unit that cannot be switched keeps its error in the prediction)."""
     kept = []
-    estimate = float(total)
-    for u in ranking(alone, leave_one_out, attributable):
-        kept.append(u)
-        estimate = predicted(total, alone, set(kept))
-        if estimate <= tolerance:
+    estimate = harm_index(total, limits)
+    while estimate > tolerance:
+        options = [u for u in range(len(attributable)) if attributable[u] and u not in kept]
+        scored = [(harm_index(predicted_rows(total, alone, kept + [u]), limits), u) for u in options]
+        if not scored:
             break
+        best, unit = min(scored)
+        if not best < estimate:
+            break
+        kept.append(unit)
+        estimate = best
     return kept, estimate
 
 
-def next_units(kept, alone, leave_one_out, attributable):
-    """The next unit to add after a verification failed (None: none left)."""
-    for u in ranking(alone, leave_one_out, attributable):
-        if u not in kept:
-            return u
-    return None
+def next_unit(kept, total, alone, limits, attributable):
+    """The unit to add after a verification failed: the one whose float32
+    lowers the predicted harm index most (None: none left)."""
+    options = [u for u in range(len(attributable)) if attributable[u] and u not in kept]
+    if not options:
+        return None
+    return min(options, key=lambda u: (harm_index(predicted_rows(total, alone, kept + [u]), limits), u))

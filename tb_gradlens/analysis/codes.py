@@ -67,7 +67,12 @@ class Thresholds:
     Beyond harmless rounding (``harm``; rows a stable-rounding pass measured):
       stable_factor: a row's limit is stable_factor x its stable-rounding
         divergence (at least one rounding u of the candidate's dtype).
-      stable_window: ... taking the largest over this many logged comparisons.
+      half_batch_fraction: a gradient row's (and the loss's) limit is also
+        at least this fraction of its sampling noise, the distance of the
+        half batch's reference gradient from the batch's: an error well
+        below what another batch changes is no harm to the training.
+      stable_window: ... taking the largest of each over this many logged
+        comparisons.
       held_comparisons: a row is harmed when above its limit this many
         logged comparisons in a row, or ...
       immediate_factor: ... this many times above it at one.
@@ -104,6 +109,7 @@ class Thresholds:
     """
 
     stable_factor: float = 6.0
+    half_batch_fraction: float = 0.5
     stable_window: int = 4
     held_comparisons: int = 2
     immediate_factor: float = 10.0

@@ -7,16 +7,24 @@ on the step itself: the stable-rounding pass (``compare.stable``) is the
 reference computed stably but rounded to the candidate's dtype at every
 layer boundary, and its divergence ``s`` from the reference is what a
 numerically stable 16-bit computation of that step shows at each row
-(gradient, layer output, loss).  A candidate divergence ``v`` is judged
-against ``limit = max(u, factor * envelope(s))``:
+(gradient, layer output, loss).  For a gradient and the loss the lens also
+measures their sampling noise ``n``: how far the reference gradient (loss)
+of the first half of the batch is from the batch's, what another batch
+would change.  A candidate divergence ``v`` is judged against
 
-* ``envelope``: the largest ``s`` of the row over the last ``window`` logged
+    ``limit = max(u, factor * envelope(s), fraction * envelope(n))``:
+
+* ``envelope``: the largest value of the row over the last ``window`` logged
   comparisons: a ReLU that flips, a max-pool that picks another element
   changes a gradient by a discrete amount in whichever pass it happens, so
   one pass alone under-states what rounding does there now and then;
 * ``factor``: a stable layer computing in 16 bits rounds inside too (an
   LSTM cell's gates, a GELU), a few times more than the pass, which rounds
   only between layers;
+* ``fraction``: an error in a gradient well below its sampling noise is no
+  harm to the training, which already follows a gradient that noisy (and
+  16-bit kernels that sum a bias's gradient over many positions in 16 bits
+  stay under it);
 * ``u``: one rounding of the candidate's dtype, the least any value moves.
 
 Beyond its limit at ``held`` logged comparisons in a row, or ``immediate``
@@ -45,7 +53,8 @@ def envelope(stable, window):
 
 
 def measured_limit(scale, factor, floor):
-    """``max(floor, factor * scale)`` elementwise (NaN where ``scale`` is NaN)."""
+    """``max(floor, factor * scale)`` elementwise (NaN where ``scale`` is NaN);
+    the sampling-noise term is added with ``numpy.fmax``."""
     scale = np.asarray(scale, np.float64)
     with np.errstate(invalid="ignore"):
         return np.where(np.isnan(scale), np.nan, np.maximum(floor, factor * scale))

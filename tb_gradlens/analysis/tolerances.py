@@ -52,10 +52,11 @@ ComparisonContext = collections.namedtuple(
 )
 
 MEASURED_RULE = (
-    "%(column)s above stable_factor x the largest divergence of the stable-rounding pass (the reference "
-    "rounded to the candidate's dtype between layers) over the last stable_window logged comparisons, at "
-    "least one rounding of the candidate's dtype; harmed when above for held_comparisons logged comparisons "
-    "in a row or immediate_factor x above at one."
+    "%(column)s above the larger of stable_factor x the divergence of the stable-rounding pass (the reference "
+    "rounded to the candidate's dtype between layers) and, for gradients and the loss, half_batch_fraction x "
+    "their sampling noise (the half batch's reference against the batch's), each the largest of the last "
+    "stable_window logged comparisons, and at least one rounding of the candidate's dtype; harmed when above "
+    "for held_comparisons logged comparisons in a row or immediate_factor x above at one."
 )
 _FORMULA_RULES = {
     metadata.DIVERGENCE: (
@@ -78,6 +79,11 @@ STABLE_COLUMN = {
     metadata.DIVERGENCE: metadata.STABLE_REL_L2,
     metadata.ACTIVATION_DIVERGENCE: metadata.STABLE_REL_L2,
     metadata.LOSS_COMPARISON: metadata.STABLE_REL_ERROR,
+}
+# The sampling noise of a row (gradients and the loss only).
+HALF_BATCH_COLUMN = {
+    metadata.DIVERGENCE: metadata.HALF_BATCH_REL_L2,
+    metadata.LOSS_COMPARISON: metadata.HALF_BATCH_REL_ERROR,
 }
 
 
@@ -155,10 +161,20 @@ def _stable_scale(series, kind, output_stable):
     return stable
 
 
-def _measured_basis(thresholds, dtype, u):
-    return ("%g x the stable-rounding divergence (largest of the last %d logged comparisons; "
-            "%s rounding between layers), at least u = %.3g" % (
-                thresholds.stable_factor, thresholds.stable_window, dtype, u))
+def _half_batch(series, kind):
+    """[S, R] the sampling noise of each row (NaN: not measured or none)."""
+    column = HALF_BATCH_COLUMN.get(kind)
+    if column is None or column not in series.record.columns:
+        return np.full((len(series.steps), len(series.record.rows)), np.nan)
+    return series.column(column).astype(np.float64)
+
+
+def _measured_basis(kind, thresholds, dtype, u):
+    noise = ("; at least %g x its sampling noise (the half batch's distance from the batch)"
+             % thresholds.half_batch_fraction) if kind in HALF_BATCH_COLUMN else ""
+    return ("%g x the stable-rounding divergence (%s rounding between layers)%s; the largest of the last %d "
+            "logged comparisons; at least u = %.3g" % (
+                thresholds.stable_factor, dtype, noise, thresholds.stable_window, u))
 
 
 def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=None):
@@ -182,17 +198,21 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
                          np.zeros(n_rows, bool), REPLICA_RULE)
     rules = [rounding_budget.row_rule(kind, cand[r], ref[r], depths[r], thresholds) for r in range(n_rows)]
     stable = _stable_scale(series, kind, output_stable)
-    measured = np.isfinite(stable).any(axis=0) & np.array([c is not None for c in cand])
+    measured = np.isfinite(stable).any(axis=0) & np.array(
+        [c is not None and (precision_bits(r) is None or precision_bits(c) < precision_bits(r))
+         for c, r in zip(cand, ref)])
     limits = np.tile(np.array([rule.limit for rule in rules], np.float64), (n_steps, 1))
     basis = [rule.basis for rule in rules]
     if measured.any():
         u = np.array([float_formats.unit_roundoff(c) if m else np.nan for c, m in zip(cand, measured)])
         env = harm.envelope(stable, thresholds.stable_window)
         scaled = harm.measured_limit(env, thresholds.stable_factor, u[None, :])
+        noise = harm.envelope(_half_batch(series, kind), thresholds.stable_window)
+        scaled = np.fmax(scaled, np.where(np.isfinite(scaled), thresholds.half_batch_fraction * noise, np.nan))
         use = measured[None, :] & np.isfinite(scaled)
         limits = np.where(use, scaled, limits)
         for r in np.nonzero(measured)[0]:
-            basis[r] = _measured_basis(thresholds, cand[r], u[r])
+            basis[r] = _measured_basis(kind, thresholds, cand[r], u[r])
     above = harm.exceeds(values, limits)
     hit = harm.harmed(values, limits, thresholds.held_comparisons, thresholds.immediate_factor) & measured[None, :]
     formula = ~measured

@@ -52,7 +52,9 @@ from tb_gradlens.compare.keras_passes import owner_compute_dtypes  # noqa: F401
 from tb_gradlens.compare.keras_passes import seed_states  # noqa: F401
 from tb_gradlens.compare.keras_passes import switched_policies  # noqa: F401
 from tb_gradlens.compare.keras_step import compare_keras  # noqa: F401
+from tb_gradlens.compare.keras_step import reference_pass_for  # noqa: F401
 from tb_gradlens.compare.keras_step import stable_pass_for  # noqa: F401
+from tb_gradlens.compare.stable import DitheredPass  # noqa: F401
 from tb_gradlens.compare.stable import StableRoundingPass  # noqa: F401
 from tb_gradlens.compare.randomness import SharedDraws  # noqa: F401
 from tb_gradlens.compare.variants import POLICIES  # noqa: F401

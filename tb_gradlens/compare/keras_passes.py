@@ -96,17 +96,20 @@ class KerasPass:
     step does (and returns it), a list replays another pass's draws.  With
     ``optimizer`` the loss is scaled and the gradients unscaled as that
     optimizer does (``LossScaleOptimizer``), so the gradients are the ones
-    it applies.  The pass is a ``tf.function`` (traced once, reused by every
+    it applies.  With ``sampling_noise`` it also returns the loss and the
+    gradients of the first half of the batch (``_half_batch_loss``; None
+    when it has none).  The pass is a ``tf.function`` (traced once, reused by every
     later trace of the step around it); with ``variant.jit_compile`` an XLA
     one.  ``activation_rows`` and ``compute_dtypes`` (per trainable
     variable) are set when it is traced.
     """
 
-    def __init__(self, model, variant, activations=True, optimizer=None):
+    def __init__(self, model, variant, activations=True, optimizer=None, sampling_noise=False):
         self.model = model
         self.variant = as_variant(variant)
         self.activations = activations
         self.optimizer = optimizer
+        self.sampling_noise = sampling_noise
         self.activation_rows = []
         self.compute_dtypes = None
         self.observed_dtypes = {}
@@ -137,7 +140,7 @@ class KerasPass:
         with device_scope(variant.device), switched_policies(model, variant):
             values = [_stored_value(v, variant) for v in variables]
             recorder = ActivationRecorder(model, keep_tensors=self.activations)
-            with tf.GradientTape() as tape:
+            with tf.GradientTape(persistent=self.sampling_noise) as tape:
                 tape.watch(values)
                 used = self._used_values(variables, values, configured)
                 mapping = list(zip(variables, used))
@@ -145,16 +148,55 @@ class KerasPass:
                     mapping += list(zip(seed_states(model), state_values))
                 with keras.StatelessScope(state_mapping=mapping), SharedDraws(configured, draws) as shared:
                     with self._instrument(configured), recorder:
-                        y_pred = model(x, training=True)
+                        y_pred = model(self._inputs(x), training=True)
                     loss = self._loss(x, y, y_pred, sample_weight)
-                    scaled = self.optimizer.scale_loss(loss) if self.optimizer is not None else loss
-            grads = tape.gradient(scaled, values)
-            if self.optimizer is not None:
-                grads = keras_private.applied_gradients(self.optimizer, grads, variables)
+                    half = self._half_batch_loss(x, y, y_pred, sample_weight) if self.sampling_noise else None
+                    scaled = [self._scaled(v) for v in (loss, half)]
+            grads = self._gradients(tape, scaled[0], values, variables)
             self.compute_dtypes = owner_compute_dtypes(model, variables)
+            out = (loss, grads, [t for _, t in recorder.outputs], list(shared.draws))
+            if self.sampling_noise:
+                out += (half, None if half is None else self._gradients(tape, scaled[1], values, variables))
+            del tape
         self.activation_rows = [name for name, _ in recorder.outputs]
         self.observed_dtypes = dict(recorder.dtypes)
-        return loss, grads, [t for _, t in recorder.outputs], list(shared.draws)
+        return out
+
+    def _scaled(self, loss):
+        """``loss`` scaled as the optimizer scales it (``LossScaleOptimizer``)."""
+        if loss is None or self.optimizer is None:
+            return loss
+        return self.optimizer.scale_loss(loss)
+
+    def _gradients(self, tape, scaled, values, variables):
+        """The gradients of a ``_scaled`` loss as the optimizer applies them
+        (unscaled as a ``LossScaleOptimizer`` does)."""
+        grads = tape.gradient(scaled, values)
+        if self.optimizer is not None:
+            grads = keras_private.applied_gradients(self.optimizer, grads, variables)
+        return grads
+
+    def _half_batch_loss(self, x, y, y_pred, sample_weight):
+        """The loss of the first half of the batch alone, as the loss of the
+        batch is reduced (its examples weighted 2, the others 0): its
+        gradient differs from the batch's by about the gradient's sampling
+        noise, what another batch of this size would change.  None when the
+        batch has fewer than 2 examples or the loss takes no sample weight."""
+        first = tf.nest.flatten(y_pred)[0]
+        n = tf.shape(first)[0]
+        half = tf.maximum(n // 2, 1)
+        weights = tf.where(tf.range(n) < half, tf.cast(n, tf.float32) / tf.cast(half, tf.float32), 0.0)
+        try:
+            if sample_weight is not None:
+                weights = tf.cast(sample_weight, tf.float32) * tf.reshape(
+                    weights, [-1] + [1] * (len(sample_weight.shape) - 1))
+            return self._loss(x, y, y_pred, weights)
+        except (TypeError, ValueError, AttributeError):
+            return None
+
+    def _inputs(self, x):
+        """The model inputs the pass runs on (``x`` by default)."""
+        return x
 
     def _used_values(self, variables, values, configured):
         """The values the pass's layers read for ``variables`` (the stable-

@@ -1,13 +1,19 @@
 """``compare_keras``: one training step of a Keras model in two numeric settings.
 
-The reference and candidate passes are ``KerasPass``es (``keras_passes``);
-when the candidate rounds to a less precise dtype than the reference, a
-third pass, the stable-rounding pass (``stable``), measures what rounding
-alone does to every compared row, and its divergence from the reference is
-written beside the candidate's (the ``stable_rel_l2`` and
-``stable_rel_error`` columns), which the analysis judges the candidate by.
+The reference and candidate passes are ``KerasPass``es (``keras_passes``).
+When the candidate rounds to a less precise dtype than the reference, two
+more measurements are written beside the candidate's divergence, which the
+analysis judges it by (``analysis.harm``):
+
+* the stable-rounding pass (``stable``): what rounding alone does to every
+  compared row (``stable_rel_l2``; the loss: ``stable_rel_error``);
+* the half batch (the reference pass's ``sampling_noise``): how far the
+  reference gradient of half the batch is from the batch's, the sampling
+  noise the training already lives with (``half_batch_rel_l2``,
+  ``half_batch_rel_error``).
 """
 
+import keras
 import tensorflow as tf
 
 from tb_gradlens import numerics
@@ -22,16 +28,33 @@ from tb_gradlens.compare.variants import Comparison
 from tb_gradlens.compare.variants import as_variant
 
 
+def rounds_more(model, reference, candidate):
+    """Whether some layer of the candidate rounds to a less precise dtype than
+    the reference computes in (a precision comparison, not another device
+    or XLA); a reference that is the model as configured never does."""
+    reference, candidate = as_variant(reference), as_variant(candidate)
+    if reference.compute_dtype is None:
+        return False
+    configured = {id(layer): layer.compute_dtype for layer in model_layers(model)}
+    return bool(rounding_dtypes(model, candidate, reference.compute_dtype, configured))
+
+
+def reference_pass_for(model, reference, candidate, activations=True, optimizer=None):
+    """The reference ``KerasPass`` of a comparison (with the half batch's
+    gradients where the candidate rounds more)."""
+    return KerasPass(model, reference, activations, optimizer,
+                     sampling_noise=rounds_more(model, reference, candidate))
+
+
 def stable_pass_for(model, reference, candidate, activations=True, optimizer=None):
     """The stable-rounding pass of a comparison, or None when the candidate
     rounds nowhere more than the reference (both sides round alike: another
     device, XLA; the analysis then judges by its depth formula)."""
-    reference, candidate = as_variant(reference), as_variant(candidate)
-    configured = {id(layer): layer.compute_dtype for layer in model_layers(model)}
-    if not rounding_dtypes(model, candidate, reference.compute_dtype or "float32", configured):
+    if not rounds_more(model, reference, candidate):
         return None
-    if reference.compute_dtype is None:
-        return None  # the reference is the model as configured: nothing stabler to round
+    if optimizer is None and isinstance(getattr(model, "optimizer", None), keras.optimizers.LossScaleOptimizer):
+        # float16 gradients underflow unless the loss is scaled as the training step scales it
+        optimizer = model.optimizer
     return StableRoundingPass(model, reference, candidate, activations, optimizer)
 
 
@@ -51,7 +74,8 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         configured (the default candidate).
       activations: also compare every layer's output.
       passes: optional ``(reference_pass, candidate_pass[, stable_pass])``
-        to reuse (their tf.functions keep their traces).
+        to reuse (their tf.functions keep their traces; ``reference_pass_for``
+        and ``stable_pass_for`` make the first and the third).
       surrounding_jit: whether the caller runs under XLA (recorded for
         variants with ``jit_compile=None``).
       candidate_outcome: ``(loss, gradients, [(layer name, output)])`` of
@@ -64,7 +88,8 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         draws (a ``KerasPass``'s fourth output), is replayed instead.
       state_values: values of the model's seed-generator states before the
         step (``seed_states``), so the passes draw that step's masks.
-      stable: also run the stable-rounding pass (``stable_pass_for``).
+      stable: also run the stable-rounding pass (``stable_pass_for``) where
+        the candidate rounds more than the reference.
 
     Returns:
       A Comparison.
@@ -72,7 +97,7 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
     reference, candidate = as_variant(reference), as_variant(candidate)
     variables = model.trainable_variables
     if passes is None:
-        passes = (KerasPass(model, reference, activations),
+        passes = (reference_pass_for(model, reference, candidate, activations),
                   None if candidate_outcome is not None else KerasPass(model, candidate, activations))
     ref_pass, cand_pass = passes[:2]
     stable_pass = passes[2] if len(passes) > 2 else (
@@ -85,13 +110,16 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
                              "the reference must run as the step runs (jit_compile None or %s)"
                              % bool(surrounding_jit))
         cand_rows, cand_acts = [n for n, _ in named], [t for _, t in named]
-        ref_loss, ref_grads, ref_acts, _ = ref_pass(x, y, sample_weight, state_values, draws)
+        ref_out = ref_pass(x, y, sample_weight, state_values, draws)
     elif candidate.runs_as_surrounding(surrounding_jit) or not reference.runs_as_surrounding(surrounding_jit):
         cand_loss, cand_grads, cand_acts, draws = cand_pass(x, y, sample_weight, state_values)
-        ref_loss, ref_grads, ref_acts, _ = ref_pass(x, y, sample_weight, state_values, draws)
+        ref_out = ref_pass(x, y, sample_weight, state_values, draws)
     else:  # the reference runs as the step does: it draws, the candidate replays
-        ref_loss, ref_grads, ref_acts, draws = ref_pass(x, y, sample_weight, state_values)
+        ref_out = ref_pass(x, y, sample_weight, state_values)
+        draws = ref_out[3]
         cand_loss, cand_grads, cand_acts, _ = cand_pass(x, y, sample_weight, state_values, draws)
+    ref_loss, ref_grads, ref_acts = ref_out[:3]
+    half_loss, half_grads = ref_out[4:6] if len(ref_out) > 4 else (None, None)
     if cand_pass is not None:
         cand_rows = cand_pass.activation_rows
     stable_outcome = None
@@ -115,11 +143,14 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
             )
             act_stable = _stable_activations(stable_pass, stable_outcome, act_rows, act_dtypes,
                                              [ref_acts[ref_index[n]] for n in act_rows])
-    grad_stable = loss_stable = None
+    grad_stable = loss_stable = grad_half = loss_half = None
     if stable_outcome is not None:
         stable_loss, stable_grads = stable_outcome[:2]
         grad_stable = numerics.divergence_metrics(stable_grads, ref_grads, grad_dtypes)[:, 0]
         loss_stable = numerics.loss_comparison(ref_loss, stable_loss)[:, 3]
+    if half_loss is not None:
+        grad_half = numerics.divergence_metrics(half_grads, ref_grads, grad_dtypes)[:, 0]
+        loss_half = numerics.loss_comparison(ref_loss, half_loss)[:, 3]
     model_policy = dtype_maps.dominant_policy(model)
     dtypes = dtype_maps.model_dtypes(model)
     return Comparison(
@@ -130,11 +161,11 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         reference_extras=reference.describe(model_policy, surrounding_jit, dtypes),
         candidate_extras=candidate.describe(model_policy, surrounding_jit, dtypes),
         variable_rows=summary_v2.variable_paths(variables),
-        gradient_divergence=numerics.with_stable_column(
-            numerics.divergence_metrics(cand_grads, ref_grads, grad_dtypes), grad_stable),
-        loss=numerics.with_stable_column(numerics.loss_comparison(ref_loss, cand_loss), loss_stable),
+        gradient_divergence=numerics.comparison_values(
+            numerics.divergence_metrics(cand_grads, ref_grads, grad_dtypes), grad_stable, grad_half),
+        loss=numerics.comparison_values(numerics.loss_comparison(ref_loss, cand_loss), loss_stable, loss_half),
         activation_rows=act_rows,
-        activation_divergence=None if act_div is None else numerics.with_stable_column(act_div, act_stable),
+        activation_divergence=None if act_div is None else numerics.comparison_values(act_div, act_stable),
         reference_gradients=ref_grads,
         candidate_gradients=cand_grads,
     )

@@ -108,34 +108,84 @@ class BoundaryRounding(instruments.Instrument):
         return _round_floating(out, self._dtypes[id(layer)])
 
 
-class StableRoundingPass(KerasPass):
-    """The reference pass of a comparison with the candidate's rounding at
-    every layer boundary (see the module).  Called like a ``KerasPass``; it
-    replays the draws of the comparison's other passes."""
+def dithered(value, amplitude, seed):
+    """``value * (1 + amplitude * xi)``, xi uniform in [-1, 1) drawn from
+    ``seed`` (stateless): another realization of the values' low bits, so
+    every rounding after it falls otherwise."""
+    xi = tf.random.stateless_uniform(tf.shape(value), seed=seed, minval=-1.0, maxval=1.0, dtype=value.dtype)
+    return value * (1 + tf.cast(amplitude, value.dtype) * xi)
 
-    def __init__(self, model, reference, candidate=None, activations=True, optimizer=None):
-        super().__init__(model, reference, activations, optimizer)
+
+def _rounded_weights(model, dtypes):
+    """{id(variable): dtype} of the weights the layers of ``dtypes`` read in
+    that dtype (autocast variables)."""
+    out = {}
+    for layer in model_layers(model)[1:]:
+        if id(layer) in dtypes:
+            for v in keras_private.own_trainable_variables(layer):
+                if keras_private.is_autocast(v):
+                    out.setdefault(id(v), dtypes[id(layer)])
+    return out
+
+
+class DitheredPass(KerasPass):
+    """A pass of ``variant`` in which realization k > 0 draws the 16-bit
+    rounding anew: the weights rounded to 16 bits and the floating inputs are
+    first moved by a quarter of a rounding at random (seed k), so every value
+    rounds otherwise, with the same statistics.  Realization 0 is the pass
+    itself.  ``candidate``: whose rounding (None: the model as configured)."""
+
+    def __init__(self, model, variant, candidate=None, activations=True, optimizer=None, realization=0):
+        super().__init__(model, variant, activations, optimizer)
         self.candidate = as_variant(candidate)
+        self.realization = int(realization)
+        self._amplitude = 2.0 ** -10  # a quarter rounding of bfloat16, set from the dtypes when the pass runs
 
     def _dtypes(self, configured):
         reference_dtype = self.variant.compute_dtype or "float32"
         return rounding_dtypes(self.model, self.candidate, reference_dtype, configured)
 
+    def _inputs(self, x):
+        if not self.realization:
+            return x
+        flat = tf.nest.flatten(x)
+        moved = [dithered(t, self._amplitude, [self.realization, 1000 + i])
+                 if tf.is_tensor(t) and t.dtype.is_floating else t for i, t in enumerate(flat)]
+        return tf.nest.pack_sequence_as(x, moved)
+
     def _used_values(self, variables, values, configured):
         dtypes = self._dtypes(configured)
-        owner = {}
-        for layer in model_layers(self.model)[1:]:
-            if id(layer) in dtypes:
-                for v in keras_private.own_trainable_variables(layer):
-                    owner.setdefault(id(v), dtypes[id(layer)])
+        rounded = _rounded_weights(self.model, dtypes)
+        bits = min((_BITS[d] for d in dtypes.values()), default=24)
+        self._amplitude = 2.0 ** (-bits - 2)
         out = []
-        for variable, value in zip(variables, values):
-            dtype = owner.get(id(variable))
-            if dtype is None or not keras_private.is_autocast(variable) or value.dtype.size <= _LOW[dtype].size:
-                out.append(value)
-            else:
-                out.append(round_to(dtype)(value))
+        for i, (variable, value) in enumerate(zip(variables, values)):
+            dtype = rounded.get(id(variable))
+            if dtype is not None and self.realization:
+                value = dithered(value, self._amplitude, [self.realization, i])
+            out.append(self._stored(value, dtype))
         return out
+
+    def _stored(self, value, dtype):
+        """What the pass reads for a weight the candidate rounds to ``dtype``
+        (None: not rounded): the value itself (the layer rounds it)."""
+        return value
+
+
+class StableRoundingPass(DitheredPass):
+    """The reference pass of a comparison with the candidate's rounding at
+    every layer boundary (see the module).  Called like a ``KerasPass``; it
+    replays the draws of the comparison's other passes.  One realization
+    under-states what rounding does now and then (a ReLU that flips), the
+    largest of several does not (``realization``, ``analysis.harm``)."""
+
+    def __init__(self, model, reference, candidate=None, activations=True, optimizer=None, realization=0):
+        super().__init__(model, reference, candidate, activations, optimizer, realization)
+
+    def _stored(self, value, dtype):
+        if dtype is None or value.dtype.size <= _LOW[dtype].size:
+            return value
+        return round_to(dtype)(value)
 
     def _instrument(self, configured):
         return BoundaryRounding(self.model, self._dtypes(configured))

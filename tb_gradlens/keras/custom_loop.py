@@ -167,8 +167,9 @@ class GradLens:
         key = (id(model), reference, candidate, activations)
         if key not in self._passes:
             self._passes[key] = (
-                compare.KerasPass(model, reference, activations),
+                compare.reference_pass_for(model, reference, candidate, activations),
                 compare.KerasPass(model, candidate, activations),
+                compare.stable_pass_for(model, reference, candidate, activations),
             )
 
         def run():

@@ -271,11 +271,16 @@ def _tf_sums(cands, refs, p, min_normal, floor_fraction, backend):
     return packing.unpack(groups, out, len(cands))
 
 
-def with_stable_column(values, stable=None):
-    """``[R, C]`` record values with one more column: ``stable`` (``[R]``,
-    the stable-rounding pass's rel_l2 against the reference, or its loss's
-    rel_error), NaN where it was not measured (``stable`` None)."""
+def comparison_values(values, stable=None, half_batch=None):
+    """``[R, C]`` metrics with the two columns a comparison record adds:
+    ``stable`` (``[R]``, the stable-rounding pass's rel_l2 against the
+    reference, or its loss's rel_error) and ``half_batch`` (the half batch's
+    reference gradient's rel_l2 against the batch's, or its loss's
+    rel_error), NaN where not measured (None)."""
     values = tf.convert_to_tensor(values, tf.float32)
-    if stable is None:
-        stable = tf.fill(tf.shape(values)[:1], float("nan"))
-    return tf.concat([values, tf.reshape(tf.cast(stable, tf.float32), [-1, 1])], axis=1)
+    columns = [values]
+    for column in (stable, half_batch):
+        if column is None:
+            column = tf.fill(tf.shape(values)[:1], float("nan"))
+        columns.append(tf.reshape(tf.cast(column, tf.float32), [-1, 1]))
+    return tf.concat(columns, axis=1)
