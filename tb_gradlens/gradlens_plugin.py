@@ -16,6 +16,7 @@ from werkzeug import wrappers
 
 from tb_gradlens import analysis
 from tb_gradlens.analysis import advice as advice_analysis
+from tb_gradlens.analysis import runs as runs_analysis
 from tb_gradlens import event_files
 from tb_gradlens import filtered_source
 from tb_gradlens import health
@@ -399,10 +400,11 @@ class GradLensPlugin(base_plugin.TBPlugin):
             row=_arg(request, "row"),
             column=_arg(request, "column"),
         )
-        body = analysis.compare_runs(
-            self._filtered_source(request, rows=False), run_a, run_b, quantity,
-            _arg(request, "noise_run"),
-        )
+        # The verdict is the whole runs'; the step range only cuts what is shown.
+        self._filtered_source(request, rows=False)  # 400 for a bad step range
+        body = analysis.compare_runs(self._source(request), run_a, run_b, quantity, _arg(request, "noise_run"),
+                                     self._thresholds)
+        body = runs_analysis.restrict_to_steps(body, _int_arg(request, "step_min"), _int_arg(request, "step_max"))
         return respond_json(request, body)
 
     @wrappers.Request.application

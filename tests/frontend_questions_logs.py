@@ -86,14 +86,20 @@ def loss_b(step):
 
 
 def q4_first_beyond():
-    """Independent answer: the first step where |b - a| / |a| exceeds max |noise - a| / |a| (float32 values)."""
+    """Independent answer (float32 values): windows of max(10, ceil(steps / 20)) steps; the first
+    of 3 windows in a row where the mean |b - a| / |a| is above 2x the noise run's mean; and that
+    noise mean (the one noise figure)."""
     f32 = np.float32
     a = np.array([f32(loss_a(s)) for s in Q4_STEPS], np.float64)
     n = np.array([f32(loss_noise(s)) for s in Q4_STEPS], np.float64)
     b = np.array([f32(loss_b(s)) for s in Q4_STEPS], np.float64)
-    floor = np.max(np.abs(n - a) / np.abs(a))
-    beyond = np.abs(b - a) / np.abs(a) > floor
-    return Q4_STEPS[int(np.argmax(beyond))], floor
+    rb, rn = np.abs(b - a) / np.abs(a), np.abs(n - a) / np.abs(a)
+    width = max(10, -(-len(a) // 20))
+    means = [(rb[i:i + width].mean(), rn[i:i + width].mean()) for i in range(0, len(a) - width + 1, width)]
+    for w in range(len(means) - 2):
+        if all(mb > 2 * mn for mb, mn in means[w:w + 3]):
+            return Q4_STEPS[w * width], means[w][1]
+    raise AssertionError("the Q4 logdir must be beyond its noise floor")
 
 
 def _train_nan_dead_unused(logdir):

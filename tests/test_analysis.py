@@ -210,15 +210,56 @@ def test_compare_runs_aligns_steps_and_reports_the_rest():
     np.testing.assert_allclose(out["difference"], [0.2, 1.0, 0.4])
     rel = out["rel_difference"]
     assert rel[0] == pytest.approx(0.1) and np.isposinf(rel[1]) and rel[2] == pytest.approx(0.1)
-    # max |rel| of B is inf (division by a = 0), the noise run's is 0.2.
+    # max |rel| of B is inf (division by a = 0); three shared steps are too few to judge.
     assert out["summary"]["max_abs_rel_difference"] == np.inf
-    assert out["summary"]["noise_max_abs_rel_difference"] == pytest.approx(0.2)
-    assert out["summary"]["exceeds_noise"] is True
+    assert out["summary"]["exceeds_noise"] is None and "cannot be judged" in out["summary"]["verdict"]
     Fake.data["b"] = (np.array([1, 2, 3]), np.array([2.2, 0.0, 4.4]))
     out = analysis.compare_runs(Fake(), "a", "b", q, noise_run="n")
     assert np.isnan(out["rel_difference"][1])  # 0 / 0
     assert out["summary"]["max_abs_rel_difference"] == pytest.approx(0.1)
-    assert out["summary"]["exceeds_noise"] is False
+
+
+def _windowed_verdict(a, b, n, factor=2.0, windows=3, minimum=10):
+    """Independent answer: windows of max(10, ceil(steps / 20)) steps, B's mean |(B-A)/A| over
+    each against the noise run's; the first window of 3 in a row above 2x (None: none)."""
+    rb, rn = np.abs((b - a) / np.abs(a)), np.abs((n - a) / np.abs(a))
+    width = max(minimum, int(np.ceil(len(a) / 20)))
+    means = [(rb[i:i + width].mean(), rn[i:i + width].mean()) for i in range(0, len(a) - width + 1, width)]
+    over = [mb > factor * mn for mb, mn in means]
+    for w in range(len(over) - windows + 1):
+        if all(over[w:w + windows]):
+            return w * width, means[w][1]
+    return None, None
+
+
+@pytest.mark.parametrize("growth, noise_size, steps", [(0.002, 0.01, 60), (0.0, 0.01, 200), (0.01, 0.02, 300),
+                                                       (0.0005, 0.01, 40)])
+def test_the_run_comparison_verdict_rests_on_windows_of_steps(growth, noise_size, steps):
+    """Issue 25: one step beyond the noise run's largest is no verdict; B's mean
+    |(B-A)/A| over windows of steps against the noise run's, several windows in a row, is."""
+    rng = np.random.default_rng(7)
+    s = np.arange(steps)
+    a = 2.0 / (1.0 + 0.1 * s)
+    n = a * (1.0 + noise_size * rng.normal(size=steps))
+    b = a * (1.0 + growth * s + noise_size * rng.normal(size=steps))
+    b[steps // 3] = a[steps // 3] * 1.5  # one wild step alone decides nothing
+
+    class Fake(FakeScalars):
+        data = {"a": (s, a), "b": (s, b), "n": (s, n)}
+
+        def __init__(self):
+            pass
+
+    out = analysis.compare_runs(Fake(), "a", "b", analysis.Quantity("scalar", tag="loss"), noise_run="n")
+    first, level = _windowed_verdict(a, b, n)
+    summary = out["summary"]
+    assert summary["exceeds_noise"] is (first is not None)
+    assert summary["first_exceeding_step"] == first
+    if first is not None:
+        assert summary["noise"]["level"] == pytest.approx(level)
+        assert ("beyond the noise floor from step %d" % first) in summary["verdict"]
+    else:
+        assert summary["verdict"].startswith("within the noise floor")
 
 
 # ---------------------------------------------------------------------------
@@ -388,10 +429,12 @@ def test_compare_runs_nan_in_run_b_exceeds_any_noise_floor_from_its_step():
     out = analysis.compare_runs(source, "a", "b", noise_run="n")
     summary = out["summary"]
     assert summary["exceeds_noise"] is True and summary["first_exceeding_step"] == 4
-    assert summary["verdict"] == "exceeds the noise floor from step 4: run B is NaN"
+    assert summary["verdict"] == "beyond the noise floor from step 4: run B is NaN there"
     assert np.isnan(summary["max_abs_rel_difference"]) and summary["nonfinite"]["b"] == 4
     plain = analysis.compare_runs(source, "a", "b")["summary"]
     assert plain["verdict"] == "run B is NaN from step 4" and plain["exceeds_noise"] is None
+    steps = np.arange(40)
+    a = 2.0 / (1 + steps)
     within = analysis.compare_runs(Fake({"a": (steps, a), "b": (steps, a * 1.001), "n": (steps, a * 1.01)}),
                                    "a", "b", noise_run="n")["summary"]
     assert within["exceeds_noise"] is False and within["verdict"].startswith("within the noise floor")

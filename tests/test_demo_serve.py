@@ -43,7 +43,9 @@ def test_demo_trains_then_serves_the_tab(tmp_path):
             url + "data/plugin/gradlens/compare?run_a=float32&run_b=mixed_bfloat16&noise_run=float32_seed1"
             "&kind=scalar&tag=loss", timeout=60))
         assert compare["steps"] == list(range(12)) and compare["noise"]["steps"] == list(range(12))
-        assert isinstance(compare["summary"]["exceeds_noise"], bool)
+        # 12 steps are too few for the windows of the verdict: it says so rather than guess.
+        assert compare["summary"]["exceeds_noise"] is None
+        assert "cannot be judged" in compare["summary"]["verdict"]
     finally:
         proc.terminate()
         proc.wait(30)

@@ -148,7 +148,7 @@ def test_q4_bfloat16_beyond_float32_noise(tensorboard, page):
     assert picked == ["float32", "mixed_bfloat16", "float32_seed1"]
     assert p.text_content(".gl-verdict-text") == "Beyond noise"
     assert p.text_content(".gl-verdict-step") == str(first)
-    assert float(p.text_content(".gl-noise-max")) == pytest.approx(floor, rel=1e-3)
+    assert float(p.text_content(".gl-noise-level")) == pytest.approx(floor, rel=1e-3)
     assert rule_at(chart(p, "relative difference"), first)
     screenshot(page, "q4-compare")
     page.assert_clean()

@@ -88,24 +88,16 @@ def test_smoothing_is_tensorboards_debiased_ema(js):
     np.testing.assert_allclose([g for g in got if g is not None], [w for w in want if w is not None], rtol=1e-12)
 
 
-def test_verdict_against_numpy(js):
-    rng = np.random.default_rng(3)
-    steps = list(range(40))
-    rel = (rng.normal(size=40) * 0.01).tolist()
-    rel[25] = 0.2
-    noise_steps = list(range(0, 40, 2))
-    noise = (rng.normal(size=20) * 0.05).tolist()
+def test_the_compare_verdict_is_the_servers(js):
+    """The tab shows the run comparison's verdict as the server decided it (no rule of its own)."""
+    summary = {"exceeds_noise": True, "first_exceeding_step": 30, "max_abs_rel_difference": 0.4,
+               "noise": {"level": 0.01, "ratio": 3.5, "window": 10, "rule": "r"}, "verdict": "beyond ..."}
     got = js("""const {verdict} = await import('/static/views/compare_verdict.js');
-      return verdict(args[0], args[1], {steps: args[2], rel: args[3]});""", steps, rel, noise_steps, noise)
-    shared = [s for s in steps if s in noise_steps]
-    max_b = max(abs(rel[s]) for s in shared)
-    max_n = max(abs(noise[noise_steps.index(s)]) for s in shared)
-    first = next((s for s in shared if abs(rel[s]) > max_n), None)
-    assert got["maxB"] == pytest.approx(max_b) and got["maxNoise"] == pytest.approx(max_n)
-    assert got["kind"] == ("beyond" if max_b > max_n else "within") and got["first"] == first
-    none = js("""const {verdict} = await import('/static/views/compare_verdict.js');
-      return verdict([0, 1], [0.1, -0.3], null);""")
-    assert none["kind"] == "no-noise" and none["maxB"] == pytest.approx(0.3)
+      return [verdict(args[0], true), verdict(args[0], false), verdict({...args[0], exceeds_noise: false}, true),
+              verdict({...args[0], exceeds_noise: null, noise: null}, true)];""", summary)
+    assert [g["kind"] for g in got] == ["beyond", "no-noise", "within", "undecided"]
+    assert got[0]["first"] == 30 and got[0]["level"] == 0.01 and got[0]["ratio"] == 3.5 and got[0]["maxB"] == 0.4
+    assert got[3]["level"] is None
 
 
 def test_exceedances_and_ranking_against_python(js):

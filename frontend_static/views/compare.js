@@ -111,7 +111,7 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
   }
   const rel = data.rel_difference.map(num);
   const noiseRel = data.noise ? {steps: data.noise.steps, rel: data.noise.rel_difference.map(num)} : null;
-  const v = verdict(steps, rel, noiseRel);
+  const v = verdict(data.summary, Boolean(noise));
   container.appendChild(verdictLine(v, {runA, runB, noise, what}));
   const mark = markedStep(state, steps) ?? (v.kind === 'beyond' ? v.first : null);
   const abs = (list) => list.map((x) => Math.abs(x));
@@ -126,7 +126,7 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
       series: [{name: `A: ${runA}`, steps, values: data.a.map(num)}, {name: `B: ${runB}`, steps, values: data.b.map(num)}]}),
     lineChart({title: 'relative difference |(B − A) / A| against the noise floor', yLabel: '|(B − A) / A|',
       yScale: state.logy === '0' ? 'linear' : 'log', markStep: mark, series: relSeries, onClick: pick,
-      limits: v.maxNoise > 0 ? [{value: v.maxNoise, label: `noise floor max ${fmt(v.maxNoise)}`}] : []}),
+      limits: v.level > 0 ? [{value: v.level, label: `noise run's mean ${fmt(v.level)}`}] : []}),
   ]));
   const last = steps.length - 1;
   const from = Math.max(0, last - 9);
@@ -143,21 +143,22 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
   }));
 }
 
-/** Q4 in one sentence. */
+/** Q4 in one sentence: the server's verdict, its one noise figure, the rule on hover. */
 function verdictLine(v, {runA, runB, noise, what}) {
-  const p = el('p', {class: `gl-headline gl-verdict gl-verdict-${v.kind}`});
+  const p = el('p', {class: `gl-headline gl-verdict gl-verdict-${v.kind}`, title: v.text});
   const maxB = () => el('span', {class: 'gl-max-rel', text: fmt(v.maxB)});
+  const level = () => el('span', {class: 'gl-noise-level', text: fmt(v.level)});
   if (v.kind === 'beyond') {
     p.append(el('strong', {class: 'gl-verdict-text', text: 'Beyond noise'}), ` from step `,
       el('strong', {class: 'gl-verdict-step', text: String(v.first)}),
-      `: ${runB} differs from ${runA} in ${what} by more than ${noise} does (max |(B − A) / A| `, maxB(), ' vs noise floor ',
-      el('span', {class: 'gl-noise-max', text: fmt(v.maxNoise)}), `, over ${v.shared} common steps).`);
+      `: ${runB} differs from ${runA} in ${what} more than ${noise} does, over several windows of steps in a row `
+      + `(there ${fmt(v.ratio)}× the noise run's mean |(C − A) / A| `, level(), ').');
   } else if (v.kind === 'within') {
     p.append(el('strong', {class: 'gl-verdict-text', text: 'Within noise'}),
-      `: ${runB} differs from ${runA} in ${what} no more than ${noise} does (max |(B − A) / A| `, maxB(), ' vs noise floor ',
-      el('span', {class: 'gl-noise-max', text: fmt(v.maxNoise)}), `, over ${v.shared} common steps).`);
-  } else if (v.kind === 'no-overlap') {
-    p.append('The noise-floor run shares no step with A and B here: no verdict.');
+      `: ${runB} differs from ${runA} in ${what} no more than ${noise} does for long (at most ${fmt(v.ratio)}× `
+      + 'the noise run\'s mean |(C − A) / A| ', level(), ' over a window; max |(B − A) / A| ', maxB(), ').');
+  } else if (v.kind === 'undecided') {
+    p.append(el('strong', {class: 'gl-verdict-text', text: 'No verdict'}), `: ${v.text}.`);
   } else {
     p.append(`No noise-floor run: pick one (${runA}'s precision with another seed) to tell a real difference from noise;`
       + ' max |(B − A) / A| ', maxB(), '.');

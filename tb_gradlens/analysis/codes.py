@@ -97,6 +97,13 @@ class Thresholds:
         rounding noise of its own computation is not judged (its true
         value is zero: the rel L2 of two noises is not a signal).
 
+    Two runs against a noise-floor run (``runs.compare_runs``):
+      run_noise_factor, run_noise_windows, run_noise_window: run B is beyond
+        the noise floor when its mean |(B-A)/|A|| over a window of logged
+        steps (at least run_noise_window, about 20 windows per run) is above
+        run_noise_factor x the noise run's in the same window, in
+        run_noise_windows windows in a row.
+
     Other rules:
       zero_gradient_steps: K consecutive logged steps of an all-zero gradient.
       flush_to_zero: fraction of nonzero reference elements that are zero
@@ -122,6 +129,9 @@ class Thresholds:
     baseline_steps: int = 5
     rise_steps: int = 2
     noise_factor: float = 64.0
+    run_noise_factor: float = 2.0
+    run_noise_windows: int = 3
+    run_noise_window: int = 10
     zero_gradient_steps: int = 5
     flush_to_zero: float = 0.01
     underflow: float = 0.01

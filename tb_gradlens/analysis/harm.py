@@ -110,3 +110,38 @@ def ratio(values, limits):
     limits = np.asarray(limits, np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(limits > 0, values / limits, np.nan)
+
+
+# ---------------------------------------------------------------------------
+# Two runs against a noise-floor run (``runs.compare_runs``).
+# ---------------------------------------------------------------------------
+
+
+def window_width(n_steps, minimum, windows_per_run=20):
+    """Logged steps per window: ``max(minimum, ceil(n_steps / windows_per_run))``."""
+    return max(int(minimum), -(-int(n_steps) // int(windows_per_run)))
+
+
+def window_means(values, width):
+    """[W] the mean of ``|values|`` over consecutive windows of ``width``
+    (a last, partial window left out; NaN left out of each mean)."""
+    values = np.abs(np.asarray(values, np.float64))
+    n = len(values) // max(1, int(width))
+    out = np.full(n, np.nan)
+    for w in range(n):
+        part = values[w * width: (w + 1) * width]
+        part = part[~np.isnan(part)]
+        if len(part):
+            out[w] = np.mean(part)
+    return out
+
+
+def sustained_window(ratios, factor, count):
+    """The first window of the first run of ``count`` consecutive windows whose
+    ratio is above ``factor`` (None: no such run)."""
+    run = 0
+    for w, r in enumerate(np.asarray(ratios, np.float64)):
+        run = run + 1 if r > factor else 0
+        if run >= count:
+            return w - count + 1
+    return None

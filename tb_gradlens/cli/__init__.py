@@ -84,12 +84,17 @@ def build_parser():
         description="Step-aligned values of a quantity in RUN_A and RUN_B: difference, "
         "ratio, relative difference; steps logged by one run only are listed. "
         "An optional noise-floor run C (e.g. float32 with another seed) shows whether "
-        "B drifts from A more than ordinary run-to-run variation.",
+        "B drifts from A more than ordinary run-to-run variation, on sustained evidence: "
+        "B's mean |(B-A)/|A|| over windows of logged steps against C's, several windows in a row.",
         epilog="examples:\n"
         "  tb-gradlens compare logs/ float32 mixed_bfloat16                  # the loss scalar\n"
         "  tb-gradlens compare logs/ float32 mixed_bfloat16 --kind grad_stats \\\n"
         "      --row mlp/dense_1/kernel --column l2_norm --noise-floor float32_seed1\n"
-        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --json",
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --noise-floor float32_seed1 \\\n"
+        "      --fail-on beyond-noise                                         # a CI gate\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --json\n\n"
+        "exit status: 0 compared (within the noise floor, or none given), 1 beyond the noise floor with\n"
+        "--fail-on beyond-noise, 2 usage, 3 logdir/run/quantity not readable, 4 internal error",
         formatter_class=formatter,
     )
     _add_logdir(compare)
@@ -103,6 +108,8 @@ def build_parser():
     compare.add_argument("--column", help="statistic or metric (record kinds), e.g. l2_norm")
     _add_json(compare)
     compare.add_argument("--max-rows", type=int, default=40, help="table rows shown (0: all)")
+    compare.add_argument("--fail-on", choices=("beyond-noise",), default=None,
+                         help="exit 1 when run B is beyond the noise floor (needs --noise-floor)")
     compare.set_defaults(func=runs_command.compare_runs)
 
     export = sub.add_parser(
