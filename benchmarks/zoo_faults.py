@@ -272,7 +272,7 @@ FAULTS = {
     "hardcoded_bf16": Fault(
         Workload(hardcoded_bf16_cnn, offset_sequences(64, 4, 300.0, 1.0, 4), SPARSE_CE,
                  "x - mean_t(x) on tf.cast(x, tf.bfloat16), readings of mean 300"),
-        "bf16_divergence", r"hardcoded_bf16", BF16,
+        "hardcoded_16_bit", r"hardcoded_bf16", BF16,
         "hard-coded bfloat16: its policy switch cannot fix it, and a float32 pass of the model keeps the cast"),
     "naive_logsumexp": Fault(
         Workload(naive_softmax_classifier, real_models.vectors(32, 1000), SPARSE_CE,

@@ -249,3 +249,28 @@ def test_alerts_that_repeat_per_run_are_grouped(tmp_path):
     alerts, _ = analysis.run_alerts(source_of(str(tmp_path)))
     (group,) = analysis.group_alerts(alerts)
     assert [a.run for a in group[1]] == ["a", "b"] and group[0] == alerts[0].to_json()["group"]
+
+
+def test_a_display_filter_never_changes_a_limit_or_a_verdict(tmp_path):
+    """Issue 25: with the variable regex 'dense_2' the Overview and the alerts judged against the
+    limit of depth 1 while the Divergence view kept the model's.  A filtered view now shows the
+    judgement of the whole record, restricted to the rows and steps it shows."""
+    from tb_gradlens import filtered_source
+
+    layers = ["dense_1", "dense_2", "dense_3", "dense_4"]
+    rel = [[0.003, 0.006, 0.012, 0.03]] * 6  # dense_4 at depth 4: 0.03 < 5 u 4 = 0.078, but > 5 u 1
+    write_comparison(tmp_path, "bf16", metadata.ACTIVATION_DIVERGENCE, layers, table(rel),
+                     comparison_extras(["bfloat16"] * 4))
+    source = source_of(str(tmp_path))
+    tag = source.entries("bf16")[0].tag
+    whole = analysis.limits(source, "bf16", tag)
+    assert analysis.run_alerts(source)[0] == []
+    for pattern, step_min in (("dense_4", None), ("dense_[34]", 20), (None, 30)):
+        shown = filtered_source.FilteredSource(source, pattern, step_min)
+        assert analysis.run_alerts(shown)[0] == []
+        (headline,) = analysis.overview(shown)
+        want = whole["limits"][layers.index(headline["worst_divergence"]["row"])][0]
+        assert headline["worst_divergence"]["limit"] == pytest.approx(want)
+        judged = tolerances.judge_entry(shown, shown.entry("bf16", tag))
+        kept = [layers.index(r) for r in shown.series("bf16", tag).record.rows]
+        np.testing.assert_allclose(judged.limits[0], [whole["limits"][r][0] for r in kept])

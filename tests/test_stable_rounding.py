@@ -167,3 +167,40 @@ def test_no_stable_pass_where_both_sides_round_alike():
     assert compare.stable_pass_for(model, "float64", "float32") is not None
     f32 = real_models.build_compiled("mlp", "float32")
     assert compare.stable_pass_for(f32, "float32", None) is None
+
+
+def test_a_layer_hard_coded_in_bfloat16_is_named_it_cannot_be_measured(tmp_path):
+    """A layer that casts to tf.bfloat16 itself computes in bfloat16 in the float32 reference too:
+    no comparison measures its error.  The comparison finds it in the traced reference and the
+    alerts name it (hardcoded_16_bit), with no divergence alert pretending to judge it."""
+    import keras
+
+    from tb_gradlens import analysis
+    from test_analysis import source_of
+
+    class RawBfloat16(keras.layers.Layer):
+        def build(self, shape):
+            self.w = self.add_weight(shape=(shape[-1], 8), initializer="glorot_uniform", name="w")
+
+        def call(self, x):
+            y = tf.matmul(tf.cast(x, tf.bfloat16), tf.cast(self.w, tf.bfloat16))
+            return tf.cast(y, self.compute_dtype)
+
+    with real_models.global_policy("mixed_bfloat16"):
+        inputs = keras.Input((6,))
+        h = keras.layers.Dense(8, name="dense")(inputs)
+        h = RawBfloat16(name="raw")(h)
+        out = keras.layers.Activation("softmax", dtype="float32")(keras.layers.Dense(3, name="logits")(h))
+    model = keras.Model(inputs, out)
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(16, 6)).astype("float32"), rng.integers(0, 3, 16)
+    lens = GradLens(str(tmp_path / "run"), compare_every=1)
+    for step in range(2):
+        lens.compare_keras(model, tf.constant(x), tf.constant(y), step=step)
+    lens.flush()
+    found, problems = analysis.run_alerts(source_of(str(tmp_path)))
+    assert problems == []
+    (alert,) = [a for a in found if a.code == "hardcoded_16_bit"]
+    assert alert.variables == ["raw"] and "whatever their dtype policy" in alert.explanation
+    assert alert.severity == "warning"

@@ -189,7 +189,27 @@ def alerts_for_divergence(series, thresholds=_DEFAULT, context=None, judgement=N
         counts = (~np.isfinite(ref)).astype(np.float32) + (~np.isfinite(cand))
         return out + nonfinite_alert(series, counts, "candidate")
     out += _flush_alert(series, judgement, thresholds, names)
+    if record.kind == metadata.DIVERGENCE:
+        out += _hardcoded_alert(series, names)
     return out + nonfinite_alert(series, series.column("nonfinite"), "nonfinite")
+
+
+def _hardcoded_alert(series, names):
+    """Layers the reference computed in 16 bits whatever their policy (one
+    alert per comparison, from its gradient record)."""
+    found = records.read_reference_16_bit(series.record, series.tag)
+    if not found:
+        return []
+    layers = sorted(found)
+    a, b = int(series.steps[0]), int(series.steps[-1])
+    dtype = sorted(set(found.values()))[0]
+    return [Alert(
+        codes.WARNING, codes.HARDCODED_16_BIT, series.run, series.tag, a, b, layers,
+        texts.HARDCODED.format(vars=texts.names(layers, range(len(layers))), dtype=dtype, ref=names[1], a=a, b=b),
+        texts.HARDCODED_FIX,
+        codes.view(series, "rel_l2", None, a),
+        [{"variable": layer, "dtype": found[layer]} for layer in layers],
+    )]
 
 
 def _divergence_alert(series, judgement, flags, code, names):

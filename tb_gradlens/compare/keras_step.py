@@ -19,6 +19,7 @@ import tensorflow as tf
 from tb_gradlens import numerics
 from tb_gradlens import summary_v2
 from tb_gradlens.compare import dtype_maps
+from tb_gradlens.compare import graph_dtypes
 from tb_gradlens.compare.keras_passes import KerasPass
 from tb_gradlens.compare.keras_passes import model_layers
 from tb_gradlens.compare.keras_passes import owner_compute_dtypes
@@ -122,6 +123,8 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
     half_loss, half_grads = ref_out[4:6] if len(ref_out) > 4 else (None, None)
     if cand_pass is not None:
         cand_rows = cand_pass.activation_rows
+    reference_16_bit = _reference_16_bit(model, ref_pass, (x, y, sample_weight, state_values, draws)) \
+        if stable_pass is not None else {}
     stable_outcome = None
     if stable_pass is not None:
         stable_outcome = stable_pass(x, y, sample_weight, state_values, draws)
@@ -159,6 +162,7 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         reference=reference,
         candidate=candidate,
         reference_extras=reference.describe(model_policy, surrounding_jit, dtypes),
+        reference_16_bit=reference_16_bit,
         candidate_extras=candidate.describe(model_policy, surrounding_jit, dtypes),
         variable_rows=summary_v2.variable_paths(variables),
         gradient_divergence=numerics.comparison_values(
@@ -169,6 +173,16 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         reference_gradients=ref_grads,
         candidate_gradients=cand_grads,
     )
+
+
+def _reference_16_bit(model, ref_pass, args):
+    """``{layer path: dtype}`` of the layers the reference pass computes in 16
+    bits whatever their policy (``graph_dtypes``), found once per pass."""
+    found = getattr(ref_pass, "sixteen_bit_layers", None)
+    if found is None:
+        graph = ref_pass.concrete_function(*args).graph
+        found = ref_pass.sixteen_bit_layers = graph_dtypes.sixteen_bit_layers(graph, model)
+    return found
 
 
 def _stable_activations(stable_pass, stable_outcome, rows, dtypes, references):

@@ -134,6 +134,8 @@ class Comparison:
       reference_gradients, candidate_gradients: the raw gradients.
       gradient_dtypes, activation_dtypes: the candidate's compute dtype per
         variable / per activation row (``records.comparison_extras``).
+      reference_16_bit: ``{layer path: dtype}`` of the layers the reference
+        computes in 16 bits whatever their policy (``graph_dtypes``; optional).
     """
 
     def __init__(self, **fields):
@@ -148,7 +150,7 @@ class Comparison:
         }.get(kind)
         return records.comparison_extras(
             self.reference_extras, self.candidate_extras, numerics.SIGNIFICANCE_FLOOR,
-            row_dtypes=row_dtypes,
+            row_dtypes=row_dtypes, reference_16_bit=getattr(self, "reference_16_bit", None),
         )
 
     def write(self, step=None, name=None):
