@@ -82,6 +82,7 @@ from tb_gradlens.records.statuses import unsupported  # noqa: F401
 from tb_gradlens.records.variants import MIXED  # noqa: F401
 from tb_gradlens.records.variants import POLICY_COMPUTE_DTYPES  # noqa: F401
 from tb_gradlens.records.variants import VariantInfo  # noqa: F401
+from tb_gradlens.records.variants import policy_label  # noqa: F401
 from tb_gradlens.records.variants import read_variant  # noqa: F401
 from tb_gradlens.records.variants import variant  # noqa: F401
 
