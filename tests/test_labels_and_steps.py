@@ -71,3 +71,46 @@ def test_report_names_a_tied_mixed_model_by_its_16_bit_policy(tmp_path):
     line = [t for t in report_command._headline_text(headline) if "worst divergence" in t][0]
     assert "(mixed_bfloat16 vs float32, limit" in line, line
 
+
+
+def _fit(log_dir, steps=4, seed=0):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(3, name="dense")], name="net")
+    model.compile(optimizer="sgd", loss="mse")
+    rng = np.random.default_rng(seed)
+    x, y = rng.random((4 * steps, 6), dtype=np.float32), rng.random((4 * steps, 3), dtype=np.float32)
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0,
+              callbacks=[GradLensCallback(log_dir, gradient_every=1, compare_every=0)])
+    return model
+
+
+def _grad_steps(log_dir):
+    runs = read_records(os.path.dirname(log_dir))
+    (data,) = [d for r, d in runs[os.path.basename(log_dir)].values() if r.kind == metadata.GRAD_STATS]
+    return [d.step for d in data]
+
+
+def test_steps_restart_in_a_log_directory_deleted_since(tmp_path):
+    """fit, rmtree, a fresh model and callback on the same path: the second
+    training's records are at its own optimizer steps 0-3, not 4-7."""
+    log_dir = str(tmp_path / "run")
+    _fit(log_dir)
+    assert _grad_steps(log_dir) == [0, 1, 2, 3]
+    shutil.rmtree(log_dir)
+    _fit(log_dir, seed=1)
+    assert _grad_steps(log_dir) == [0, 1, 2, 3]
+    headline = analysis.overview(source_of(str(tmp_path)))[0]
+    assert headline["step_offsets"] == []
+
+
+def test_an_offset_that_applies_is_said_by_report(tmp_path):
+    """A second training in a directory that still holds the first one's
+    records continues its steps, and the report says by how much."""
+    log_dir = str(tmp_path / "run")
+    _fit(log_dir)
+    _fit(log_dir, seed=1)
+    assert _grad_steps(log_dir) == list(range(8))
+    headline = analysis.overview(source_of(str(tmp_path)))[0]
+    assert [(o["offset"], o["step"]) for o in headline["step_offsets"]] == [(4, 4)]
+    lines = report_command._headline_text(headline)
+    assert any("optimizer step + 4" in line for line in lines), lines
