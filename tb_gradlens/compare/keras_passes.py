@@ -11,12 +11,14 @@ the comparison (``randomness``).
 """
 
 import contextlib
+import warnings
 
 import keras
 import tensorflow as tf
 
 from tb_gradlens import keras_private
 from tb_gradlens import numerics
+from tb_gradlens import safety
 from tb_gradlens import summary_v2
 from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare.functions import device_scope
@@ -170,7 +172,7 @@ def keras_pass(model, variant, activations=True, optimizer=None):
 
 def compare_keras(model, x, y=None, sample_weight=None, reference="float32", candidate=None,
                   activations=True, passes=None, surrounding_jit=False, candidate_outcome=None,
-                  state_values=None):
+                  state_values=None, candidate_gradients=None, candidate_loss=None, eager=None):
     """Compare one training step of a Keras model between two variants.
 
     Same batch, same weights, same random draws (dropout masks, noise);
@@ -197,16 +199,35 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         draws (a ``KerasPass``'s fourth output), is replayed instead.
       state_values: values of the model's seed-generator states before the
         step (``seed_states``), so the passes draw that step's masks.
+      candidate_gradients: the gradients the training step applies (one
+        per trainable variable), with a candidate that is the model as
+        configured: they replace the candidate pass's, whose loss (unless
+        ``candidate_loss``), layer outputs and random draws are kept.  A
+        step that draws random numbers needs ``state_values`` for them to
+        pair with the reference (else they are not used: the record says
+        "recomputed").
+      candidate_loss: the training step's loss, with ``candidate_gradients``.
+      eager: run the passes eagerly (default: when the caller runs
+        eagerly), as an eager training step computes; else as traced
+        functions.  A variant with ``jit_compile=True`` always runs under XLA.
 
     Returns:
-      A Comparison.
+      A Comparison.  Its sides' extras state ``execution`` ("eager",
+      "graph" or "xla") and, for the candidate, ``gradients``: "applied"
+      (the step's own) or "recomputed".
     """
     reference, candidate = as_variant(reference), as_variant(candidate)
     variables = model.trainable_variables
+    eager = tf.executing_eagerly() if eager is None else bool(eager)
+    if candidate_gradients is not None and not candidate.is_model_as_configured(surrounding_jit):
+        raise ValueError("tb_gradlens.compare_keras: candidate_gradients are the training step's own: give "
+                         "them only with a candidate that is the model as configured (candidate=None)")
     if passes is None:
         passes = (KerasPass(model, reference, activations),
                   None if candidate_outcome is not None else KerasPass(model, candidate, activations))
     ref_pass, cand_pass = passes
+    run_ref, run_cand = (_runner(p, eager) for p in passes)
+    applied = candidate_outcome is not None
     if candidate_outcome is not None:
         cand_loss, cand_grads, named = candidate_outcome[:3]
         draws = candidate_outcome[3] if len(candidate_outcome) > 3 else None
@@ -215,13 +236,22 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
                              "the reference must run as the step runs (jit_compile None or %s)"
                              % bool(surrounding_jit))
         cand_rows, cand_acts = [n for n, _ in named], [t for _, t in named]
-        ref_loss, ref_grads, ref_acts, _ = ref_pass(x, y, sample_weight, state_values, draws)
+        ref_loss, ref_grads, ref_acts, _ = run_ref(x, y, sample_weight, state_values, draws)
     elif candidate.runs_as_surrounding(surrounding_jit) or not reference.runs_as_surrounding(surrounding_jit):
-        cand_loss, cand_grads, cand_acts, draws = cand_pass(x, y, sample_weight, state_values)
-        ref_loss, ref_grads, ref_acts, _ = ref_pass(x, y, sample_weight, state_values, draws)
+        cand_loss, cand_grads, cand_acts, draws = run_cand(x, y, sample_weight, state_values)
+        if candidate_gradients is not None and (state_values is not None or not draws):
+            applied = True
+            cand_grads = list(candidate_gradients)
+            cand_loss = cand_loss if candidate_loss is None else candidate_loss
+        elif candidate_gradients is not None:
+            warnings.warn("tb_gradlens: the step of model %s draws random numbers (Dropout, noise): its gradients "
+                          "cannot be compared without the seed states read before it (GradLens.seed_states(model), "
+                          "then compare_keras(..., seeds=...)); the candidate is recomputed from the current states"
+                          % model.name, safety.GradLensWarning, stacklevel=2)
+        ref_loss, ref_grads, ref_acts, _ = run_ref(x, y, sample_weight, state_values, draws)
     else:  # the reference runs as the step does: it draws, the candidate replays
-        ref_loss, ref_grads, ref_acts, draws = ref_pass(x, y, sample_weight, state_values)
-        cand_loss, cand_grads, cand_acts, _ = cand_pass(x, y, sample_weight, state_values, draws)
+        ref_loss, ref_grads, ref_acts, draws = run_ref(x, y, sample_weight, state_values)
+        cand_loss, cand_grads, cand_acts, _ = run_cand(x, y, sample_weight, state_values, draws)
     if cand_pass is not None:
         cand_rows = cand_pass.activation_rows
     if candidate.policy is not None:
@@ -247,8 +277,11 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         activation_dtypes=act_dtypes,
         reference=reference,
         candidate=candidate,
-        reference_extras=reference.describe(model_policy, surrounding_jit, dtypes),
-        candidate_extras=candidate.describe(model_policy, surrounding_jit, dtypes),
+        reference_extras=dict(reference.describe(model_policy, surrounding_jit, dtypes),
+                              execution=_execution(reference, surrounding_jit, eager)),
+        candidate_extras=dict(candidate.describe(model_policy, surrounding_jit, dtypes),
+                              execution=_execution(candidate, surrounding_jit, eager),
+                              gradients="applied" if applied else "recomputed"),
         variable_rows=summary_v2.variable_paths(variables),
         gradient_divergence=numerics.divergence_metrics(cand_grads, ref_grads, grad_dtypes),
         loss=numerics.loss_comparison(ref_loss, cand_loss),
@@ -257,3 +290,18 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         reference_gradients=ref_grads,
         candidate_gradients=cand_grads,
     )
+
+
+def _runner(pass_, eager):
+    """How a pass runs: its ``tf.function``, or eagerly (``eager``, unless
+    it compiles with XLA)."""
+    if pass_ is None:
+        return None
+    return pass_.run_eagerly if eager and not pass_.variant.jit_compile else pass_
+
+
+def _execution(variant, surrounding_jit, eager):
+    """"xla", "eager" or "graph": how a side of the comparison computed."""
+    if variant.jit_compile or (variant.jit_compile is None and surrounding_jit):
+        return "xla"
+    return "eager" if eager else "graph"

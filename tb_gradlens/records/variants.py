@@ -44,7 +44,9 @@ def variant(label, policy, compute_dtype, variable_dtype=None, device=None, jit_
         unknown).
       device: device string, None for TensorFlow's placement ("default").
       jit_compile: whether it ran under XLA.
-      **more: further keys (e.g. ``replica``).
+      **more: further keys: ``replica``; ``execution`` ("eager", "graph"
+        or "xla": how the side computed); for a candidate ``gradients``
+        ("applied": the training step's own, or "recomputed").
     """
     if compute_dtype is not None and compute_dtype != MIXED:
         float_formats.get(compute_dtype)  # ValueError for an unknown dtype
