@@ -122,8 +122,8 @@ class RecordSink:
         if handle is None or self.replicas is not None:
             return False
         tap = self.tap
-        # events per step: gradient and update statistics, histogram, loss; 3 per comparison
-        per_call = tap.gradients.slots * (4 + 3 * len(tap.slots))
+        # events per step: gradient and update statistics, histogram, indices, loss; 3 per comparison
+        per_call = tap.gradients.slots * (5 + 3 * len(tap.slots))
         if per_call > getattr(self.writer, "max_queue", 0) // 2:
             # More events per call than the writer queues: TensorFlow would
             # flush inside the step, where a full disk raises.
@@ -238,6 +238,10 @@ class RecordSink:
             pending.append((name, metadata.RecordMetadata(
                 metadata.GRAD_HISTOGRAM, tap.rows, metadata.HISTOGRAM_COLUMNS, records.histogram_extras(),
             ), tap.gradients.reader("histogram")))
+        if tap.sparse_rows:
+            pending.append((name, summary_v2.gradient_indices_record(
+                [tap.rows[k] for k in tap.sparse_rows], [tap.selected_vars[k] for k in tap.sparse_rows],
+            ), tap.gradients.reader("indices", rows=len(tap.sparse_rows))))
         if self.replicas is not None:
             pending.extend(self.replicas.records(name))
         return pending
