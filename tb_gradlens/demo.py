@@ -110,7 +110,7 @@ def train_run(logdir, policy, steps=300, batch_size=64, log_every=1, seed=0,
         if lens is None:
             optimizer.apply(grads, model.trainable_variables)
             return loss
-        lens.compare_keras(model, xb, yb, step=step)
+        lens.compare_keras(model, xb, yb, step=step, gradients=grads)  # the step's own: the candidate
         before = [tf.identity(v) for v in model.trainable_variables]
         optimizer.apply(grads, model.trainable_variables)
         lens.log_updates(before, model.trainable_variables, model.trainable_variables, step, grads)

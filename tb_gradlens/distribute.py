@@ -109,9 +109,10 @@ def buffer(initial):
 
 
 def _dense(gradient):
-    if isinstance(gradient, tf.IndexedSlices):
-        return tf.convert_to_tensor(gradient)
-    return gradient
+    """A dense gradient (an IndexedSlices' rows past its table dropped, never raising)."""
+    from tb_gradlens.numerics import sparse
+
+    return sparse.dense(gradient)
 
 
 def sum_across_replicas(grads):
@@ -164,9 +165,11 @@ def replica_divergence(local_grads, reduced_grads, due=True):
         metrics = compute() if due else tf.zeros([len(local), n_columns])
     else:
         metrics = tf.cond(due, compute, lambda: tf.zeros([len(local), n_columns]))
-    metrics = tf.ensure_shape(metrics, [len(local), n_columns])
+    from tb_gradlens.summary_values import with_static_shape
+
+    metrics = with_static_shape(metrics, [len(local), n_columns])
     gathered = context.all_gather(metrics[tf.newaxis], axis=0)
-    return tf.ensure_shape(gathered, [replicas, len(local), n_columns])
+    return with_static_shape(gathered, [replicas, len(local), n_columns])
 
 
 def replica_devices(strategy=None):

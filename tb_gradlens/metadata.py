@@ -49,6 +49,7 @@ DIVERGENCE = "divergence"
 ACTIVATION_DIVERGENCE = "activation_divergence"
 LOSS_COMPARISON = "loss_comparison"
 UPDATE_STATS = "update_stats"
+GRADIENT_INDICES = "gradient_indices"
 DTYPES = "dtypes"
 LENS_STATUS = "lens_status"
 ADVICE = "advice"
@@ -60,6 +61,7 @@ KINDS = (
     ACTIVATION_DIVERGENCE,
     LOSS_COMPARISON,
     UPDATE_STATS,
+    GRADIENT_INDICES,
     DTYPES,
     LENS_STATUS,
     ADVICE,
@@ -145,6 +147,16 @@ UPDATE_STATS_COLUMNS = (
     "lost_update_bf16",  # fraction with w != w+dw but bf16(w+dw) == bf16(w)
 )
 
+# The indices of sparse (IndexedSlices) gradients, e.g. an Embedding's, per
+# variable and logged step (kind ``gradient_indices``; only variables whose
+# gradient is sparse).  An index past the table is an input id out of
+# range: the applied gradient drops its row (XLA clamps the lookup).
+GRADIENT_INDICES_COLUMNS = (
+    "indices",  # indices the gradient names (with repeats)
+    "out_of_range",  # of them, index >= the table's rows
+    "negative",  # of them, index < 0 (dropped by TensorFlow too)
+)
+
 # Columns a kind must have (readers check this); None: free-form.
 KIND_COLUMNS = {
     GRAD_STATS: GRAD_STATS_COLUMNS,
@@ -153,6 +165,7 @@ KIND_COLUMNS = {
     ACTIVATION_DIVERGENCE: DIVERGENCE_COLUMNS,
     LOSS_COMPARISON: LOSS_COMPARISON_COLUMNS,
     UPDATE_STATS: UPDATE_STATS_COLUMNS,
+    GRADIENT_INDICES: GRADIENT_INDICES_COLUMNS,
     DTYPES: (),
     LENS_STATUS: (),
     ADVICE: (),

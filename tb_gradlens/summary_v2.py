@@ -95,7 +95,10 @@ def gradients(grads, variables, step=None, name="gradients", histogram=True, agg
     ``<name>/grad_histogram/<digest>``.  None gradients are recorded
     (``is_none`` = 1), never skipped or raised.  ``tf.IndexedSlices``
     gradients are summarized without densifying them
-    (``numerics.gradient_statistics``).  Variables whose gradient or
+    (``numerics.gradient_statistics``), as the gradient applied (rows of an
+    index past the table dropped, never raised on), and their indices are
+    counted in a ``gradient_indices`` record (same ``name``): how many, how
+    many past the table (an input id out of range), how many negative.  Variables whose gradient or
     value is integer, boolean, complex or a string have no row: they are
     listed in the record's ``extras["skipped"]`` as ``{"row", "dtype",
     "reason"}``.  A failure while computing or writing is reported by
@@ -156,12 +159,21 @@ def _gradients(grads, variables, step, name, histogram):
         [dtype_name(g) for g in grads], skipped,
     )
     sizes = [summary_values.static_size(v) for v in variables]
+    sparse_at = numerics.sparse_positions(grads)
+    indices_record = None if not sparse_at else summary_writing.PreparedRecord(name, gradient_indices_record(
+        [all_rows[kept[i]] for i in sparse_at], [variables[i] for i in sparse_at]))
+
+    def write_indices():
+        if indices_record is not None:
+            indices_record.write(numerics.gradient_index_counts(grads, sizes), step)
+
     if tf.executing_eagerly():
         def write():
             stats, hist = numerics.gradient_statistics(grads, sizes)
             stats_record.write(stats, step)
             if histogram:
                 hist_record.write(hist, step)
+            write_indices()
             return tf.constant(True)
 
         return _if_recording(write)
@@ -172,12 +184,27 @@ def _gradients(grads, variables, step, name, histogram):
     stats, hist = numerics.gradient_statistics(grads, sizes, when=condition)
 
     def write_computed():
-        stats_record.write(tf.ensure_shape(stats, [len(sizes), len(metadata.GRAD_STATS_COLUMNS)]), step)
+        stats_record.write(summary_values.with_static_shape(stats, [len(sizes), len(metadata.GRAD_STATS_COLUMNS)]),
+                           step)
         if histogram:
-            hist_record.write(tf.ensure_shape(hist, [len(sizes), len(metadata.HISTOGRAM_COLUMNS)]), step)
+            hist_record.write(summary_values.with_static_shape(hist, [len(sizes), len(metadata.HISTOGRAM_COLUMNS)]),
+                              step)
+        write_indices()
         return tf.constant(True)
 
     return _if_recording(write_computed)
+
+
+def gradient_indices_record(rows, variables):
+    """The ``gradient_indices`` RecordMetadata of the sparse gradients of
+    ``variables`` (their table rows from the variables' shapes)."""
+    table_rows = []
+    for v in variables:
+        shape = getattr(v, "shape", None)
+        first = shape[0] if shape is not None and len(shape) else None
+        table_rows.append(None if first is None else int(first))
+    return metadata.RecordMetadata(metadata.GRADIENT_INDICES, list(rows), metadata.GRADIENT_INDICES_COLUMNS,
+                                   records.gradient_index_extras(table_rows))
 
 
 def _json_record(kind, rows, payload, step, name):
@@ -329,7 +356,7 @@ def replica_divergence(grads, variables, step=None, name="replicas", extras=None
 def write_replica_divergence(gathered, rows, step=None, name="replicas", extras=None):
     """Write ``[R, V, len(DIVERGENCE_COLUMNS)]`` replica-vs-mean values as R ``divergence`` records."""
     extras = extras or distribute.replica_extras()
-    gathered = tf.ensure_shape(gathered, [len(extras), len(rows), len(metadata.DIVERGENCE_COLUMNS)])
+    gathered = summary_values.with_static_shape(gathered, [len(extras), len(rows), len(metadata.DIVERGENCE_COLUMNS)])
     written = [
         divergence(gathered[i], rows, replica_extras, step=step, name=name)
         for i, replica_extras in enumerate(extras)

@@ -113,3 +113,17 @@ def _dtype_reason(dtype):
     else:
         why = "not a floating-point dtype"
     return (dtype.name, why)
+
+
+def with_static_shape(tensor, shape):
+    """``tensor`` with its static shape set to ``shape``: what
+    ``tf.ensure_shape`` states, without its check when the graph runs
+    (inside a training step nothing the lens adds may raise; a shape that
+    contradicts the known one still fails when traced)."""
+    tensor = tf.convert_to_tensor(tensor)
+    if tf.executing_eagerly():
+        return tensor
+    tensor = tf.identity(tensor)
+    tensor.set_shape(shape)
+    return tensor
+

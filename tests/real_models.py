@@ -131,16 +131,18 @@ def _token_and_position_embedding_class():
 
 
 def transformer_classifier(policy, vocab=200, seq=16, d_model=32, heads=2, ff=64, blocks=1,
-                           dropout=0.1, seed=0, dropout_class=None):
+                           dropout=0.1, seed=0, dropout_class=None, input_dtype="int32"):
     """The keras-io text classifier: token + position embedding, Transformer
     blocks (MultiHeadAttention, Dropout, LayerNormalization, feed-forward),
-    pooling, Dropout, Dense, float32 softmax."""
+    pooling, Dropout, Dense, float32 softmax.  ``input_dtype="float32"`` is
+    keras-io's own ``layers.Input(shape=(maxlen,))``: under a 16-bit policy
+    Keras casts the ids to 16 bits, and ids above 256 (bfloat16) round."""
     import keras
 
     keras.utils.set_random_seed(seed)
     Dropout = dropout_class or keras.layers.Dropout  # noqa: N806
     with global_policy(policy):
-        inputs = keras.Input((seq,), dtype="int32", name="tokens")
+        inputs = keras.Input((seq,), dtype=input_dtype, name="tokens")
         x = _token_and_position_embedding_class()(seq, vocab, d_model, name="embedding")(inputs)
         for b in range(blocks):
             attn = keras.layers.MultiHeadAttention(heads, d_model // heads, name="mha_%d" % b)(x, x)

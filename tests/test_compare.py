@@ -91,7 +91,8 @@ def test_mlp_bf16_vs_f32_logged_divergence_equals_recomputation(batch, tmp_path)
     assert record.rows == tuple(v.path for v in model.trainable_variables)
     assert record.extras["candidate"] == {
         "label": "mixed_bfloat16", "policy": "mixed_bfloat16", "compute_dtype": "bfloat16",
-        "variable_dtype": "float32", "device": "default", "jit_compile": False}
+        "variable_dtype": "float32", "device": "default", "jit_compile": False,
+        "execution": "eager", "gradients": "recomputed"}  # an eager call: recomputed eagerly
     assert record.extras["reference"]["policy"] == "float32"
     assert record.extras["reference"]["compute_dtype"] == "float32"
     assert record.extras["row_dtypes"] == ["bfloat16"] * len(record.rows)

@@ -316,17 +316,26 @@ def test_negative_indices_are_dropped_as_tensorflow_drops_them(backend):
 
 
 @pytest.mark.parametrize("dense_shape", [[8, 2], None], ids=["dense_shape", "size_only"])
-def test_out_of_range_indices_raise_as_tensorflow_raises(backend, dense_shape):
-    slices = _slices(np.ones((2, 2), np.float32), [3, 8], dense_shape)
+def test_out_of_range_indices_are_dropped_as_xla_applies_them_and_counted(backend, dense_shape):
+    """An index past the table (an input id out of range) never raises in
+    the lens: its row is dropped, as XLA drops it when it densifies or
+    applies the gradient (TensorFlow's CPU kernels raise instead), and the
+    indices are counted for the gradient_indices record."""
+    values = np.array([[1.0, 2.0], [4.0, -8.0], [0.5, 0.5]], np.float32)
+    slices = _slices(values, [3, 8, 3], dense_shape)
+    dense = np.zeros((8, 2), np.float32)
+    dense[3] = values[0] + values[2]  # NumPy: row 8 of 8 is not in the table
     if dense_shape is not None:
         with pytest.raises(tf.errors.InvalidArgumentError):
-            tf.convert_to_tensor(slices)  # TensorFlow itself refuses row 8 of 8
-    with pytest.raises(tf.errors.InvalidArgumentError, match="out of range"):
-        stats, _ = numerics.gradient_statistics([slices], [16], backend=backend)
-        stats.numpy()
+            tf.convert_to_tensor(slices)  # TensorFlow's CPU kernel refuses row 8 of 8
+        xla_dense = tf.function(tf.convert_to_tensor, jit_compile=True)(slices)
+        np.testing.assert_array_equal(xla_dense.numpy(), dense)  # XLA drops it
+    stats, hist = numerics.gradient_statistics([slices], [16], backend=backend)
+    assert_stats_match(stats.numpy()[0], reference_statistics(dense))
+    np.testing.assert_array_equal(hist.numpy()[0], reference_histogram(dense))
     traced = tf.function(lambda s: numerics.gradient_statistics([s], [16], backend=backend)[0])
-    with pytest.raises(tf.errors.InvalidArgumentError, match="out of range"):
-        traced(slices).numpy()
+    assert_stats_match(traced(slices).numpy()[0], reference_statistics(dense))
+    np.testing.assert_array_equal(numerics.gradient_index_counts([None, slices], [4, 16]).numpy(), [[3, 1, 0]])
 
 
 def test_indexed_slices_in_range_equal_tensorflow_densified(backend):

@@ -57,6 +57,7 @@ export async function render(container, ctx) {
     rowClass: () => 'gl-run-row',
     cellTitle: (row, key) => row.titles[key],
   }));
+  for (const note of stepOffsetNotes(runs)) container.appendChild(note);
 
   const groups = groupAlerts(alerts.alerts);
   const distinct = groups.length < alerts.alerts.length ? `, ${groups.length} distinct` : '';
@@ -92,6 +93,16 @@ async function worstRatio(run, runEntries) {
   } catch (error) {
     return null;
   }
+}
+
+/** "Run r: from step s the records are at optimizer step + n": a training
+ * whose optimizer restarted below steps the run holds continues its steps. */
+export function stepOffsetNotes(runs) {
+  return runs.flatMap((r) => (r.step_offsets || []).map((o) => el('p', {
+    class: 'gl-message gl-step-offset', dataset: {run: r.run},
+    text: `Run ${r.run}: from step ${o.step} the records are at optimizer step + ${o.offset} `
+      + '(the optimizer restarted below steps this run already holds, so the run\'s steps continue).',
+  })));
 }
 
 /** True for a file problem (tag null) the runs listing names for its run. */

@@ -116,6 +116,35 @@ def nonfinite_alert(series, counts, column):
     )]
 
 
+def alerts_for_gradient_indices(series, view_tag=None):
+    """Out-of-range alert of a gradient_indices Series: a sparse gradient
+    naming a row past its table (an input id out of range).  ``view_tag``:
+    the grad_stats tag of the same variables, which the alert opens."""
+    rows, steps = series.record.rows, series.steps
+    if len(steps) == 0:
+        return []
+    past = series.column("out_of_range").astype(np.float64)
+    found = detectors.hits(past, past > 0)
+    index = _by_first(found)
+    if not len(index):
+        return []
+    a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
+    table = records.read_gradient_indices(series.record, series.tag)
+    r0 = index[0]
+    view = codes.view(series, "count", rows[r0], a)
+    if view_tag is not None:
+        view.update(name=metadata.GRAD_STATS, tag=view_tag)
+    return [Alert(
+        codes.ERROR, codes.INDEX_OUT_OF_RANGE, series.run, series.tag, a, b, [rows[i] for i in index],
+        texts.INDEX_OUT_OF_RANGE.format(vars=texts.names(rows, index), n="?" if table[r0] is None else table[r0],
+                                        m=int(found["count"][index].max()), a=a,
+                                        k=float(np.nanmax(found["worst"][index]))),
+        texts.INDEX_OUT_OF_RANGE_FIX, view,
+        _row_details(rows, steps, found, index, steps=found["count"].astype(int).tolist(),
+                     worst=found["worst"].tolist(), table_rows=list(table)),
+    )]
+
+
 # ---------------------------------------------------------------------------
 # grad_histogram
 # ---------------------------------------------------------------------------

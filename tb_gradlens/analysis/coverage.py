@@ -84,3 +84,23 @@ def _missing(source, run, writer, expectation, first, last):
         return []
     return [{"writer": writer, "kind": expectation.kind, "name": expectation.name, "every": expectation.every,
              "expected": len(wanted), "found": len(wanted) - len(lacking), "first_missing_step": lacking[0]}]
+
+
+def step_offsets(source, run):
+    """``[{"writer", "offset", "step"}]``: where a writer of ``run`` wrote
+    its records at optimizer step + ``offset`` (a training whose optimizer
+    restarted below the run's last step continues the run's steps), from
+    the record ``step`` of the lens status that says so; one entry per
+    change of the offset."""
+    out = []
+    for entry in source.entries_of_kind(run, metadata.LENS_STATUS):
+        previous = 0
+        for point in source.lens_statuses(run, entry.tag):
+            status = point.get("status")
+            if status is None or status.step_offset == previous:
+                continue
+            previous = status.step_offset
+            if status.step_offset:
+                out.append({"writer": status.writer, "offset": int(status.step_offset), "step": int(point["step"])})
+    return sorted(out, key=lambda o: o["step"])
+

@@ -27,6 +27,15 @@ def _gradient_dtypes(source, entry):
     return ()
 
 
+def _statistics_tag(source, entry):
+    """The grad_stats tag of the same writer holding ``entry``'s rows (None: none)."""
+    name = entry.tag.rsplit("/", 2)[0]
+    for other in source.entries_of_kind(entry.run, metadata.GRAD_STATS):
+        if other.tag.rsplit("/", 2)[0] == name and set(entry.record.rows) <= set(other.record.rows):
+            return other.tag
+    return None
+
+
 def tag_alerts(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
     """Alerts of one readable tag (memoized by the source until the tag grows)."""
     key = ("alerts", thresholds)
@@ -47,6 +56,12 @@ def tag_alerts(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
     elif entry.kind == metadata.GRAD_STATS:
         def compute():
             return alerts.alerts_for_grad_stats(source.series(entry.run, entry.tag), thresholds)
+    elif entry.kind == metadata.GRADIENT_INDICES:
+        view_tag = _statistics_tag(source, entry)
+        key += (view_tag,)
+
+        def compute():
+            return alerts.alerts_for_gradient_indices(source.series(entry.run, entry.tag), view_tag)
     elif entry.kind == metadata.UPDATE_STATS:
         def compute():
             return alerts.alerts_for_update_stats(source.series(entry.run, entry.tag), thresholds)

@@ -10,9 +10,10 @@ import numpy as np
 from tensorboard import errors
 
 from tb_gradlens import metadata
-from tb_gradlens.analysis import findings
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import harm
+from tb_gradlens.analysis.coverage import step_offsets
+from tb_gradlens.analysis import findings
 from tb_gradlens.analysis import tolerances
 
 
@@ -107,7 +108,9 @@ def _headline(series, judgement, s, r, value, nonfinite):
 
 
 def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
-    """The headline of every run: worst divergence, first NaN, dead variables, alert counts."""
+    """The headline of every run: worst divergence, first NaN, dead variables,
+    alert counts, and the step offsets its writers applied
+    (``coverage.step_offsets``)."""
     out = []
     for run in source.runs():
         alerts, _ = findings.run_alerts(source, [run], thresholds)
@@ -126,6 +129,7 @@ def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
             "disconnected_variables": _union(a.variables for a in alerts if a.code == codes.NONE_GRADIENT),
             "zero_gradient_variables": _union(a.variables for a in alerts if a.code == codes.ZERO_GRADIENT),
             "alert_counts": counts,
+            "step_offsets": step_offsets(source, run),
         })
     return out
 

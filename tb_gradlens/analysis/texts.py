@@ -128,6 +128,19 @@ OUTPUT_FIX = (
     "keras.layers.Activation('softmax', dtype='float32')), as the mixed precision guide advises."
 )
 
+INDEX_OUT_OF_RANGE = (
+    "The gradient of {vars} names rows past the end of its table ({n} rows) at {m} logged steps "
+    "from step {a} (up to {k:.0f} indices in a step): an input id is out of range. XLA clamps such a "
+    "lookup to the last row and the update of those rows is dropped (TensorFlow's CPU kernels raise): "
+    "the model trains on other ids than the data holds. A common cause is token ids fed as floats "
+    "under a 16-bit policy: Keras casts a float input to bfloat16/float16, which rounds ids above "
+    "256/2048 to other integers (1999 becomes 2000 in bfloat16)."
+)
+INDEX_OUT_OF_RANGE_FIX = (
+    "Feed ids as integers (keras.Input(..., dtype='int32'), or cast before the embedding) and keep "
+    "them below the embedding's input_dim; check the vocabulary size against the largest id."
+)
+
 
 def names(rows, index, limit=4):
     """``rows[i]`` for i in ``index``, at most ``limit`` named."""

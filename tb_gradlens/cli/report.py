@@ -106,6 +106,9 @@ def _headline_text(h):
         )
     else:
         out.append("  first NaN/Inf: none")
+    for o in h.get("step_offsets") or []:
+        out.append("  steps: from step %d the records are at optimizer step + %d (the optimizer restarted "
+                   "below steps this run already holds, so the run's steps continue)" % (o["step"], o["offset"]))
     for label, key in (("disconnected (None gradient)", "disconnected_variables"),
                        ("zero gradient", "zero_gradient_variables")):
         names = h.get(key) or []

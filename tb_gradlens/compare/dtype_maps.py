@@ -20,9 +20,12 @@ def _weighted_layers(model):
 
 
 def dominant_policy(model):
-    """The most common policy name among the model's weighted layers."""
-    names = [layer.dtype_policy.name for layer in _weighted_layers(model)] or [model.dtype_policy.name]
-    return max(set(names), key=names.count)
+    """The policy name the model is labelled by (``records.policy_label``):
+    its 16-bit policy when a weighted layer computes in 16 bits, else the
+    most common policy of its weighted layers."""
+    layers = _weighted_layers(model) or [model]
+    return records.policy_label([layer.dtype_policy.name for layer in layers],
+                                [layer.dtype_policy.compute_dtype for layer in layers])
 
 
 def model_dtypes(model):

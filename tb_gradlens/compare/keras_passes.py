@@ -16,13 +16,10 @@ import keras
 import tensorflow as tf
 
 from tb_gradlens import keras_private
-from tb_gradlens import numerics
-from tb_gradlens import summary_v2
 from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare.functions import device_scope
 from tb_gradlens.compare.instruments import ActivationRecorder
 from tb_gradlens.compare.randomness import SharedDraws
-from tb_gradlens.compare.variants import Comparison
 from tb_gradlens.compare.variants import as_variant
 
 model_layers = keras_private.flatten_layers

@@ -13,10 +13,13 @@ analysis judges it by (``analysis.harm``):
   ``half_batch_rel_error``).
 """
 
+import warnings
+
 import keras
 import tensorflow as tf
 
 from tb_gradlens import numerics
+from tb_gradlens import safety
 from tb_gradlens import summary_v2
 from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare import graph_dtypes
@@ -61,7 +64,7 @@ def stable_pass_for(model, reference, candidate, activations=True, optimizer=Non
 
 def compare_keras(model, x, y=None, sample_weight=None, reference="float32", candidate=None,
                   activations=True, passes=None, surrounding_jit=False, candidate_outcome=None,
-                  state_values=None, stable=True):
+                  state_values=None, candidate_gradients=None, candidate_loss=None, eager=None, stable=True):
     """Compare one training step of a Keras model between two variants.
 
     Same batch, same weights, same random draws (dropout masks, noise);
@@ -89,20 +92,39 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         draws (a ``KerasPass``'s fourth output), is replayed instead.
       state_values: values of the model's seed-generator states before the
         step (``seed_states``), so the passes draw that step's masks.
+      candidate_gradients: the gradients the training step applies (one
+        per trainable variable), with a candidate that is the model as
+        configured: they replace the candidate pass's, whose loss (unless
+        ``candidate_loss``), layer outputs and random draws are kept.  A
+        step that draws random numbers needs ``state_values`` for them to
+        pair with the reference (else they are not used: the record says
+        "recomputed").
+      candidate_loss: the training step's loss, with ``candidate_gradients``.
+      eager: run the passes eagerly (default: when the caller runs
+        eagerly), as an eager training step computes; else as traced
+        functions.  A variant with ``jit_compile=True`` always runs under XLA.
       stable: also run the stable-rounding pass (``stable_pass_for``) where
         the candidate rounds more than the reference.
 
     Returns:
-      A Comparison.
+      A Comparison.  Its sides' extras state ``execution`` ("eager",
+      "graph" or "xla") and, for the candidate, ``gradients``: "applied"
+      (the step's own) or "recomputed".
     """
     reference, candidate = as_variant(reference), as_variant(candidate)
     variables = model.trainable_variables
+    eager = tf.executing_eagerly() if eager is None else bool(eager)
+    if candidate_gradients is not None and not candidate.is_model_as_configured(surrounding_jit):
+        raise ValueError("tb_gradlens.compare_keras: candidate_gradients are the training step's own: give "
+                         "them only with a candidate that is the model as configured (candidate=None)")
     if passes is None:
         passes = (reference_pass_for(model, reference, candidate, activations),
                   None if candidate_outcome is not None else KerasPass(model, candidate, activations))
     ref_pass, cand_pass = passes[:2]
     stable_pass = passes[2] if len(passes) > 2 else (
         stable_pass_for(model, reference, candidate, activations) if stable else None)
+    run_ref, run_cand, run_stable = (_runner(p, eager) for p in (ref_pass, cand_pass, stable_pass))
+    applied = candidate_outcome is not None
     if candidate_outcome is not None:
         cand_loss, cand_grads, named = candidate_outcome[:3]
         draws = candidate_outcome[3] if len(candidate_outcome) > 3 else None
@@ -111,14 +133,23 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
                              "the reference must run as the step runs (jit_compile None or %s)"
                              % bool(surrounding_jit))
         cand_rows, cand_acts = [n for n, _ in named], [t for _, t in named]
-        ref_out = ref_pass(x, y, sample_weight, state_values, draws)
+        ref_out = run_ref(x, y, sample_weight, state_values, draws)
     elif candidate.runs_as_surrounding(surrounding_jit) or not reference.runs_as_surrounding(surrounding_jit):
-        cand_loss, cand_grads, cand_acts, draws = cand_pass(x, y, sample_weight, state_values)
-        ref_out = ref_pass(x, y, sample_weight, state_values, draws)
+        cand_loss, cand_grads, cand_acts, draws = run_cand(x, y, sample_weight, state_values)
+        if candidate_gradients is not None and (state_values is not None or not draws):
+            applied = True
+            cand_grads = list(candidate_gradients)
+            cand_loss = cand_loss if candidate_loss is None else candidate_loss
+        elif candidate_gradients is not None:
+            warnings.warn("tb_gradlens: the step of model %s draws random numbers (Dropout, noise): its gradients "
+                          "cannot be compared without the seed states read before it (GradLens.seed_states(model), "
+                          "then compare_keras(..., seeds=...)); the candidate is recomputed from the current states"
+                          % model.name, safety.GradLensWarning, stacklevel=2)
+        ref_out = run_ref(x, y, sample_weight, state_values, draws)
     else:  # the reference runs as the step does: it draws, the candidate replays
-        ref_out = ref_pass(x, y, sample_weight, state_values)
+        ref_out = run_ref(x, y, sample_weight, state_values)
         draws = ref_out[3]
-        cand_loss, cand_grads, cand_acts, _ = cand_pass(x, y, sample_weight, state_values, draws)
+        cand_loss, cand_grads, cand_acts, _ = run_cand(x, y, sample_weight, state_values, draws)
     ref_loss, ref_grads, ref_acts = ref_out[:3]
     half_loss, half_grads = ref_out[4:6] if len(ref_out) > 4 else (None, None)
     if cand_pass is not None:
@@ -127,7 +158,7 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         if stable_pass is not None else {}
     stable_outcome = None
     if stable_pass is not None:
-        stable_outcome = stable_pass(x, y, sample_weight, state_values, draws)
+        stable_outcome = run_stable(x, y, sample_weight, state_values, draws)
     if candidate.policy is not None:
         grad_dtypes = [candidate.compute_dtype] * len(cand_grads)
     elif cand_pass is not None:
@@ -161,9 +192,12 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         activation_dtypes=act_dtypes,
         reference=reference,
         candidate=candidate,
-        reference_extras=reference.describe(model_policy, surrounding_jit, dtypes),
+        reference_extras=dict(reference.describe(model_policy, surrounding_jit, dtypes),
+                              execution=_execution(reference, surrounding_jit, eager)),
         reference_16_bit=reference_16_bit,
-        candidate_extras=candidate.describe(model_policy, surrounding_jit, dtypes),
+        candidate_extras=dict(candidate.describe(model_policy, surrounding_jit, dtypes),
+                              execution=_execution(candidate, surrounding_jit, eager),
+                              gradients="applied" if applied else "recomputed"),
         variable_rows=summary_v2.variable_paths(variables),
         gradient_divergence=numerics.comparison_values(
             numerics.divergence_metrics(cand_grads, ref_grads, grad_dtypes), grad_stable, grad_half),
@@ -202,3 +236,18 @@ def _stable_activations(stable_pass, stable_outcome, rows, dtypes, references):
         return measured
     nan = tf.fill([len(rows)], float("nan"))
     return tf.tensor_scatter_nd_update(nan, [[k] for k in found], measured)
+
+
+def _runner(pass_, eager):
+    """How a pass runs: its ``tf.function``, or eagerly (``eager``, unless
+    it compiles with XLA)."""
+    if pass_ is None:
+        return None
+    return pass_.run_eagerly if eager and not pass_.variant.jit_compile else pass_
+
+
+def _execution(variant, surrounding_jit, eager):
+    """"xla", "eager" or "graph": how a side of the comparison computed."""
+    if variant.jit_compile or (variant.jit_compile is None and surrounding_jit):
+        return "xla"
+    return "eager" if eager else "graph"

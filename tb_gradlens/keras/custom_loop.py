@@ -18,6 +18,10 @@ from tb_gradlens.keras.status import AskedAsCalled
 WRITER = "tb_gradlens.keras.GradLens"
 
 
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class GradLens:
     """The callback's features for custom training loops.
 
@@ -35,6 +39,11 @@ class GradLens:
 
     ``step`` may be a Python int (checked in Python: no work at all on
     other steps) or a tensor inside ``tf.function`` (then ``tf.cond``).
+    ``compare_keras`` compares the loop's own step: the gradients it logged
+    at that step (or hands over, ``gradients=``) are the candidate, and
+    what the lens computes it computes as the loop runs (eagerly in an
+    eager loop); a model with Dropout needs the seed states read before
+    the step (``seeds=lens.seed_states(model)``).
     Writes go to ``writer`` (default: a file writer on ``log_dir`` in the
     chief process, a no-op writer in other workers); do not call the
     logging methods inside an XLA-compiled function.
@@ -62,6 +71,7 @@ class GradLens:
         self.histogram = histogram
         self.name = name
         self._passes = {}
+        self._logged = None  # (step, gradients, variables) of the last log_gradients call
         self._written_map = None
         self._status = AskedAsCalled(WRITER, name, writer)
 
@@ -97,6 +107,7 @@ class GradLens:
     def log_gradients(self, grads, variables, step):
         """Gradient statistics (and histograms) of the selected variables."""
         grads, variables = list(grads), list(variables)
+        self._logged = (step, grads, variables)  # compare_keras at this step compares them
         kinds = (metadata.GRAD_STATS, metadata.GRAD_HISTOGRAM) if self.histogram else (metadata.GRAD_STATS,)
         self._expect(step, self.gradient_schedule, self.name, *kinds)
         chosen = select(variables, self.variables_pattern)
@@ -158,9 +169,28 @@ class GradLens:
         return self._when(self.should_compare(step), run)
 
     def compare_keras(self, model, x, y=None, step=None, sample_weight=None,
-                      reference="float32", candidate=None, activations=True):
-        """``compare.compare_keras`` on logged steps, written to the writer."""
+                      reference="float32", candidate=None, activations=True, gradients=None, loss=None,
+                      seeds=None):
+        """``compare.compare_keras`` on logged steps, written to the writer.
+
+        The candidate (default: the model as configured) is the loop's own
+        step: ``gradients`` (one per trainable variable, as applied), or
+        else those ``log_gradients`` was given at this ``step`` for the
+        model's variables; ``loss`` its loss.  Without them the candidate
+        is recomputed.  The passes run as the caller does: eagerly in an
+        eager loop, traced inside ``tf.function``.  ``seeds``: the model's
+        seed-generator states before the step (``seed_states``), so the
+        passes draw the step's dropout masks; a step that draws random
+        numbers without them is recomputed from the current states.  The
+        records' ``candidate`` extras say which (``gradients``: "applied"
+        or "recomputed"; ``execution``: "eager", "graph" or "xla").
+        """
         reference, candidate = compare.as_variant(reference), compare.as_variant(candidate)
+        if gradients is not None and not candidate.is_model_as_configured(False):
+            raise ValueError("tb_gradlens.GradLens.compare_keras: gradients= are the loop's own step: give them "
+                             "only with a candidate that is the model as configured (candidate=None)")
+        if gradients is None and candidate.is_model_as_configured(False):
+            gradients = self._logged_gradients(model, step)
         kinds = (metadata.DIVERGENCE, metadata.LOSS_COMPARISON) + (
             (metadata.ACTIVATION_DIVERGENCE,) if activations else ())
         self._expect(step, self.compare_schedule, compare.default_name(reference, candidate), *kinds)
@@ -174,13 +204,35 @@ class GradLens:
 
         def run():
             result = compare.compare_keras(
-                model, x, y, sample_weight, reference, candidate, activations, self._passes[key]
+                model, x, y, sample_weight, reference, candidate, activations, self._passes[key],
+                state_values=seeds, candidate_gradients=gradients, candidate_loss=loss,
             )
             with self.writer.as_default():
                 result.write(step)
             return True
 
         return self._when(self.should_compare(step), run)
+
+    def _logged_gradients(self, model, step):
+        """The gradients ``log_gradients`` was given at ``step`` (the same
+        int, or the same tensor), one per trainable variable of ``model``;
+        None unless every variable had one."""
+        if self._logged is None or step is None:
+            return None
+        logged_step, grads, variables = self._logged
+        if not (logged_step is step or (_is_int(step) and _is_int(logged_step) and logged_step == step)):
+            return None
+        by_id = {id(v): g for g, v in zip(grads, variables)}
+        wanted = model.trainable_variables
+        if not all(id(v) in by_id for v in wanted):
+            return None
+        return [by_id[id(v)] for v in wanted]
+
+    @staticmethod
+    def seed_states(model):
+        """The values of ``model``'s seed-generator states now: read them
+        before the step and pass them to ``compare_keras(seeds=...)``."""
+        return [tf.identity(tf.convert_to_tensor(v.value)) for v in compare.seed_states(model)]
 
     def log_dtypes(self, model, x, step):
         """Write the dtype map (one eager forward pass on ``x``) if it changed."""

@@ -34,6 +34,7 @@ import tensorflow as tf
 from tb_gradlens import compare
 from tb_gradlens import keras_private
 from tb_gradlens import metadata
+from tb_gradlens.numerics import sparse
 from tb_gradlens.keras.tap import COMPARISON_KINDS
 from tb_gradlens.keras.tap import GRADIENT_KINDS
 from tb_gradlens.keras.tap import optimizer_step
@@ -132,5 +133,5 @@ class ProbeStep:
     def _describe(self, step, chosen):
         for k, buf in self.kept_gradients.items():
             if chosen[k] is not None:
-                buf.assign(tf.cast(tf.convert_to_tensor(chosen[k]), buf.dtype))
+                buf.assign(tf.cast(tf.convert_to_tensor(sparse.dense(chosen[k])), buf.dtype))
         return self.tap.describe_gradients(step, chosen)

@@ -49,6 +49,9 @@ class ComparisonSlot:
             activations=self.activations, passes=self.passes, surrounding_jit=self.xla,
             candidate_outcome=candidate_outcome, state_values=state_values,
         )
+        if candidate_outcome is not None and self.xla:
+            # Under XLA the live candidate is the lens's recomputation of the step (``probe``).
+            result.candidate_extras["gradients"] = "recomputed"
         rows = result.activation_rows[: self.max_rows]
         result.activation_rows = rows
         result.activation_dtypes = result.activation_dtypes[: len(rows)]

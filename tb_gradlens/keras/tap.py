@@ -92,7 +92,8 @@ class Tap:
         n = len(self.selected_vars)
         spe = int(getattr(model, "steps_per_execution", 1) or 1)
         self.logs_gradients = bool(n) and self.gradient_schedule.every > 0
-        shapes = {"stats": [n, len(metadata.GRAD_STATS_COLUMNS)], "histogram": [n, len(metadata.HISTOGRAM_COLUMNS)]}
+        shapes = {"stats": [n, len(metadata.GRAD_STATS_COLUMNS)], "histogram": [n, len(metadata.HISTOGRAM_COLUMNS)],
+                  "indices": [n, len(metadata.GRADIENT_INDICES_COLUMNS)]}
         self.replicas = model.distribute_strategy.num_replicas_in_sync
         self.replica_divergence = bool(options.replica_divergence) and self.replicas > 1 and self.logs_gradients
         if self.replica_divergence:
@@ -102,6 +103,7 @@ class Tap:
         self.losses = StepRing(spe, {"loss": []})
         self.before = [self.buffer_like(v) for v in self.selected_vars] if self.log_updates else []
         self.gradient_extras = None  # set when the step is traced
+        self.sparse_rows = []  # the selected variables whose gradient is an IndexedSlices (when traced)
         self.observed_dtypes = None  # layer id -> output dtype, when traced
         self.traces = 0  # times the step was traced (the status and dtype map can change then)
         self.parts = None  # the optional parts the step traced now includes (None: all)
@@ -169,12 +171,17 @@ class Tap:
             [summary_v2.dtype_name(v) for v in self.selected_vars],
             [summary_v2.dtype_name(g) for g in chosen],
         )
+        self.sparse_rows = numerics.sparse_positions(chosen)
 
     def describe_gradients(self, step, chosen, more=None):
         """Statistics and histograms of the applied gradients of ``step``
         (and ``more`` values of the gradient ring)."""
         stats, hist = numerics.gradient_statistics(chosen, self.sizes)
-        self.gradients.put(step, dict({"stats": stats, "histogram": hist}, **(more or {})))
+        values = {"stats": stats, "histogram": hist}
+        if self.sparse_rows:  # their index counts, first rows of the buffer (``gradient_indices``)
+            counts = numerics.gradient_index_counts(chosen, self.sizes)
+            values["indices"] = tf.pad(counts, [[0, len(self.sizes) - len(self.sparse_rows)], [0, 0]])
+        self.gradients.put(step, dict(values, **(more or {})))
         return tf.constant(True)
 
     def copy_weights_when_due(self, step):

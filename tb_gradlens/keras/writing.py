@@ -17,7 +17,10 @@ The offset is 0 unless the optimizer restarted below a step this process
 already wrote into the same log_dir (``model.compile`` again with the same
 variables: the optimizer restarts at 0); then the new training continues
 the run's steps after the last one written, so one tag never holds two
-trainings' values at one step (TensorBoard would drop or mix them).
+trainings' values at one step (TensorBoard would drop or mix them).  Only
+while the directory holds those records: once every event file they were
+written to is gone (the directory deleted, as notebooks and sweeps do
+between trainings), a new training starts at its own steps again.
 """
 
 import os
@@ -30,7 +33,23 @@ from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens import summary_v2
 
-_last_written = {}  # log_dir -> the highest record step written in this process
+class _Written:
+    """What this process wrote into one log_dir: the highest record step,
+    and the event files that hold the records (None: not known, e.g. a
+    remote log_dir or a writer that does not say)."""
+
+    __slots__ = ("last", "files")
+
+    def __init__(self, last):
+        self.last = last
+        self.files = set()
+
+    def gone(self):
+        """Whether none of the files that held the records exists any more."""
+        return self.files is not None and not any(os.path.exists(path) for path in self.files)
+
+
+_written = {}  # _key(log_dir) -> _Written
 
 
 def _key(log_dir):
@@ -39,17 +58,34 @@ def _key(log_dir):
 
 
 def step_offset(log_dir, first_step, previous_offset=0):
-    """The offset of a training starting at optimizer step ``first_step``."""
-    last = _last_written.get(_key(log_dir))
-    if last is not None and first_step + previous_offset <= last:
-        return last + 1 - first_step
+    """The offset of a training starting at optimizer step ``first_step``:
+    past the last record step this process wrote into ``log_dir`` while
+    the directory still holds those records, else ``previous_offset``
+    (0 once they are gone)."""
+    key = _key(log_dir)
+    written = _written.get(key)
+    if written is not None and written.gone():
+        del _written[key]  # a deleted or emptied directory: nothing to continue
+        return 0
+    if written is not None and first_step + previous_offset <= written.last:
+        return written.last + 1 - first_step
     return previous_offset
 
 
-def note_written(log_dir, record_step, key=None):
-    """``key``: ``_key(log_dir)`` when the caller has it (a realpath per logged step is ~20 us)."""
+def note_written(log_dir, record_step, key=None, files=None):
+    """Record step ``record_step`` was written into ``log_dir``, to the
+    event ``files`` (None: not known; empty: none new).  ``key``:
+    ``_key(log_dir)`` when the caller has it (a realpath per logged step is
+    ~20 us)."""
     key = _key(log_dir) if key is None else key
-    _last_written[key] = max(_last_written.get(key, record_step), record_step)
+    written = _written.get(key)
+    if written is None:
+        written = _written[key] = _Written(record_step)
+    written.last = max(written.last, record_step)
+    if files is None:
+        written.files = None
+    elif written.files is not None:
+        written.files.update(files)
 
 
 class RecordSink:
@@ -64,6 +100,7 @@ class RecordSink:
         self._offset_variable = None  # the offset read inside the step (write_in_step)
         self.in_step = False
         self._key = _key(log_dir)
+        self._last_path = self._last_real = None  # the event file path, and its realpath
         self._writers = {}  # key -> (rows and extras it was built for, RecordWriter)
         self._written_map = None
         self._loss_writer = keras_private.function_per_instance(self._write_loss, autograph=False)
@@ -85,8 +122,8 @@ class RecordSink:
         if handle is None or self.replicas is not None:
             return False
         tap = self.tap
-        # events per step: gradient and update statistics, histogram, loss; 3 per comparison
-        per_call = tap.gradients.slots * (4 + 3 * len(tap.slots))
+        # events per step: gradient and update statistics, histogram, indices, loss; 3 per comparison
+        per_call = tap.gradients.slots * (5 + 3 * len(tap.slots))
         if per_call > getattr(self.writer, "max_queue", 0) // 2:
             # More events per call than the writer queues: TensorFlow would
             # flush inside the step, where a full disk raises.
@@ -114,7 +151,20 @@ class RecordSink:
 
     def note_steps(self, first, last):
         """Steps ``[first, last)`` were written inside the step (record step bookkeeping)."""
-        note_written(self.log_dir, last - 1 + self._offset, self._key)
+        note_written(self.log_dir, last - 1 + self._offset, self._key, self._event_file())
+
+    def _event_file(self):
+        """``note_written``'s files: the event file the writer writes now
+        (``event_writer.ResilientFileWriter.path`` on a local log_dir; none
+        while writing fails), None when the writer does not say."""
+        if not hasattr(self.writer, "path") or "://" in os.fspath(self.log_dir):
+            return None
+        path = self.writer.path
+        if path is None:
+            return ()
+        if path != self._last_path:
+            self._last_path, self._last_real = path, (os.path.realpath(path),)
+        return self._last_real
 
     def write_pending(self, first_step=None):
         """Write every buffered step not written yet (and the status and
@@ -160,7 +210,7 @@ class RecordSink:
             else:
                 writer(record_step)
             ring.written = step
-            note_written(self.log_dir, record_step, self._key)
+            note_written(self.log_dir, record_step, self._key, self._event_file())
 
     def _record_writer(self, key, make_records):
         """The RecordWriter of ``key``'s records, rebuilt when their rows or
@@ -188,6 +238,10 @@ class RecordSink:
             pending.append((name, metadata.RecordMetadata(
                 metadata.GRAD_HISTOGRAM, tap.rows, metadata.HISTOGRAM_COLUMNS, records.histogram_extras(),
             ), tap.gradients.reader("histogram")))
+        if tap.sparse_rows:
+            pending.append((name, summary_v2.gradient_indices_record(
+                [tap.rows[k] for k in tap.sparse_rows], [tap.selected_vars[k] for k in tap.sparse_rows],
+            ), tap.gradients.reader("indices", rows=len(tap.sparse_rows))))
         if self.replicas is not None:
             pending.extend(self.replicas.records(name))
         return pending

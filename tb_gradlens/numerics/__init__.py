@@ -16,7 +16,8 @@ into raw sums, then apply the formulas.  ``backend`` chooses who does it:
 the compiled kernel (``_kernel.c``: found and built by ``kernel``, run as
 TensorFlow ops from ``_op.cc`` or through ``library_calls``) on CPU, or
 TensorFlow ops (``packing`` groups tensors for row-wise reductions;
-``sparse`` turns IndexedSlices into their rows).  Every function works in
+``sparse`` turns IndexedSlices into their rows, never raising on an index
+past the table: ``gradient_index_counts`` counts them).  Every function works in
 eager mode and inside ``tf.function``; inside an XLA-compiled function the
 TensorFlow ops are used.
 """
@@ -32,4 +33,6 @@ from tb_gradlens.numerics.divergence import tensor_divergence  # noqa: F401
 from tb_gradlens.numerics.divergence import comparison_values  # noqa: F401
 from tb_gradlens.numerics.gradient_stats import gradient_statistics  # noqa: F401
 from tb_gradlens.numerics.loss import loss_comparison  # noqa: F401
+from tb_gradlens.numerics.sparse import gradient_index_counts  # noqa: F401
+from tb_gradlens.numerics.sparse import sparse_positions  # noqa: F401
 from tb_gradlens.numerics.updates import update_statistics  # noqa: F401

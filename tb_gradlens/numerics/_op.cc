@@ -6,6 +6,7 @@
 // tf.numpy_function call costs about 0.1 ms per logged step.  CPU only.
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "tensorflow/core/framework/op.h"
@@ -90,18 +91,22 @@ class GradientStatisticsOp : public OpKernel {
     const bool record = c->input(values.size() + 1).scalar<bool>()();
     Arrays a = Gather(values);
     const int64_t n = record ? values.size() : 0;  // not recording: nothing computed, 0 rows
-    OP_REQUIRES(c, zeros.NumElements() == values.size(),
-                tensorflow::errors::InvalidArgument("implicit_zeros must have one entry per value"));
     Tensor* stats = nullptr;
     Tensor* hist = nullptr;
     OP_REQUIRES_OK(c, c->allocate_output(0, TensorShape({n, kGradStatsColumns}), &stats));
     OP_REQUIRES_OK(c, c->allocate_output(1, TensorShape({n, n_bins_}), &hist));
     if (n == 0) return;
-    int result = gl_gradient_statistics(n, a.data.data(), a.codes.data(), a.sizes.data(),
-                                        zeros.flat<double>().data(), min_exponent_, zero_bin_, n_bins_,
-                                        subnormal_bins_, stats->flat<float>().data(), hist->flat<float>().data(),
-                                        Threads(c, a));
-    OP_REQUIRES(c, result == 0, tensorflow::errors::ResourceExhausted("tb_gradlens: out of memory"));
+    // Inside a training step nothing may raise: a failure leaves NaN rows
+    // (count NaN marks them; kernel.py reports it through the failure policy).
+    int result = zeros.NumElements() == values.size()
+        ? gl_gradient_statistics(n, a.data.data(), a.codes.data(), a.sizes.data(), zeros.flat<double>().data(),
+                                 min_exponent_, zero_bin_, n_bins_, subnormal_bins_, stats->flat<float>().data(),
+                                 hist->flat<float>().data(), Threads(c, a))
+        : -1;
+    if (result != 0) {
+      stats->flat<float>().setConstant(std::numeric_limits<float>::quiet_NaN());
+      hist->flat<float>().setConstant(std::numeric_limits<float>::quiet_NaN());
+    }
   }
 
  private:
@@ -123,21 +128,21 @@ class DivergenceMetricsOp : public OpKernel {
     const int64_t n = candidates.size();
     const double floor_fraction = c->input(2 * n).scalar<double>()();
     const Tensor& zeros = c->input(2 * n + 1);
-    OP_REQUIRES(c, zeros.NumElements() == n,
-                tensorflow::errors::InvalidArgument("implicit_zeros must have one entry per pair"));
-    for (int64_t i = 0; i < n; ++i) {
-      OP_REQUIRES(c, cand.sizes[i] == ref.sizes[i],
-                  tensorflow::errors::InvalidArgument("tb_gradlens: pair ", i, " has ", cand.sizes[i],
-                                                      " candidate and ", ref.sizes[i], " reference elements"));
-    }
+    // Inside a training step nothing may raise: pairs of different sizes
+    // (the Python side never sends them) or a failure leave NaN rows
+    // (nonfinite NaN marks them; divergence.py reports it).
+    bool paired = zeros.NumElements() == n;
+    for (int64_t i = 0; i < n; ++i) paired = paired && cand.sizes[i] == ref.sizes[i];
     Tensor* out = nullptr;
     OP_REQUIRES_OK(c, c->allocate_output(0, TensorShape({n, kDivergenceColumns}), &out));
     std::vector<int32_t> p(mantissa_bits_.begin(), mantissa_bits_.end());
     std::vector<int32_t> e(min_normal_.begin(), min_normal_.end());
-    int result = gl_divergence_metrics(n, cand.data.data(), cand.codes.data(), ref.data.data(), ref.codes.data(),
-                                       cand.sizes.data(), zeros.flat<double>().data(), p.data(), e.data(), floor_fraction,
-                                       out->flat<double>().data(), Threads(c, cand));
-    OP_REQUIRES(c, result == 0, tensorflow::errors::ResourceExhausted("tb_gradlens: out of memory"));
+    int result = paired
+        ? gl_divergence_metrics(n, cand.data.data(), cand.codes.data(), ref.data.data(), ref.codes.data(),
+                                cand.sizes.data(), zeros.flat<double>().data(), p.data(), e.data(), floor_fraction,
+                                out->flat<double>().data(), Threads(c, cand))
+        : -1;
+    if (result != 0) out->flat<double>().setConstant(std::numeric_limits<double>::quiet_NaN());
   }
 
  private:
@@ -167,7 +172,8 @@ class UpdateStatisticsOp : public OpKernel {
     OP_REQUIRES_OK(c, c->allocate_output(0, TensorShape({n, kUpdateColumns}), &out));
     int result = gl_update_statistics(n, b.data.data(), a.data.data(), b.codes.data(), grad_data.data(),
                                       grad_codes.data(), b.sizes.data(), out->flat<float>().data(), Threads(c, b));
-    OP_REQUIRES(c, result == 0, tensorflow::errors::ResourceExhausted("tb_gradlens: out of memory"));
+    // Inside a training step nothing may raise: a failure leaves NaN rows (updates.py reports it).
+    if (result != 0) out->flat<float>().setConstant(std::numeric_limits<float>::quiet_NaN());
   }
 
  private:

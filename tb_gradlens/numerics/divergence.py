@@ -22,6 +22,7 @@ import tensorflow as tf
 import tensorflow.experimental.numpy as tnp
 
 from tb_gradlens import metadata
+from tb_gradlens import step_failures
 from tb_gradlens.numerics import backend as backends
 from tb_gradlens.numerics import bits
 from tb_gradlens.numerics import kernel
@@ -178,12 +179,17 @@ def divergence64(candidates, references, candidate_dtypes, floor_fraction, backe
     if not present:
         return tf.constant([nan_row] * n_pairs, tf.float64, shape=[n_pairs, N_COLUMNS])
     chosen = backends.choose(backend)
-    cands, refs, implicit, precisions = [], [], [], []
-    for i in present:
-        c, r, zeros = _pair(candidates[i], references[i], sparse_ok=chosen == "kernel")
+    cands, refs, implicit, precisions, checked = [], [], [], [], []
+    for k, i in enumerate(present):
+        c, r, zeros, ok = _pair(candidates[i], references[i], sparse_ok=chosen == "kernel")
         nc, nr = c.shape.num_elements(), r.shape.num_elements()
         if nc is not None and nr is not None and nc != nr:
             raise ValueError("tb_gradlens: pair %d has %d candidate and %d reference elements" % (i, nc, nr))
+        if ok is None and (nc is None or nr is None):  # element counts known when the step runs
+            ok = tf.equal(tf.size(c, out_type=tf.int64), tf.size(r, out_type=tf.int64))
+        if ok is not None:
+            c, r, zeros = _or_nothing(ok, c, r, zeros)
+            checked.append((k, i, ok))
         cands.append(c)
         refs.append(r)
         implicit.append(zeros)
@@ -194,6 +200,8 @@ def divergence64(candidates, references, candidate_dtypes, floor_fraction, backe
         metrics = _kernel_pass(cands, refs, implicit, p, min_normal, floor_fraction)
     else:
         metrics = metrics_from_sums(_tf_sums(cands, refs, p, min_normal, floor_fraction, chosen), tnp)
+    if checked:
+        metrics = _unpaired_rows_nan(metrics, checked, len(present))
     if len(present) == n_pairs:
         return metrics
     missing = [i for i in range(n_pairs) if i not in set(present)]
@@ -203,12 +211,44 @@ def divergence64(candidates, references, candidate_dtypes, floor_fraction, backe
 
 
 def _pair(candidate, reference, sparse_ok):
-    """(c, r, implicit zeros) of one pair: two IndexedSlices (for the
+    """(c, r, implicit zeros, ok) of one pair: two IndexedSlices (for the
     kernel) as the rows either names, the rest counted (``sparse.py``);
-    anything else as dense tensors."""
+    anything else as dense tensors (IndexedSlices densified, never
+    raising).  ``ok``: a boolean tensor when whether the two can be paired
+    is known only when the step runs (their dense shapes), else None."""
     if sparse_ok and sparse.pairable(candidate, reference):
-        return sparse.paired_rows(candidate, reference)
-    return tf.convert_to_tensor(candidate), tf.convert_to_tensor(reference), tf.constant(0.0, tf.float64)
+        ok = sparse.same_dense_shape(candidate, reference)
+        return sparse.paired_rows(candidate, reference) + (ok,)
+    return (tf.convert_to_tensor(sparse.dense(candidate)), tf.convert_to_tensor(sparse.dense(reference)),
+            tf.constant(0.0, tf.float64), None)
+
+
+def _or_nothing(ok, c, r, zeros):
+    """(c, r, zeros) flattened when ``ok``, else empty tensors: a pair that
+    cannot be compared gives the kernel nothing to refuse."""
+    def paired():
+        return tf.reshape(c, [-1]), tf.reshape(r, [-1]), zeros
+
+    def nothing():
+        return tf.zeros([0], c.dtype), tf.zeros([0], r.dtype), tf.zeros([], tf.float64)
+
+    return tf.cond(ok, paired, nothing) if not isinstance(ok, bool) else (paired() if ok else nothing())
+
+
+def _unpaired_rows_nan(metrics, checked, n):
+    """``metrics`` [n, 9] with the rows of pairs that could not be compared
+    NaN (every column), reported through ``step_failures``."""
+    ok = [tf.constant(True)] * n
+    for k, _, flag in checked:
+        ok[k] = tf.convert_to_tensor(flag)
+    ok = tf.stack(ok)
+    pairs = tf.constant([i for _, i, _ in checked], tf.int64)
+    bad = tf.boolean_mask(pairs, tf.logical_not(tf.stack([tf.convert_to_tensor(f) for _, _, f in checked])))
+    step_failures.report_if(
+        "tb_gradlens.numerics.divergence (a pair that cannot be compared)", tf.logical_not(tf.reduce_all(ok)),
+        "comparison pair(s) %s differ in shape when the step ran (a layer output whose size depends on its "
+        "values?): their rows are NaN", bad)
+    return tf.where(ok[:, None], metrics, tf.constant(NAN, metrics.dtype))
 
 
 def _kernel_pass(cands, refs, implicit, p, min_normal, floor_fraction):
@@ -223,6 +263,7 @@ def _kernel_pass(cands, refs, implicit, p, min_normal, floor_fraction):
                 c, r, floor, tf.stack(z), mantissa_bits=q, min_normal=e),),
             cands, refs, implicit, p.tolist(), min_normal.tolist(),
         )
+        kernel.report_failed_rows(out[:, metadata.DIVERGENCE_COLUMNS.index("nonfinite")], "divergence")
         return out
     n = len(cands)
     (out,) = backends.run_kernel(

@@ -247,6 +247,7 @@ def _kernel_pass(values, implicit, when=None):
         if when is None:
             stats.set_shape([len(values), N_COLUMNS])
             hist.set_shape([len(values), bits.N_BINS])
+        kernel.report_failed_rows(stats[:, metadata.GRAD_STATS_COLUMNS.index("count")], "gradient statistics")
         return stats, hist
     stats, hist = backends.run_kernel(
         lambda *arrays: library_calls.gradient_statistics(arrays[:-1], arrays[-1], **_LAYOUT),

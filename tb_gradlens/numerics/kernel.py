@@ -83,6 +83,18 @@ def in_op_chunks(fn, *lists):
     parts = [fn(*(lst[i:i + OP_INPUTS] for lst in lists)) for i in range(0, n, OP_INPUTS)]
     return tuple(tf.concat(list(outs), axis=0) for outs in zip(*parts))
 
+def report_failed_rows(marker, what):
+    """Report (``step_failures``) a kernel op that failed inside the step:
+    it leaves NaN rows, ``marker`` (float [rows]) NaN in a column that is
+    never NaN otherwise."""
+    import tensorflow as tf
+
+    from tb_gradlens import step_failures
+
+    step_failures.report_if("tb_gradlens compiled kernel", tf.reduce_any(tf.math.is_nan(marker)),
+                            "the compiled kernel failed (out of memory) computing %s: its rows are NaN" % what)
+
+
 _lock = threading.RLock()
 _state = {}
 

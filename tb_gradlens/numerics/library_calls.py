@@ -9,11 +9,13 @@ builds the library.
 import numpy as np
 
 from tb_gradlens import metadata
+from tb_gradlens import safety
 from tb_gradlens.numerics import kernel
 from tb_gradlens.numerics.kernel import FLOAT32
 from tb_gradlens.numerics.kernel import NONE
 
 _NUMPY_CODES = {}  # numpy dtype -> code (dtype.name is slow, per array)
+FAILURE_CAUSE = "tb_gradlens compiled kernel"
 
 
 def _code(dtype):
@@ -48,9 +50,16 @@ def _prepared(arrays):
     return kept, np.array(pointers, np.uint64), np.array(codes, np.int32), np.array(sizes, np.int64)
 
 
-def _check(result, what):
+def _check(result, what, *outputs):
+    """A failed C call (out of memory) leaves ``outputs`` NaN and is
+    reported through the failure policy: this runs inside a training step
+    (eagerly or through ``tf.numpy_function``), where nothing may raise but
+    in strict mode."""
     if result != 0:
-        raise MemoryError("tb_gradlens: the compiled kernel ran out of memory (%s)" % what)
+        for out in outputs:
+            out.fill(np.nan)
+        safety.report(FAILURE_CAUSE, MemoryError("the compiled kernel ran out of memory (%s): its rows are NaN"
+                                                 % what))
 
 
 def gradient_statistics(arrays, implicit_zeros, min_exponent, zero_bin, n_bins, subnormal_bins):
@@ -64,7 +73,7 @@ def gradient_statistics(arrays, implicit_zeros, min_exponent, zero_bin, n_bins, 
         _check(kernel.library().gl_gradient_statistics(
             n, pointers.ctypes.data, codes.ctypes.data, sizes.ctypes.data, zeros.ctypes.data,
             min_exponent, zero_bin, n_bins, subnormal_bins, stats.ctypes.data, hist.ctypes.data,
-            kernel.threads_for(sizes)), "gradient statistics")
+            kernel.threads_for(sizes)), "gradient statistics", stats, hist)
     return stats, hist
 
 
@@ -73,20 +82,22 @@ def divergence_metrics(candidates, references, mantissa_bits, min_normal, floor_
     (``implicit_zeros``: per pair, the (0, 0) pairs left out)."""
     kept_c, c_pointers, c_codes, sizes = _prepared(candidates)
     kept_r, r_pointers, r_codes, r_sizes = _prepared(references)
-    if not np.array_equal(sizes, r_sizes):
-        raise ValueError("tb_gradlens: candidate and reference sizes differ: %s vs %s"
-                         % (sizes.tolist(), r_sizes.tolist()))
+    out = np.empty((len(kept_c), len(metadata.DIVERGENCE_METRICS)), np.float64)
+    if not np.array_equal(sizes, r_sizes):  # (divergence.py never sends such pairs)
+        out.fill(np.nan)
+        safety.report(FAILURE_CAUSE, ValueError("candidate and reference sizes differ: %s vs %s"
+                                                % (sizes.tolist(), r_sizes.tolist())))
+        return out
     p = np.ascontiguousarray(mantissa_bits, np.int32)
     e = np.ascontiguousarray(min_normal, np.int32)
     zeros = np.zeros(len(kept_c)) if implicit_zeros is None else implicit_zeros
     zeros = np.ascontiguousarray(zeros, np.float64)
-    out = np.empty((len(kept_c), len(metadata.DIVERGENCE_METRICS)), np.float64)
     if len(kept_c):
         _check(kernel.library().gl_divergence_metrics(
             len(kept_c), c_pointers.ctypes.data, c_codes.ctypes.data, r_pointers.ctypes.data,
             r_codes.ctypes.data, sizes.ctypes.data, zeros.ctypes.data, p.ctypes.data, e.ctypes.data,
             float(floor_fraction),
-            out.ctypes.data, kernel.threads_for(sizes)), "divergence")
+            out.ctypes.data, kernel.threads_for(sizes)), "divergence", out)
     return out
 
 
@@ -101,5 +112,5 @@ def update_statistics(before, after, gradients):
         _check(kernel.library().gl_update_statistics(
             len(kept_b), b_pointers.ctypes.data, a_pointers.ctypes.data, codes.ctypes.data,
             g_pointers.ctypes.data, g_codes.ctypes.data, sizes.ctypes.data, out.ctypes.data,
-            kernel.threads_for(sizes)), "update statistics")
+            kernel.threads_for(sizes)), "update statistics", out)
     return out

@@ -33,6 +33,7 @@ from tb_gradlens.numerics import divergence
 from tb_gradlens.numerics import kernel
 from tb_gradlens.numerics import library_calls
 from tb_gradlens.numerics import packing
+from tb_gradlens.numerics import sparse
 
 N_COLUMNS = len(metadata.UPDATE_STATS_COLUMNS)
 NAN = float("nan")
@@ -72,7 +73,8 @@ def update_statistics(before, after, gradients=None, backend=None):
     Args:
       before, after: lists of tensors (weights before and after the step).
       gradients: optional list of the step's gradients (for bfloat16
-        weights; a ``tf.IndexedSlices`` is densified to the variable's size).
+        weights; a ``tf.IndexedSlices`` is densified to the variable's size,
+        rows past the table dropped: ``sparse.dense``).
       backend: "kernel", "tf" or "xla" (``backend.py``); default from the
         context.
     """
@@ -84,7 +86,7 @@ def update_statistics(before, after, gradients=None, backend=None):
     for i, b in enumerate(before):
         g = gradients[i] if gradients is not None else None
         if g is not None and b.dtype == tf.bfloat16:
-            grads[i] = tf.convert_to_tensor(g)  # only bfloat16 weights read it
+            grads[i] = tf.convert_to_tensor(sparse.dense(g))  # only bfloat16 weights read it
     if backends.choose(backend) == "kernel":
         return _kernel_pass(before, after, grads)
     return tf.cast(columns_from_sums(_tf_sums(before, after, grads, backends.choose(backend)), tnp), tf.float32)
@@ -104,6 +106,10 @@ def _kernel_pass(before, after, grads):
 
         by_row = dict(zip(rows, given))
         (out,) = kernel.in_op_chunks(chunk, before, after, [by_row.get(i) for i in range(len(before))])
+        sized = [i for i, b in enumerate(before) if b.shape.num_elements() != 0]  # (empty: NaN by definition)
+        if sized:  # a failed op leaves every column NaN; NaN weights leave lost_update finite
+            every = tf.reduce_all(tf.math.is_nan(tf.gather(out, sized)), axis=1)
+            kernel.report_failed_rows(tf.where(every, float("nan"), 0.0), "update statistics")
         return out
     n = len(before)
 

@@ -23,6 +23,7 @@ grad_stats                  variable_dtypes, gradient_dtypes [rows];
 grad_histogram              min_exponent (int), dtype_exponent_limits
                             {dtype: {min_subnormal, min_normal, max}}
 update_stats                variable_dtypes [rows]
+gradient_indices            table_rows [rows] (int or null)
 divergence,                 reference, candidate (``variant``);
 activation_divergence,      comparison ("precision" | "replica_vs_mean");
 loss_comparison             floor_fraction; row_dtypes [rows] (optional:
@@ -67,6 +68,8 @@ from tb_gradlens.records.dtype_maps import read_dtype_map  # noqa: F401
 from tb_gradlens.records.statistics import GradientInfo  # noqa: F401
 from tb_gradlens.records.statistics import HistogramInfo  # noqa: F401
 from tb_gradlens.records.statistics import gradient_extras  # noqa: F401
+from tb_gradlens.records.statistics import gradient_index_extras  # noqa: F401
+from tb_gradlens.records.statistics import read_gradient_indices  # noqa: F401
 from tb_gradlens.records.statistics import histogram_extras  # noqa: F401
 from tb_gradlens.records.statistics import read_gradient  # noqa: F401
 from tb_gradlens.records.statistics import read_histogram  # noqa: F401
@@ -83,6 +86,7 @@ from tb_gradlens.records.statuses import unsupported  # noqa: F401
 from tb_gradlens.records.variants import MIXED  # noqa: F401
 from tb_gradlens.records.variants import POLICY_COMPUTE_DTYPES  # noqa: F401
 from tb_gradlens.records.variants import VariantInfo  # noqa: F401
+from tb_gradlens.records.variants import policy_label  # noqa: F401
 from tb_gradlens.records.variants import read_variant  # noqa: F401
 from tb_gradlens.records.variants import variant  # noqa: F401
 
@@ -92,6 +96,7 @@ _READERS = {
     metadata.GRAD_STATS: read_gradient,
     metadata.GRAD_HISTOGRAM: read_histogram,
     metadata.UPDATE_STATS: read_update,
+    metadata.GRADIENT_INDICES: read_gradient_indices,
     metadata.DIVERGENCE: read_comparison,
     metadata.ACTIVATION_DIVERGENCE: read_comparison,
     metadata.LOSS_COMPARISON: read_comparison,

@@ -89,3 +89,19 @@ def read_update(record, tag=None):
     """Per row, the weights' dtype of an ``update_stats`` record (None: unknown)."""
     dtypes = checks.str_list(record.extras.get("variable_dtypes", []), record, "variable_dtypes", tag)
     return tuple(dtypes) + (None,) * (len(record.rows) - len(dtypes))
+
+
+def gradient_index_extras(table_rows):
+    """Extras of a ``gradient_indices`` record: per row, the rows of the
+    variable's table (None when not known)."""
+    return {"table_rows": [None if n is None else int(n) for n in table_rows]}
+
+
+def read_gradient_indices(record, tag=None):
+    """Per row, the table rows of a ``gradient_indices`` record (None: unknown)."""
+    rows = record.extras.get("table_rows", [])
+    if not isinstance(rows, list) or len(rows) > len(record.rows) or not all(
+            n is None or checks.is_int(n) for n in rows):
+        raise FormatError("table_rows must be a list of at most %d integers or nulls" % len(record.rows), tag)
+    return tuple(rows) + (None,) * (len(record.rows) - len(rows))
+

@@ -44,7 +44,9 @@ def variant(label, policy, compute_dtype, variable_dtype=None, device=None, jit_
         unknown).
       device: device string, None for TensorFlow's placement ("default").
       jit_compile: whether it ran under XLA.
-      **more: further keys (e.g. ``replica``).
+      **more: further keys: ``replica``; ``execution`` ("eager", "graph"
+        or "xla": how the side computed); for a candidate ``gradients``
+        ("applied": the training step's own, or "recomputed").
     """
     if compute_dtype is not None and compute_dtype != MIXED:
         float_formats.get(compute_dtype)  # ValueError for an unknown dtype
@@ -78,3 +80,20 @@ def read_variant(obj, tag=None, side="variant"):
         label, policy or "?", compute, checks.optional_str(obj, "variable_dtype", tag, side),
         checks.optional_str(obj, "device", tag, side) or "default", jit,
     )
+
+
+
+def policy_label(policies, compute_dtypes):
+    """The policy name a model is labelled by, from its weighted layers'
+    ``policies`` and their ``compute_dtypes``: a model with layers that
+    compute in 16 bits is what they make it (the most common policy among
+    them, e.g. "mixed_bfloat16" for one bfloat16 Dense beside a float32
+    head), else the most common policy.  Ties go to the first name in
+    sorted order, so every process gives the same label."""
+    policies = [str(p) for p in policies]
+    sixteen = [p for p, d in zip(policies, compute_dtypes) if d in float_formats.LOW_PRECISION]
+    names = sixteen or policies
+    if not names:
+        return None
+    counts = collections.Counter(names)
+    return min(counts, key=lambda name: (-counts[name], name))
