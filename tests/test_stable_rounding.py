@@ -204,3 +204,19 @@ def test_a_layer_hard_coded_in_bfloat16_is_named_it_cannot_be_measured(tmp_path)
     (alert,) = [a for a in found if a.code == "hardcoded_16_bit"]
     assert alert.variables == ["raw"] and "whatever their dtype policy" in alert.explanation
     assert alert.severity == "warning"
+
+
+def test_random_draws_in_a_float32_reference_are_no_layer_hard_coded_in_16_bits(tmp_path):
+    """The reference of the callback's comparison draws the step's random numbers again, in the
+    dtype each layer computes in as configured (bfloat16): an LSTM's recurrent dropout and
+    Dropout's mask ops are no layer computing in 16 bits (they were named hardcoded_16_bit)."""
+    from tb_gradlens import analysis
+    from tb_gradlens.keras import GradLensCallback
+    from test_analysis import source_of
+
+    model = real_models.build_compiled("random_layers", "mixed_bfloat16")
+    x, y = real_models.ZOO["random_layers"].data(32, np.random.default_rng(0))
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False,
+              callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=2, compare_every=2)])
+    found, problems = analysis.run_alerts(source_of(str(tmp_path)))
+    assert problems == [] and not [a for a in found if a.code == "hardcoded_16_bit"], found

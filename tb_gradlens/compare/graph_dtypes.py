@@ -13,11 +13,19 @@ import re
 import tensorflow as tf
 
 from tb_gradlens import keras_private
+from tb_gradlens.compare import randomness
 
 # Ops that move or store a value without computing with it.
 _NOT_COMPUTING = frozenset(("Placeholder", "ReadVariableOp", "Identity", "IdentityN", "Const", "NoOp", "Cast"))
 _SIXTEEN = (tf.bfloat16, tf.float16)
 _UNIQUIFIED = re.compile(r"^(.*)_\d+$")
+
+
+def _drawing(op_name):
+    """Whether an op draws a pass's random numbers (``randomness.DRAW_SCOPE``,
+    uniquified as scopes are): in the dtype the layer computes in as
+    configured, 16 bits in a float32 pass, which is no 16-bit computing."""
+    return any(_UNIQUIFIED.sub(r"\1", part) == randomness.DRAW_SCOPE for part in op_name.split("/")[:-1])
 
 
 def _layer_of(op_name, by_name):
@@ -36,8 +44,8 @@ def sixteen_bit_ops(graph, model):
     by_name = {layer.name: layer for layer in keras_private.flatten_layers(model)[1:]}
     found = {}
     for op in graph.get_operations():
-        if op.type in _NOT_COMPUTING or "Random" in op.type or op.name.startswith("gradient_tape/"):
-            continue  # (a random draw is made in the dtype the layer computes in as configured)
+        if op.type in _NOT_COMPUTING or op.name.startswith("gradient_tape/") or _drawing(op.name):
+            continue
         dtypes = [t.dtype for t in op.outputs if t.dtype in _SIXTEEN]
         if not dtypes:
             continue
