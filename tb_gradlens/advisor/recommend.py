@@ -38,16 +38,21 @@ def predicted_rows(total, alone, kept):
     """[R] the divergence of each row predicted with the units ``kept`` in
     float32, the units' errors taken as independent:
     ``total_r * sqrt(sum_{u not kept} a_ur^2 / sum_u a_ur^2)`` (``total_r``
-    where no unit alone diverges there; units not measured count as 0)."""
+    where no unit alone diverges there; units not measured, NaN, count as
+    0).  Where a unit alone is non-finite (an overflow, a NaN) the row stays
+    infinite until that unit is kept; where the total is non-finite but no
+    unit alone is, the rest's ``sqrt(sum_{u not kept} a_ur^2)``."""
     total = np.asarray(total, np.float64)
-    a2 = np.nan_to_num(np.asarray(alone, np.float64), nan=0.0, posinf=1e300) ** 2
-    whole = a2.sum(axis=0)
-    keep = np.zeros(len(a2), bool)
+    alone = np.asarray(alone, np.float64).reshape(-1, len(total))
+    keep = np.zeros(len(alone), bool)
     keep[list(kept)] = True
-    left = a2[~keep].sum(axis=0)
+    bad = np.isinf(alone) | (np.isnan(alone) & np.isnan(total)[None, :])
+    a2 = np.where(np.isfinite(alone), alone, 0.0) ** 2
+    whole, left = a2.sum(axis=0), a2[~keep].sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(whole > 0, left / whole, 1.0)
-    return total * np.sqrt(share)
+        out = np.where(np.isfinite(total), total * np.sqrt(share), np.sqrt(left))
+    return np.where(bad[~keep].any(axis=0), np.inf, out)
 
 
 def harm_index(values, limits):
