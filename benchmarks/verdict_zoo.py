@@ -93,6 +93,20 @@ def fault_configs(steps=STEPS // 2, every=EVERY):
     return out
 
 
+# The test suite's subset (tests/test_verdict_zoo.py): small models, few steps.
+QUICK_HEALTHY = ("gru_text", "temporal_cnn", "rmsnorm_swiglu", "bigru_attention")
+QUICK_FAULTS = ("naive_std_bilstm", "cumsum_mean_conv1d", "unscaled_attention", "hardcoded_bf16",
+                "naive_log1m_sigmoid", "sum_squares_f16")
+
+
+def quick_configs(steps=12, every=3):
+    """Healthy bfloat16 rows of QUICK_HEALTHY and the faults of QUICK_FAULTS, 12 steps."""
+    healthy = [c for c in healthy_configs(policies=(BF16,), steps=steps, every=every)
+               if c.name.rsplit("_", 2)[0] in QUICK_HEALTHY]
+    faults = [c for c in fault_configs(steps, every) if c.name[len("fault_"):] in QUICK_FAULTS]
+    return healthy + faults
+
+
 def harm_index(logdir):
     """{kind: (largest value / limit, row, step)} over the judged rows of a run."""
     from tb_gradlens import analysis

@@ -277,7 +277,10 @@ FAULTS = {
     "naive_logsumexp": Fault(
         Workload(naive_softmax_classifier, real_models.vectors(32, 1000), SPARSE_CE,
                  "exp(x - log(sum(exp(x)))) without the max, 1000 logits of magnitude ~40"),
-        "bf16_divergence", r"naive_logsumexp", BF16, "the normalizer ~50 is rounded to 0.25"),
+        "bf16_divergence", r"naive_logsumexp|^logits/", BF16,
+        "the normalizer ~50 is rounded to 0.25; the layer has no weights and its output is ~3x its stable rounding "
+        "(under the limit): the damage is beyond it in the gradients of the logits layer feeding it, and the "
+        "advisor names naive_logsumexp"),
     "vit_bf16_output": Fault(
         Workload(lambda policy, seed=0: zoo_models.vit(policy, seed, float32_output=False),
                  real_models.images(32), SPARSE_CE, "the ViT with its softmax left in bfloat16"),

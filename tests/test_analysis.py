@@ -528,3 +528,17 @@ def test_coverage_lists_unsupported_features_and_records_a_run_lacks(tmp_path):
     assert (missing["grad_stats"]["expected"], missing["grad_stats"]["found"]) == (4, 3)
     assert missing["grad_stats"]["first_missing_step"] == 4
     assert (missing["divergence"]["expected"], missing["divergence"]["found"]) == (2, 0)
+
+
+@pytest.mark.parametrize("kind", [metadata.GRAD_STATS, metadata.UPDATE_STATS, metadata.DIVERGENCE,
+                                  metadata.ACTIVATION_DIVERGENCE])
+def test_a_record_with_no_rows_gets_no_alert_and_no_crash(kind):
+    """A subclassed model logged before it is built has no variables yet: its records have no
+    rows (an update_stats record of no rows crashed the alerts: a float mask and a bool one)."""
+    extras = {"variable_dtypes": []} if kind == metadata.UPDATE_STATS else (
+        {"reference": F32, "candidate": BF16} if kind != metadata.GRAD_STATS else {})
+    table = np.zeros((3, 0, len(metadata.KIND_COLUMNS[kind])), np.float32)
+    series = make_series(kind, table, extras, rows=[])
+    detect = {metadata.GRAD_STATS: analysis.alerts_for_grad_stats, metadata.UPDATE_STATS: analysis.alerts_for_update_stats}
+    found = detect[kind](series) if kind in detect else analysis.alerts_for_divergence(series)
+    assert found == []

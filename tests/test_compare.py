@@ -258,3 +258,27 @@ def test_float32_vs_float32_draws_one_mask_also_across_xla(jit):
         # it): XLA's rounding noise over float32's is not a mask question.
         signal = [i for i, p in enumerate(result.variable_rows) if not p.endswith("key/bias")]
         assert (rel_l2[signal] < 1e-4).all(), dict(zip(result.variable_rows, rel_l2))
+
+
+def test_a_custom_loop_compares_an_unbuilt_model_from_its_first_built_step(tmp_path):
+    """A subclassed model is built by its first step: compared before it, the passes built it
+    inside their traces and every later comparison failed (candidate and reference gradients of
+    other sizes, a GradLensWarning each run).  Before it is built there is nothing to compare."""
+    import warnings
+
+    from tb_gradlens import safety
+
+    model = real_models.subclassed("mixed_bfloat16")
+    model.compile(optimizer="adam", loss=real_models.SPARSE_CE)
+    x, y = real_models.ZOO["subclassed"].data(16, np.random.default_rng(0))
+    lens = GradLens(str(tmp_path / "run"), compare_every=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert lens.compare_keras(model, tf.constant(x), tf.constant(y), step=0) is False
+        model.train_on_batch(x, y)
+        for step in (1, 2):
+            assert lens.compare_keras(model, tf.constant(x), tf.constant(y), step=step)
+        lens.flush()
+    assert not [w for w in caught if issubclass(w.category, safety.GradLensWarning)], [str(w.message) for w in caught]
+    (_, data), = records_of_kind(read_records(str(tmp_path)), "run", metadata.DIVERGENCE).values()
+    assert [d.step for d in data] == [1, 2]

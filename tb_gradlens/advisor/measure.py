@@ -26,6 +26,7 @@ import collections
 import time
 
 import numpy as np
+import tensorflow as tf
 
 from tb_gradlens.advisor import judging
 from tb_gradlens.advisor import limits
@@ -46,6 +47,10 @@ UnitResult = collections.namedtuple(
                    "inherited", "total", "row", "reason"))
 
 MAX_VERIFY_MAPS = 8
+# What a pass with some layers switched may raise when the switch breaks the
+# step (another number of random draws, a model mixing its layers' outputs in
+# dtypes that no longer match): the unit is then not attributable.
+SWITCH_ERRORS = (ValueError, TypeError, tf.errors.InvalidArgumentError)
 KEPT = "; kept as configured in every pass, the float32 reference included"
 
 # The baseline of a batch: its passes, the Judge of their rows, the
@@ -132,7 +137,7 @@ class Measurer:
             try:
                 outcome, _ = self._run(MappedPass(self.model, unit.layers, self.traced), batch, draws)
                 reason = limits.structure_change(candidate, outcome)
-            except ValueError as error:  # another number of random draws
+            except SWITCH_ERRORS as error:  # another number of random draws, dtypes that no longer match
                 reason = limits.STRUCTURE % error
             if reason is not None:
                 self.kept_as_configured[k] = reason + KEPT
@@ -178,7 +183,7 @@ class Measurer:
         for kind in ("one_at_a_time",) if raw else ("leave_one_out", "one_at_a_time"):
             try:
                 outcome, _ = self._run(self._unit_pass(k, kind), batch, base.draws)
-            except ValueError as error:  # another number of random draws
+            except SWITCH_ERRORS as error:  # another number of random draws, dtypes that no longer match
                 return self._unmeasured(total, row, limits.STRUCTURE % error)
             reason = limits.structure_change(base.candidate, outcome)
             if reason is not None:
@@ -209,7 +214,10 @@ class Measurer:
             if len(self._maps) >= MAX_VERIFY_MAPS:  # bounded memory over a long training
                 self._maps.clear()
             self._maps[key] = [MappedPass(self.model, tuple(layers), self.traced, realization=k) for k in (0, 1)]
-        outcome, _ = self._run(self._maps[key][0], batch, base.draws)
+        try:
+            outcome, _ = self._run(self._maps[key][0], batch, base.draws)
+        except SWITCH_ERRORS:
+            return Verified(float("inf"), None, float("inf"))
         harm = base.judge.harm(outcome)
         if harm.index > tolerance:
             again, _ = self._run(self._maps[key][1], batch, base.draws)

@@ -330,7 +330,7 @@ def alerts_for_update_stats(series, thresholds=_DEFAULT):
     dtypes = records.read_update(record, series.tag)
     out = []
     for severity, wanted in ((codes.WARNING, float_formats.LOW_PRECISION), (codes.INFO, (None,))):
-        mask = np.array([d in wanted for d in dtypes])
+        mask = np.array([d in wanted for d in dtypes], dtype=bool)
         with np.errstate(invalid="ignore"):
             flags = (series.column("lost_update_bf16") > thresholds.lost_update) & mask[None, :]
         found = detectors.hits(series.column("lost_update_bf16"), flags)

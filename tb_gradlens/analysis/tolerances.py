@@ -200,7 +200,7 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
     stable = _stable_scale(series, kind, output_stable)
     measured = np.isfinite(stable).any(axis=0) & np.array(
         [c is not None and (precision_bits(r) is None or precision_bits(c) < precision_bits(r))
-         for c, r in zip(cand, ref)])
+         for c, r in zip(cand, ref)], dtype=bool)
     limits = np.tile(np.array([rule.limit for rule in rules], np.float64), (n_steps, 1))
     basis = [rule.basis for rule in rules]
     if measured.any():

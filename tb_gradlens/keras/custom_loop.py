@@ -183,9 +183,14 @@ class GradLens:
         passes draw the step's dropout masks; a step that draws random
         numbers without them is recomputed from the current states.  The
         records' ``candidate`` extras say which (``gradients``: "applied"
-        or "recomputed"; ``execution``: "eager", "graph" or "xla").
+        or "recomputed"; ``execution``: "eager", "graph" or "xla").  Before a
+        model's first step has built it, there is nothing to compare: False.
         """
         reference, candidate = compare.as_variant(reference), compare.as_variant(candidate)
+        if not getattr(model, "built", True):
+            # A model built by its first step (subclassed, Sequential without an Input) has no
+            # weights to compare before it: its passes would build it inside their traces.
+            return False
         if gradients is not None and not candidate.is_model_as_configured(False):
             raise ValueError("tb_gradlens.GradLens.compare_keras: gradients= are the loop's own step: give them "
                              "only with a candidate that is the model as configured (candidate=None)")
