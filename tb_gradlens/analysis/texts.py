@@ -156,7 +156,7 @@ HARDCODED = (
     "(steps {a}-{b})."
 )
 HARDCODED_FIX = (
-    "Compute in the layer's own dtype: cast to self.compute_dtype (or keras.ops.cast(x, self.compute_dtype)) "
+    "If it matters, compute in the layer's own dtype: cast to self.compute_dtype (or keras.ops.cast(x, self.compute_dtype)) "
     "instead of a hard-coded tf.bfloat16/tf.float16, so its dtype policy decides; then the comparisons measure "
     "it and dtype='float32' on the layer keeps it in float32."
 )
