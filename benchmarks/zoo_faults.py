@@ -151,6 +151,21 @@ def swamped_efficientnet_v2(policy, seed=0, size=32):
     return _functional(policy, seed, "swamped_efficientnet_v2", (size, size, 3), body)
 
 
+def naive_norm_efficientnet_v2(policy, seed=0, size=32):
+    """EfficientNetV2B0 (no top, average pooling), a Dense with bias 30, then
+    E[x^2]-E[x]^2 normalization "naive_head_norm" in the head: a deep model
+    (~270 layers, grouped by the advisor) with one bad layer near its end."""
+
+    def body(x, keras):
+        base = keras.applications.EfficientNetV2B0(include_top=False, weights=None, input_tensor=x,
+                                                   pooling="avg")
+        h = keras.layers.Dense(64, bias_initializer=keras.initializers.Constant(30.0), name="head_in")(base.output)
+        h = real_models.layer_classes()["NaiveVarianceNorm"](name="naive_head_norm")(h)
+        return keras.layers.Dense(10, name="head_dense")(h)
+
+    return _functional(policy, seed, "naive_norm_efficientnet_v2", (size, size, 3), body)
+
+
 def pointer_retrieval(policy, seed=0, candidates=16, features=16):
     """Which of ``candidates`` items matches item 0: "unscaled_attention" -> float32 (linear)."""
 
@@ -261,6 +276,10 @@ FAULTS = {
                  "(x + 300) - 300 as Keras ops on EfficientNetV2B0's pooled features"),
         "bf16_divergence", r"head_dense", BF16,
         "the ops are no layer: the Dense after them (~275 layers deep) shows it; its kernel gradient is 0"),
+    "naive_norm_efficientnet_v2": Fault(
+        Workload(naive_norm_efficientnet_v2, zoo_models.pixels(32), SPARSE_CE,
+                 "E[x^2]-E[x]^2 in bfloat16 in the head of EfficientNetV2B0, after a Dense with bias 30"),
+        "bf16_divergence", r"naive_head_norm", BF16, "a deep model: the advisor must narrow its group to the layer"),
     "unscaled_attention": Fault(
         Workload(pointer_retrieval, anisotropic_items(), SPARSE_CE,
                  "queries x 64, no 1/sqrt(d), softmax in bfloat16, over items of mean 1 and spread 0.05"),
