@@ -221,9 +221,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
         step_min, step_max = _int_arg(request, "step_min"), _int_arg(request, "step_max")
         if not filtered_source.is_filtered(pattern, step_min, step_max):
             return source
-        if pattern is not None:
-            reading.select_rows([], pattern)  # 400 for an invalid regex
-        return filtered_source.FilteredSource(source, pattern, step_min, step_max)
+        return filtered_source.FilteredSource(source, pattern, step_min, step_max)  # 400 for a refused regex
 
     def _file_problems(self):
         """{run: [{"file", "error"}]}: damaged event files and overlapping

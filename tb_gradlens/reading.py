@@ -26,6 +26,7 @@ from tensorboard.data import provider as tb_provider
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.read_cache import Cache  # noqa: F401 (reading.Cache)
+from tb_gradlens.selection import row_filter  # noqa: F401
 from tb_gradlens.selection import select_columns  # noqa: F401
 from tb_gradlens.selection import select_rows  # noqa: F401
 from tb_gradlens.selection import select_steps  # noqa: F401
