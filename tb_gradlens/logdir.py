@@ -118,10 +118,13 @@ class LogdirSource:
         self.runs = runs
 
 
-def open_logdir(logdir, progress=True):
+def open_logdir(logdir, progress=True, select_runs=None):
     """Load every run of ``logdir`` with TensorBoard's reading code.
 
     Keeps every gradlens sample (as the plugin's loader asks TensorBoard to).
+    ``select_runs``: None, or a function of the sorted run names returning
+    the indices of the runs to read (the others are neither checked nor
+    loaded); it is called before any event file is read.
     Raises LogdirError for a missing, non-directory, unreadable or empty
     logdir; damaged files are skipped past their last good record, and
     every such thing is listed in ``problems``.
@@ -139,6 +142,10 @@ def open_logdir(logdir, progress=True):
             "logdir %s holds no TensorBoard event files (events.out.tfevents.*)%s"
             % (logdir, "".join("; " + note for note in notes))
         )
+    if select_runs is not None:
+        names = sorted({run for run, _ in files})
+        keep = {names[i] for i in select_runs(names)}
+        files = [(run, path) for run, path in files if run in keep]
     bar = Progress(len(files) * 2, "reading %s" % logdir) if progress else None
     scans = []
     for i, (run, path) in enumerate(files):
