@@ -20,6 +20,7 @@ from tensorboard import context as tb_context
 from tensorboard.backend.event_processing import data_provider
 from tensorboard.backend.event_processing import plugin_event_multiplexer
 
+from tb_gradlens import checked_reader
 from tb_gradlens import event_files
 from tb_gradlens import metadata
 
@@ -153,6 +154,8 @@ def open_logdir(logdir, progress=True, select_runs=None):
         if bar:
             bar.update(i + 1)
     problems += file_problems(scans)
+    checked_reader.remember(scan for _, scan in scans)
+    checked_reader.install()
     multiplexer = plugin_event_multiplexer.EventMultiplexer(
         tensor_size_guidance={metadata.PLUGIN_NAME: 0, "scalars": 0},
     )

@@ -78,3 +78,108 @@ def test_rows_pattern_budget_is_one_per_request_not_one_per_tag(tmp_path, monkey
         names_run(same, "seed_%d" % i, prefix="model")
     status, body = get(client_of(same), "overview", rows=pattern)
     assert status == 200 and len(json.loads(body)["runs"]) == 6, body[:300]
+
+
+# ---------------------------------------------------------------------------
+# Item 1: a crafted event file claiming a huge record.
+# ---------------------------------------------------------------------------
+
+
+def crafted_file(run_dir, claimed):
+    """A sparse event file whose first record header is valid and claims
+    ``claimed`` bytes of zeros (their data checksum is wrong)."""
+    import struct
+
+    from tb_gradlens import crc32c
+
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, "events.out.tfevents.1000000000.crafted")
+    length = struct.pack("<Q", claimed)
+    with open(path, "wb") as f:
+        f.write(length + struct.pack("<I", crc32c.masked_crc32c(length)))
+        f.truncate(12 + claimed + 4)
+    return path
+
+
+def test_a_crafted_huge_record_is_checked_a_budget_at_a_time(tmp_path):
+    """The plugin's check of event files reads at most about its budget per
+    request, also inside one record that claims far more (it read the whole
+    claimed record in one request, under the logdir lock), and finds the
+    damage once it has read it all."""
+    import tracemalloc
+
+    from tb_gradlens import event_files
+
+    claimed = 24 * 1024 * 1024
+    crafted_file(str(tmp_path / "logs" / "crafted"), claimed)
+    monitor = event_files.LogdirMonitor(str(tmp_path / "logs"), budget=1024 * 1024, interval=3600)
+    tracemalloc.start()
+    try:
+        first = monitor.problems()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert first == {} and peak < 8 * 1024 * 1024, peak
+    calls = 1
+    while not monitor.problems() and calls < 64:
+        calls += 1
+    (problem,) = monitor.problems()["crafted"]
+    assert "data checksum mismatch" in problem["error"] and calls >= 20
+
+
+def test_report_reads_a_crafted_huge_record_in_bounded_memory(tmp_path):
+    """``tb-gradlens report`` on a logdir whose event file claims a 64 MB
+    record of zeros: the damage is named, and nothing reads the whole claimed
+    record into memory (TensorBoard's own TF-free reader read it, and its
+    byte-by-byte checksum took minutes at 1 GB)."""
+    import subprocess
+    import sys
+
+    logdir = tmp_path / "logs"
+    hostile_logs.stats_run(str(logdir / "good"), range(3))
+    crafted_file(str(logdir / "crafted"), 64 * 1024 * 1024)
+    code = ("import sys, tracemalloc; tracemalloc.start(); from tb_gradlens import cli; "
+            "rc = cli.main(['report', %r, '-q']); sys.stderr.write('PEAK %%d\\n' %% tracemalloc.get_traced_memory()[1]); "
+            "sys.exit(rc)" % str(logdir))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=root)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "data checksum mismatch" in result.stderr and "crafted" in result.stderr
+    peak = int(result.stderr.split("PEAK ")[1].split()[0])
+    assert peak < 40 * 1024 * 1024, peak
+
+
+def test_crc32c_of_long_and_pieced_data_equals_tensorboards():
+    """The NumPy CRC-32C (batched, and continued over pieces as a long record
+    is checked) equals TensorBoard's byte-by-byte reference."""
+    import numpy as np
+    from tensorboard.compat.tensorflow_stub import pywrap_tensorflow as reference
+
+    from tb_gradlens import crc32c
+
+    rng = np.random.default_rng(3)
+    data = rng.bytes(300_001)
+    expected = reference.masked_crc32c(data)
+    assert crc32c.masked_crc32c(data) == expected
+    for cuts in ([0, 300_001], [0, 3, 5, 70_000, 300_001], [0, 1, 2, 255, 256, 257, 299_999, 300_001]):
+        running = crc32c.Crc32c()
+        for a, b in zip(cuts, cuts[1:]):
+            running.update(data[a:b])
+        assert running.masked() == expected, cuts
+    starts = rng.integers(0, 200_000, 300)
+    lengths = rng.integers(0, 90_000, 300)
+    got = crc32c.masked(crc32c.crc32c_many(data, starts, lengths))
+    assert got.tolist() == [reference.masked_crc32c(data[a:a + n]) for a, n in zip(starts, lengths)]
+
+
+def test_tensorboards_stub_still_reads_records_through_the_hook_the_cli_replaces():
+    """The command line replaces the TF-free stub's ``PyRecordReader_New``
+    (tb_gradlens.checked_reader): a TensorBoard upgrade that stops reading
+    through it would bring back the byte-by-byte checksum; this names it."""
+    import inspect
+
+    from tensorboard.backend.event_processing import event_file_loader
+    from tensorboard.compat.tensorflow_stub import pywrap_tensorflow
+
+    assert hasattr(pywrap_tensorflow, "PyRecordReader_New")
+    assert "pywrap_tensorflow.PyRecordReader_New" in inspect.getsource(event_file_loader._make_tf_record_iterator)
