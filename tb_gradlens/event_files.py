@@ -334,14 +334,15 @@ class LogdirMonitor:
     """Checks the event files of a local logdir, a bounded amount per call.
 
     ``problems()`` re-lists the logdir at most every ``interval`` seconds,
-    checks at most ``budget`` new bytes, and returns {run: [{"file",
+    checks at most ``budget`` new bytes for at most about ``seconds``, and returns {run: [{"file",
     "error"}]} (paths relative to the logdir): damaged files, overlapping
     writers and what the walk skipped (run "").  Thread-safe.
     """
 
-    def __init__(self, logdir, budget=64 * 1024 * 1024, interval=1.0):
+    def __init__(self, logdir, budget=64 * 1024 * 1024, interval=1.0, seconds=0.5):
         self.logdir = logdir
         self.budget = budget
+        self.seconds = seconds  # and at most about this long (2,000 small files took 3 s)
         self.interval = interval
         self._scans = {}
         self._notes = []
@@ -362,9 +363,9 @@ class LogdirMonitor:
             scans = list(self._scans.values())
         if self._checking.acquire(blocking=False):
             try:
-                left = self.budget
+                left, until = self.budget, time.monotonic() + self.seconds
                 for _, scan in scans:
-                    if left <= 0:
+                    if left <= 0 or time.monotonic() > until:
                         break
                     left -= scan.advance(left)
             finally:

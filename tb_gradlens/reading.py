@@ -23,6 +23,7 @@ from tensorboard import errors
 from tensorboard import plugin_util
 from tensorboard.data import provider as tb_provider
 
+from tb_gradlens import batch_reading
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.read_cache import Cache  # noqa: F401 (reading.Cache)
@@ -152,6 +153,8 @@ class Source:
     and share one ``Cache`` between requests.
     """
 
+    DOWNSAMPLE_ALL = DOWNSAMPLE_ALL
+
     def __init__(self, data_provider, ctx=None, experiment_id="", cache=None):
         self.data_provider = data_provider
         self.ctx = ctx if ctx is not None else tb_context.RequestContext()
@@ -238,6 +241,13 @@ class Source:
             raise errors.InvalidArgumentError(
                 "tag %r holds %s JSON, not a series" % (tag, entry.kind)
             )
+        key = ("series", self.location, entry.run, entry.tag)
+        if not self.cache.holds(key, entry.version, "data"):
+            batch_reading.read_alike(
+                self, entry,
+                lambda e: not self.cache.holds(("series", self.location, e.run, e.tag), e.version, "data"),
+                lambda e, series: self.cache.put(("series", self.location, e.run, e.tag), e.version, series, "data"),
+                Series)
         return self.cached("series", entry, lambda: self._read_series(entry), "data")
 
     def sampled_series(self, run, tag, max_steps):
@@ -289,26 +299,7 @@ class Source:
             )
             points = self._read_tensor_points(entry, budget)
             sampled = True
-        steps = np.fromiter((p.step for p in points), np.int64, len(points))
-        wall_times = np.fromiter((p.wall_time for p in points), np.float64, len(points))
-        values = np.empty((len(points), n_rows, n_cols), np.float32)
-        for i, p in enumerate(points):
-            array = np.asarray(p.numpy)
-            if array.shape != (n_rows, n_cols):
-                try:
-                    metadata.check_tensor_shape(record, array.shape, entry.tag)
-                except metadata.FormatError as e:
-                    raise errors.InvalidArgumentError("%s (step %d)" % (e, p.step)) from None
-            if array.dtype.kind not in "fiub":
-                raise errors.InvalidArgumentError(
-                    "gradlens record %r: tensor of dtype %s at step %d, not numbers"
-                    % (entry.tag, array.dtype, p.step)
-                )
-            values[i] = array
-        order = np.argsort(steps, kind="stable")
-        if np.any(order != np.arange(len(order))):
-            steps, wall_times, values = steps[order], wall_times[order], values[order]
-        return Series(entry.run, entry.tag, record, steps, wall_times, values, sampled)
+        return batch_reading.series_of_points(entry, points, sampled, Series)
 
     def dtype_maps(self, run, tag):
         """[{"step","wall_time","map"[, "error"]}] of a ``dtypes`` tag, oldest first."""
