@@ -19,6 +19,7 @@ from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens import event_files
 from tb_gradlens import filtered_source
 from tb_gradlens import health
+from tb_gradlens import live_tail
 from tb_gradlens import metadata
 from tb_gradlens.json_encoding import encode_array  # noqa: F401 (tests, callers)
 from tb_gradlens.json_encoding import encode_json
@@ -179,9 +180,13 @@ class GradLensPlugin(base_plugin.TBPlugin):
         self._cache = reading.Cache()
         self._thresholds = thresholds
         logdir = getattr(context, "logdir", None)
-        self._monitor = (
-            event_files.LogdirMonitor(logdir) if logdir and os.path.isdir(logdir) else None
-        )
+        local = bool(logdir) and os.path.isdir(logdir)
+        self._monitor = event_files.LogdirMonitor(logdir) if local else None
+        # Growing tags of a local logdir are read incrementally, unless TensorBoard
+        # keeps only a sample of the steps (--samples_per_plugin=gradlens=N).
+        samples = getattr(getattr(context, "flags", None), "samples_per_plugin", None)
+        sampled = isinstance(samples, dict) and samples.get(metadata.PLUGIN_NAME, 0) not in (0, "0", None)
+        self._tails = live_tail.LiveTails(logdir) if local and not sampled else None
 
     def get_plugin_apps(self):
         return {
@@ -211,7 +216,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
         )
 
     def _source(self, request):
-        return reading.Source.from_request(self._data_provider, request, self._cache)
+        return reading.Source.from_request(self._data_provider, request, self._cache, self._tails)
 
     def _filtered_source(self, request, rows=True):
         """The source seen through the tab's filters: ``rows`` (regex, when

@@ -38,9 +38,10 @@ class _LRU:
         return False, None
 
     def holds(self, key, version):
+        """Whether ``key`` is stored for ``version`` (None: for any version)."""
         with self._lock:
             hit = self._entries.get(key)
-            return hit is not None and hit[0] == version
+            return hit is not None and (version is None or hit[0] == version)
 
     def store(self, key, version, value):
         size = int(getattr(value, "nbytes", 1024))
@@ -102,7 +103,7 @@ class Cache:
         return value
 
     def holds(self, key, version, pool="derived"):
-        """Whether ``key`` is stored for ``version`` (without touching its recency)."""
+        """Whether ``key`` is stored for ``version`` (None: any; without touching its recency)."""
         return self._pools[pool].holds(key, version)
 
     def put(self, key, version, value, pool="derived"):

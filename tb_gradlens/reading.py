@@ -155,24 +155,25 @@ class Source:
 
     DOWNSAMPLE_ALL = DOWNSAMPLE_ALL
 
-    def __init__(self, data_provider, ctx=None, experiment_id="", cache=None):
+    def __init__(self, data_provider, ctx=None, experiment_id="", cache=None, tails=None):
         self.data_provider = data_provider
         self.ctx = ctx if ctx is not None else tb_context.RequestContext()
         self.experiment_id = experiment_id
         self.cache = cache if cache is not None else Cache()
+        self.tails = tails  # live_tail.LiveTails of a local logdir, or None
         self._records = None
         self._scalars = None
         self._location = None
 
     @classmethod
-    def from_request(cls, data_provider, request, cache=None):
+    def from_request(cls, data_provider, request, cache=None, tails=None):
         ctx, experiment_id = request_context(request)
-        return cls(data_provider, ctx, experiment_id, cache)
+        return cls(data_provider, ctx, experiment_id, cache, tails)
 
     def restricted(self, runs):
         """A Source over the same data that sees only ``runs`` (others are never read)."""
         keep = set(runs)
-        other = Source(self.data_provider, self.ctx, self.experiment_id, self.cache)
+        other = Source(self.data_provider, self.ctx, self.experiment_id, self.cache, self.tails)
         other._records = {run: e for run, e in self.records().items() if run in keep}
         return other
 
@@ -243,6 +244,11 @@ class Source:
             )
         key = ("series", self.location, entry.run, entry.tag)
         if not self.cache.holds(key, entry.version, "data"):
+            if self.tails is not None and self.cache.holds(key, None, "data"):  # read before: it grows
+                found = self.tails.series(entry, Series)
+                if found is not None:  # the new records only (live_tail)
+                    self.cache.put(key, entry.version, found, "data")
+                    return found
             batch_reading.read_alike(
                 self, entry,
                 lambda e: not self.cache.holds(("series", self.location, e.run, e.tag), e.version, "data"),

@@ -216,3 +216,68 @@ def test_overview_of_a_sweep_reads_each_tag_of_all_runs_in_one_provider_call(tmp
     alone = [analysis.overview(source.restricted([run]))[0] for run in source.runs()]
     assert json.loads(gradlens_plugin.encode_json(alone)) == batched
     assert [r["first_nonfinite_step"] for r in batched] == [i % 3 for i in range(30)]
+
+
+# ---------------------------------------------------------------------------
+# Item 3: live runs.
+# ---------------------------------------------------------------------------
+
+
+def _append_steps(writer, tag, rows, steps):
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.compat.proto import summary_pb2
+    from tensorboard.util import tensor_util
+
+    for step in steps:
+        value = hostile_logs.stats(len(rows), float(step))
+        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(
+            tag=tag, metadata=hostile_logs.plugin_metadata(hostile_logs.content(metadata.GRAD_STATS, rows)),
+            tensor=tensor_util.make_tensor_proto(value))])
+        writer.add_event(event_pb2.Event(step=step, wall_time=1.0e9 + step, summary=summary))
+    writer.flush()
+
+
+def test_a_growing_run_is_read_incrementally(tmp_path):
+    """A run appended to between requests: its series is read from the new
+    records only (no second read of the whole tag through the provider, the
+    bytes read are those appended), and equals what the provider reads."""
+    import numpy as np
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    from tb_gradlens import reading
+    from test_plugin_routes import CountingProvider
+
+    logdir = str(tmp_path / "logs")
+    run_dir = os.path.join(logdir, "live")
+    os.makedirs(run_dir)
+    tag, rows = "gradients/grad_stats/live", ["a/kernel", "b/kernel", "c/bias"]
+    writer = EventFileWriter(run_dir)
+    _append_steps(writer, tag, rows, range(0, 50))
+    multiplexer, inner = make_provider(logdir)
+    provider = CountingProvider(inner)
+    plugin = gradlens_plugin.GradLensPlugin(base_plugin.TBContext(data_provider=provider, logdir=logdir))
+    client = werkzeug_test.Client(application.TensorBoardWSGI([plugin]))
+    status, body = get(client, "series", run="live", tag=tag, columns="mean")
+    assert status == 200 and len(json.loads(body)["steps"]) == 50
+    reads = provider.reads
+    for more in (range(50, 120), range(120, 121), range(121, 400)):
+        size = sum(os.path.getsize(os.path.join(run_dir, n)) for n in os.listdir(run_dir))
+        tails = getattr(plugin, "_tails", None)
+        read_before = tails.bytes_read if tails else 0
+        _append_steps(writer, tag, rows, more)
+        multiplexer.Reload()
+        status, body = get(client, "series", run="live", tag=tag, columns="mean")
+        answer = json.loads(body)
+        assert status == 200 and answer["steps"] == list(range(more[-1] + 1))
+        assert answer["values"][0][0] == [float(s) for s in range(more[-1] + 1)]
+        assert provider.reads == reads, "the whole tag was read again"
+        appended = sum(os.path.getsize(os.path.join(run_dir, n)) for n in os.listdir(run_dir)) - size
+        if read_before:  # after the tail's first read: only what was appended
+            assert tails.bytes_read - read_before == appended
+    writer.close()
+    full = reading.Source(make_provider(logdir)[1]).series("live", tag)
+    mine = reading.Source(provider, cache=plugin._cache, tails=plugin._tails)
+    mine._location = reading.Source(provider, cache=plugin._cache).location
+    served = mine.series("live", tag)
+    assert np.array_equal(served.steps, full.steps) and np.array_equal(served.values, full.values)
+    assert np.array_equal(served.wall_times, full.wall_times)
