@@ -7,6 +7,7 @@ with the Rust data server (``--load_fast=true``) and the Python loader.
 import mimetypes
 import os
 import posixpath
+import re
 
 from tensorboard import errors
 from tensorboard.backend import http_util
@@ -142,15 +143,20 @@ def _arg(request, name, required=False):
     return value
 
 
+_PLAIN_INT = re.compile(r"-?[0-9]+")
+
+
 def _int_arg(request, name, minimum=None):
     value = _arg(request, name)
     if value is None:
         return None
     try:
+        if not _PLAIN_INT.fullmatch(value):  # int() also takes "1_000", " 5", "５"
+            raise ValueError(value)
         number = int(value)
     except ValueError:
         raise errors.InvalidArgumentError(
-            "parameter %r must be an integer, not %r" % (name, value)
+            "parameter %r must be a plain integer (ASCII digits), not %r" % (name, value[:100])
         ) from None
     if minimum is not None and number < minimum:
         raise errors.InvalidArgumentError("parameter %r must be >= %d" % (name, minimum))
@@ -331,8 +337,11 @@ class GradLensPlugin(base_plugin.TBPlugin):
             series.steps, _int_arg(request, "step_min"), _int_arg(request, "step_max")
         )
         _check_answer_size(len(rows), 2, min(buckets, len(steps)))  # status, nonfinite
-        index = np.ix_(steps, np.asarray(rows, np.intp))
-        columns = {c: series.column(c)[index].astype(np.float64) for c in health.COLUMNS}
+        if len(rows) == len(record.rows) and len(steps) == len(series.steps):
+            columns = {c: series.column(c) for c in health.COLUMNS}  # views: no copy of a live run's steps
+        else:
+            index = np.ix_(steps, np.asarray(rows, np.intp))
+            columns = {c: series.column(c)[index] for c in health.COLUMNS}
         body = health.gradient_health(series.steps[steps], columns, buckets)
         body.update(run=run, tag=tag, rows=[record.rows[i] for i in rows])
         return respond_json(request, body)

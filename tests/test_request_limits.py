@@ -281,3 +281,16 @@ def test_a_growing_run_is_read_incrementally(tmp_path):
     served = mine.series("live", tag)
     assert np.array_equal(served.steps, full.steps) and np.array_equal(served.values, full.values)
     assert np.array_equal(served.wall_times, full.wall_times)
+
+
+def test_number_parameters_take_plain_ascii_integers_only(tmp_path):
+    """As the command line's options: "1_000", " 5", full-width or Arabic-Indic
+    digits are a 400, not a number."""
+    logdir = str(tmp_path / "logs")
+    names_run(logdir, "run_0", count=2)
+    client = client_of(logdir)
+    for number in ("1_000", " 5", "5 ", "\uff15", "\u0665", "+5", "9" * 5000):
+        status, body = get(client, "series", run="run_0", tag="gradients/grad_stats/run_0", max_steps=number)
+        assert status == 400 and "plain integer" in body, (number, status, body[:200])
+    status, _ = get(client, "series", run="run_0", tag="gradients/grad_stats/run_0", max_steps="2")
+    assert status == 200
