@@ -129,7 +129,7 @@ class RunTail:
             for p, n in frames:
                 self._event(data[p + 12:p + 12 + n])
         self.offsets[path] = offset + pos
-        return len(data), offset + pos >= size or (pos == 0 and len(data) < budget)
+        return len(data), offset + pos >= size  # else a record being written, or out of budget
 
     def _event(self, raw):
         event = event_pb2.Event.FromString(raw)
