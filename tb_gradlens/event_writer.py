@@ -111,10 +111,11 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
         self._verified = 0
         self._last_step = None
         self._summaries = 0  # whole summary records checked in the current file
-        self._last_second = -1
+        self._last_name = ""  # the event file that holds data last: a new one must sort after it
         self._next_attempt = 0.0
         self._free_at_attempt = None  # free bytes when the last try to resume failed
         self._dropping = False  # a drop was warned in this failure episode
+        self._out_of_order = False  # the last try made a file that would sort first
         self._sink = event_sink.MemorySink(self._suffix, self.max_queue, self.memory_bytes)
         with tf.init_scope():  # (a writer made while a tf.function is traced)
             self._resource = tf.raw_ops.SummaryWriter(shared_name="gradlens_%s" % uuid.uuid4().hex, container="")
@@ -168,10 +169,9 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
                 return
             self._flush_now()
             if not self._healthy and len(self._sink):  # a last try, now
-                wait = self._last_second + 1 - time.time()
-                if self._local and 0 < wait <= 1:
-                    time.sleep(wait)  # the new file must sort after the last one
-                self._resume()
+                if not self._resume() and self._out_of_order:
+                    time.sleep(max(0.0, int(time.time()) + 1.01 - time.time()))  # a later second sorts after
+                    self._resume()
             if not self._healthy and len(self._sink):
                 self._drop(len(self._sink), "the writer was closed while the disk was still full; they are "
                            "lost (free space before closing to keep them)", warn_again=True)
@@ -289,18 +289,23 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
         return _free_bytes(self.logdir) > self._free_at_attempt
 
     def _resume(self):
-        """Try a new event file and write the kept records into it.  Writing
-        resumes (and says so) only once every kept record is whole on disk; a
-        disk that takes part of them keeps those in the new file, and the rest
-        stay kept for the next try."""
+        """Try a new event file and write the kept records into it; True when
+        writing resumed.  Writing resumes (and says so) only once every kept
+        record is whole on disk; a disk that takes part of them keeps those in
+        the new file, and the rest stay kept for the next try."""
         self._next_attempt = time.monotonic() + self.retry_seconds
         self._free_at_attempt = _free_bytes(self.logdir) if self._local else None
-        if self._local and int(time.time()) <= self._last_second:
-            return  # the new file must sort after the old one (names start with the second)
+        self._out_of_order = False
         self._release()
-        last_second = self._last_second
+        last_name = self._last_name
         if not self._open_file():
-            return
+            return False
+        if self._local and os.path.basename(self.path) <= last_name:
+            # TensorBoard reads a run's files in name order: one created in the same second
+            # with a counter of more digits ("...10" < "...9") would be read first.
+            self._out_of_order = True
+            self._keep_whole(last_name, written=0)
+            return False
         kept = len(self._sink)
         error = None
         try:
@@ -310,8 +315,8 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             error = WriteFailure(_reason(e))
         error = error or self._check_file()
         if error is not None:
-            self._keep_whole(last_second)
-            return
+            self._keep_whole(last_name)
+            return False
         self._sink.forget(kept)
         self._free_at_attempt = None
         safety.notify(
@@ -320,19 +325,20 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             "failed are lost" % (self._name(), self.failures, kept,
                                  "" if not self.dropped else " (%d kept record(s) were dropped so far)"
                                  % self.dropped))
+        return True
 
-    def _keep_whole(self, last_second):
+    def _keep_whole(self, last_name, written=None):
         """After a replay the disk took only in part: cut the new file back to
         its whole records (the kept records among them are forgotten), or
         remove it if it holds none."""
         self._healthy = False
         self._release()
-        written = self._summaries
+        written = self._summaries if written is None else written
         where, self.path = self.path, None
         try:
             if written == 0:
                 os.remove(where)
-                self._last_second = last_second
+                self._last_name = last_name
             elif os.path.getsize(where) > self._verified:
                 os.truncate(where, self._verified)
         except OSError:
@@ -372,7 +378,7 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             self.path = None
             return False
         if self.path is not None:
-            self._last_second = _file_second(self.path)
+            self._last_name = os.path.basename(self.path)
         self._healthy = True
         return True
 
@@ -457,14 +463,6 @@ def _free_bytes(directory):
         return st.f_bavail * st.f_frsize
     except (OSError, AttributeError):
         return 0
-
-
-def _file_second(path):
-    """The creation second TensorFlow put in an event file's name (or now)."""
-    try:
-        return int(os.path.basename(path).split("tfevents.", 1)[1].split(".", 1)[0])
-    except (IndexError, ValueError):
-        return int(time.time())
 
 
 def _reason(error):
