@@ -17,10 +17,10 @@ from werkzeug import wrappers
 
 from tb_gradlens import analysis
 from tb_gradlens.analysis import advice as advice_analysis
-from tb_gradlens import event_files
 from tb_gradlens import filtered_source
 from tb_gradlens import health
 from tb_gradlens import live_tail
+from tb_gradlens import logdir_monitor
 from tb_gradlens import metadata
 from tb_gradlens.json_encoding import encode_array  # noqa: F401 (tests, callers)
 from tb_gradlens.json_encoding import encode_json
@@ -187,7 +187,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
         self._thresholds = thresholds
         logdir = getattr(context, "logdir", None)
         local = bool(logdir) and os.path.isdir(logdir)
-        self._monitor = event_files.LogdirMonitor(logdir) if local else None
+        self._monitor = logdir_monitor.LogdirMonitor(logdir) if local else None
         # Growing tags of a local logdir are read incrementally, unless TensorBoard
         # keeps only a sample of the steps (--samples_per_plugin=gradlens=N).
         samples = getattr(getattr(context, "flags", None), "samples_per_plugin", None)
@@ -236,7 +236,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
 
     def _file_problems(self):
         """{run: [{"file", "error"}]}: damaged event files and overlapping
-        writers of the logdir (``event_files.LogdirMonitor``, a bounded
+        writers of the logdir (``logdir_monitor.LogdirMonitor``, a bounded
         amount of checking per request); {} for a non-local logdir."""
         if self._monitor is None:
             return {}

@@ -108,11 +108,11 @@ def test_a_crafted_huge_record_is_checked_a_budget_at_a_time(tmp_path):
     damage once it has read it all."""
     import tracemalloc
 
-    from tb_gradlens import event_files
+    from tb_gradlens import logdir_monitor
 
     claimed = 24 * 1024 * 1024
     crafted_file(str(tmp_path / "logs" / "crafted"), claimed)
-    monitor = event_files.LogdirMonitor(str(tmp_path / "logs"), budget=1024 * 1024, interval=3600)
+    monitor = logdir_monitor.LogdirMonitor(str(tmp_path / "logs"), budget=1024 * 1024, interval=3600)
     tracemalloc.start()
     try:
         first = monitor.problems()
