@@ -11,6 +11,7 @@ import {themeColors, hexToRgb} from './colors.js';
 import {FONT, drawFrame, drawLabelledLine, drawRule, drawStepAxis} from './axes.js';
 import {chartFrame, fillTooltip, placeTooltip, sizeCanvas} from './chart_frame.js';
 import {remember} from './chart_memory.js';
+import {isolate} from './dom.js';
 import {fmt} from './format.js';
 import {blit, columnSpans, paintImage} from './heatmap_paint.js';
 import {linear} from './scale.js';
@@ -186,7 +187,7 @@ function drawHeatmap(canvas, o, zoom, width) {
     const chosen = r === selected;
     ctx.font = chosen ? `bold ${FONT}` : FONT;
     ctx.fillStyle = chosen ? colors.accent : colors.fg;
-    ctx.fillText(truncate(ctx, o.rows[r], plot.x0 - 10), plot.x0 - 6, plot.y0 + (r + 0.5) * rowHeight);
+    ctx.fillText(isolate(truncate(ctx, o.rows[r], plot.x0 - 10)), plot.x0 - 6, plot.y0 + (r + 0.5) * rowHeight);
     labelY.push(plot.y0 + (r + 0.5) * rowHeight);
   }
   ctx.font = FONT;

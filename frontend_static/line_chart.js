@@ -7,7 +7,7 @@
 import {NONFINITE_CSS, NONE_CSS, PALETTE} from './colors.js';
 import {chartFrame, fillTooltip, placeTooltip} from './chart_frame.js';
 import {remember} from './chart_memory.js';
-import {el} from './dom.js';
+import {el, isolate} from './dom.js';
 import {fmt} from './format.js';
 import {drawLines, drawnValues} from './line_draw.js';
 import {attachZoom} from './zoom.js';
@@ -129,7 +129,7 @@ function tooltipLines(series, model, step) {
       if (model.smoothing > 0 && Number.isFinite(s.values[i])) text += ` (smoothed ${fmt(drawnValues(s, model.smoothing)[i])})`;
     }
     lines.push(el('div', {class: s.name === model.highlight ? 'gl-tip-highlight' : ''}, [
-      el('span', {class: 'gl-swatch', style: `background:${s.color}`}), `${s.name}: ${text}`,
+      el('span', {class: 'gl-swatch', style: `background:${s.color}`}), `${isolate(s.name)}: ${text}`,
     ]));
   }
   return lines;

@@ -20,6 +20,7 @@ from tensorboard import context as tb_context
 from tensorboard.backend.event_processing import data_provider
 from tensorboard.backend.event_processing import plugin_event_multiplexer
 
+from tb_gradlens import checked_reader
 from tb_gradlens import event_files
 from tb_gradlens import metadata
 
@@ -118,10 +119,13 @@ class LogdirSource:
         self.runs = runs
 
 
-def open_logdir(logdir, progress=True):
+def open_logdir(logdir, progress=True, select_runs=None):
     """Load every run of ``logdir`` with TensorBoard's reading code.
 
     Keeps every gradlens sample (as the plugin's loader asks TensorBoard to).
+    ``select_runs``: None, or a function of the sorted run names returning
+    the indices of the runs to read (the others are neither checked nor
+    loaded); it is called before any event file is read.
     Raises LogdirError for a missing, non-directory, unreadable or empty
     logdir; damaged files are skipped past their last good record, and
     every such thing is listed in ``problems``.
@@ -139,6 +143,10 @@ def open_logdir(logdir, progress=True):
             "logdir %s holds no TensorBoard event files (events.out.tfevents.*)%s"
             % (logdir, "".join("; " + note for note in notes))
         )
+    if select_runs is not None:
+        names = sorted({run for run, _ in files})
+        keep = {names[i] for i in select_runs(names)}
+        files = [(run, path) for run, path in files if run in keep]
     bar = Progress(len(files) * 2, "reading %s" % logdir) if progress else None
     scans = []
     for i, (run, path) in enumerate(files):
@@ -146,6 +154,8 @@ def open_logdir(logdir, progress=True):
         if bar:
             bar.update(i + 1)
     problems += file_problems(scans)
+    checked_reader.remember(scan for _, scan in scans)
+    checked_reader.install()
     multiplexer = plugin_event_multiplexer.EventMultiplexer(
         tensor_size_guidance={metadata.PLUGIN_NAME: 0, "scalars": 0},
     )

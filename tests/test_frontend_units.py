@@ -197,3 +197,35 @@ def test_file_problems_read_as_problems_of_the_runs_files(js):
         ["Run r", ["event file r/events.out.1: data checksum mismatch at record 10", "record g/grad_stats/1: not UTF-8 JSON"]],
         ["The logdir", ["logdir: symlink loop skipped: up -> .."]],
     ]
+
+
+def test_a_right_to_left_override_in_a_name_reorders_nothing_after_it(js):
+    """A tag holding an unclosed RIGHT-TO-LEFT OVERRIDE (U+202E): its record label
+    and a sentence naming it keep the text after the name in reading order, as
+    the browser lays it out (the '(' of "(3 variables)" left of its 'v')."""
+    out = js("""const dom = await import('/static/dom.js');
+      const records = await import('/static/views/records.js');
+      const tag = 'evil\\u202ename/grad_stats/0123abcd';
+      const label = records.recordLabel({tag, kind: 'grad_stats', rows: ['a', 'b', 'c']});
+      const shown = [dom.el('p', {text: label}), dom.el('p', {}, ['Run ', 'x\\u202ey', ' has no advice.'])];
+      const where = (node, text) => {
+        const range = document.createRange();
+        const at = node.firstChild.textContent.lastIndexOf(text);
+        range.setStart(node.firstChild, at);
+        range.setEnd(node.firstChild, at + 1);
+        return range.getBoundingClientRect().left;
+      };
+      for (const p of shown) document.body.appendChild(p);
+      const result = {label, paren: where(shown[0], '('), v: where(shown[0], 'variables'),
+                      h: shown[1].lastChild.textContent.indexOf('has'),
+                      has: (() => { const r = document.createRange(); const t = shown[1].lastChild;
+                                    const i = t.textContent.indexOf('has'); r.setStart(t, i); r.setEnd(t, i + 1);
+                                    return r.getBoundingClientRect().left; })(),
+                      no: (() => { const r = document.createRange(); const t = shown[1].lastChild;
+                                   const i = t.textContent.indexOf('no'); r.setStart(t, i); r.setEnd(t, i + 1);
+                                   return r.getBoundingClientRect().left; })()};
+      for (const p of shown) p.remove();
+      return result;""")
+    assert "evil\u202ename" in out["label"]
+    assert out["paren"] < out["v"], out
+    assert out["has"] < out["no"], out

@@ -6,7 +6,7 @@
 // could not be attributable, and the attribution over the rounds logged.
 
 import {getJson, RouteError} from '../api.js';
-import {el} from '../dom.js';
+import {el, isolate} from '../dom.js';
 import {fmt, num} from '../format.js';
 import {table} from '../table.js';
 import {chooseRun, emptyState, runsWithKind} from './common.js';
@@ -20,7 +20,7 @@ export async function render(container, ctx) {
   const run = chooseRun(runs, state.run, KIND);
   if (run) ctx.showRun(run.run);
   if (!run || !runsWithKind([run], KIND).length) {
-    container.appendChild(emptyState(`Run ${run ? run.run : ''} has no advice: ${HOW_TO}.`,
+    container.appendChild(emptyState(`Run ${run ? isolate(run.run) : ''} has no advice: ${HOW_TO}.`,
       runsWithKind(runs, KIND), navigate));
     return;
   }
@@ -29,7 +29,7 @@ export async function render(container, ctx) {
     data = await getJson('advice', {run: run.run});
   } catch (error) {
     if (error instanceof RouteError && error.status === 404) {
-      container.appendChild(emptyState(`Run ${run.run} has no advice: ${HOW_TO}.`));
+      container.appendChild(emptyState(`Run ${isolate(run.run)} has no advice: ${HOW_TO}.`));
       return;
     }
     throw error;
@@ -41,7 +41,7 @@ export async function render(container, ctx) {
   }
   const advice = data.latest;
   if (!advice) {
-    container.appendChild(emptyState(`Run ${run.run} has no readable advice: ${HOW_TO}.`));
+    container.appendChild(emptyState(`Run ${isolate(run.run)} has no readable advice: ${HOW_TO}.`));
     return;
   }
   container.appendChild(el('p', {class: 'gl-variants', text:

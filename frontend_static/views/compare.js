@@ -6,7 +6,7 @@
 // pickers always stay: a run without the quantity gets a message.
 
 import {RouteError, getJson, scalarTags} from '../api.js';
-import {el, labelled, select} from '../dom.js';
+import {el, isolate, labelled, select} from '../dom.js';
 import {fmt, num} from '../format.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
@@ -68,7 +68,7 @@ export async function render(container, ctx) {
       labelled('Row', select(tag.rows, row, (v) => navigate({qrow: v}), {class: 'gl-qrow'})),
       labelled('Column', select(tag.columns, column, (v) => navigate({qcol: v}), {class: 'gl-qcol'})));
     Object.assign(params, {tag: prefix, row, column});
-    what = `${kind} ${column} of ${row}`;
+    what = `${kind} ${column} of ${isolate(row)}`;
   }
   controls.push(...smoothingControls(state, navigate, 'log y (relative difference)'));
   container.appendChild(el('div', {class: 'gl-view-controls'}, controls));
@@ -84,8 +84,8 @@ export async function render(container, ctx) {
   const lacking = [runA, runB, noise].filter((name) => name && !holds(name));
   if (lacking.length) {
     const have = runs.filter((r) => holds(r.run)).map((r) => r.run);
-    container.appendChild(emptyState(`${lacking.map((n) => `Run ${n}`).join(' and ')} ${lacking.length > 1 ? 'have' : 'has'} `
-      + `no ${what}. Pick runs that have it${have.length ? ` (${have.join(', ')})` : ''}, or another quantity.`));
+    container.appendChild(emptyState(`${lacking.map((n) => `Run ${isolate(n)}`).join(' and ')} ${lacking.length > 1 ? 'have' : 'has'} `
+      + `no ${what}. Pick runs that have it${have.length ? ` (${have.map(isolate).join(', ')})` : ''}, or another quantity.`));
     return;
   }
   let data;
@@ -95,7 +95,7 @@ export async function render(container, ctx) {
     if (!(error instanceof RouteError) || ![400, 404].includes(error.status)) throw error;
     const have = kind === 'scalar' ? runs.filter((r) => (scalars.get(r.run) || []).includes(params.tag)) : [];
     container.appendChild(emptyState(`${error.message.replace(/^compare: \d+ /, '')}. Pick runs that have `
-      + `${what}${have.length ? ` (${have.map((r) => r.run).join(', ')})` : ''}, or another quantity.`));
+      + `${what}${have.length ? ` (${have.map((r) => isolate(r.run)).join(', ')})` : ''}, or another quantity.`));
     return;
   }
   if (!ctx.isCurrent()) return;
@@ -115,15 +115,15 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
   container.appendChild(verdictLine(v, {runA, runB, noise, what}));
   const mark = markedStep(state, steps) ?? (v.kind === 'beyond' ? v.first : null);
   const abs = (list) => list.map((x) => Math.abs(x));
-  const relSeries = [{name: `|(B − A) / A|: ${runB} vs ${runA}`, steps, values: abs(rel)}];
+  const relSeries = [{name: `|(B − A) / A|: ${isolate(runB)} vs ${isolate(runA)}`, steps, values: abs(rel)}];
   if (noiseRel) {
-    relSeries.push({name: `noise floor: |(${noise} − A) / A|`, steps: noiseRel.steps, values: abs(noiseRel.rel),
+    relSeries.push({name: `noise floor: |(${isolate(noise)} − A) / A|`, steps: noiseRel.steps, values: abs(noiseRel.rel),
       dashed: true, color: '#9aa0a6'});
   }
   const pick = (s) => navigate({step: s});
   container.appendChild(el('div', {class: 'gl-grid2'}, [
     lineChart({title: `${what}: A and B`, yLabel: what, markStep: mark, smoothing: smoothingOf(state), onClick: pick,
-      series: [{name: `A: ${runA}`, steps, values: data.a.map(num)}, {name: `B: ${runB}`, steps, values: data.b.map(num)}]}),
+      series: [{name: `A: ${isolate(runA)}`, steps, values: data.a.map(num)}, {name: `B: ${isolate(runB)}`, steps, values: data.b.map(num)}]}),
     lineChart({title: 'relative difference |(B − A) / A| against the noise floor', yLabel: '|(B − A) / A|',
       yScale: state.logy === '0' ? 'linear' : 'log', markStep: mark, series: relSeries, onClick: pick,
       limits: v.level > 0 ? [{value: v.level, label: `noise run's mean ${fmt(v.level)}`}] : []}),
@@ -151,16 +151,16 @@ function verdictLine(v, {runA, runB, noise, what}) {
   if (v.kind === 'beyond') {
     p.append(el('strong', {class: 'gl-verdict-text', text: 'Beyond noise'}), ` from step `,
       el('strong', {class: 'gl-verdict-step', text: String(v.first)}),
-      `: ${runB} differs from ${runA} in ${what} more than ${noise} does, over several windows of steps in a row `
+      `: ${isolate(runB)} differs from ${isolate(runA)} in ${what} more than ${isolate(noise)} does, over several windows of steps in a row `
       + `(there ${fmt(v.ratio)}× the noise run's mean |(C − A) / A| `, level(), ').');
   } else if (v.kind === 'within') {
     p.append(el('strong', {class: 'gl-verdict-text', text: 'Within noise'}),
-      `: ${runB} differs from ${runA} in ${what} no more than ${noise} does for long (at most ${fmt(v.ratio)}× `
+      `: ${isolate(runB)} differs from ${isolate(runA)} in ${what} no more than ${isolate(noise)} does for long (at most ${fmt(v.ratio)}× `
       + 'the noise run\'s mean |(C − A) / A| ', level(), ' over a window; max |(B − A) / A| ', maxB(), ').');
   } else if (v.kind === 'undecided') {
     p.append(el('strong', {class: 'gl-verdict-text', text: 'No verdict'}), `: ${v.text}.`);
   } else {
-    p.append(`No noise-floor run: pick one (${runA}'s precision with another seed) to tell a real difference from noise;`
+    p.append(`No noise-floor run: pick one (${isolate(runA)}'s precision with another seed) to tell a real difference from noise;`
       + ' max |(B − A) / A| ', maxB(), '.');
   }
   p.dataset.kind = v.kind;

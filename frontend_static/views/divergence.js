@@ -7,7 +7,7 @@
 // step, then the loss and the per-layer activations (divergence_sections.js).
 
 import {getJson} from '../api.js';
-import {el, labelled, select} from '../dom.js';
+import {el, isolate, labelled, select} from '../dom.js';
 import {fmt, fmtRatio} from '../format.js';
 import {heatmap} from '../heatmap.js';
 import * as colorers from '../heatmap_colors.js';
@@ -36,7 +36,7 @@ export async function render(container, ctx) {
   if (run) ctx.showRun(run.run);
   const list = comparisons(run);
   if (!list.length) {
-    container.appendChild(emptyState(`Run ${run ? run.run : ''} has no comparison logged: ${HOW_TO_LOG.divergence}.`,
+    container.appendChild(emptyState(`Run ${run ? isolate(run.run) : ''} has no comparison logged: ${HOW_TO_LOG.divergence}.`,
       runsWithKind(runs, ...COMPARISON_KINDS), navigate));
     return;
   }

@@ -5,7 +5,7 @@
 // first named.
 
 import {getJson} from '../api.js';
-import {el} from '../dom.js';
+import {el, isolate} from '../dom.js';
 import {fmt, fmtRatio} from '../format.js';
 import {heatmap} from '../heatmap.js';
 import * as colorers from '../heatmap_colors.js';
@@ -51,8 +51,8 @@ export async function renderLoss(section, {ctx, run, alerts, entry}) {
   const pick = (s) => navigate({step: s});
   section.appendChild(el('div', {class: 'gl-grid2'}, [
     lineChart({title: 'loss in both variants', yLabel: 'loss', smoothing: smoothingOf(state), markStep: mark,
-      series: [{name: `reference: ${names[0]}`, steps: series.steps, values: ref},
-        {name: `candidate: ${names[1]}`, steps: series.steps, values: cand}], onClick: pick}),
+      series: [{name: `reference: ${isolate(names[0])}`, steps: series.steps, values: ref},
+        {name: `candidate: ${isolate(names[1])}`, steps: series.steps, values: cand}], onClick: pick}),
     lineChart({title: 'relative error of the loss', yLabel: 'rel_error', yScale: state.logy === '0' ? 'linear' : 'log',
       note: found.limit !== null ? `tolerance ${basisText(limits, basis)}` : '', markStep: mark,
       smoothing: smoothingOf(state), limits: limitLines(limits, [0]),
@@ -103,7 +103,7 @@ export async function renderActivations(section, {ctx, run, metric, alerts, entr
     onSelect: (r, i) => navigate({row: series.rows[r], step: series.steps[i], focus: 'activation_divergence'}),
   }));
   if (selected >= 0) {
-    section.appendChild(lineChart({title: `${column} of layer ${series.rows[selected]}`, yLabel: column,
+    section.appendChild(lineChart({title: `${column} of layer ${isolate(series.rows[selected])}`, yLabel: column,
       yScale: state.logy === '0' ? 'linear' : 'log', markStep: mark, smoothing: smoothingOf(state),
       highlight: series.rows[selected], limits: limitLines(limits, [selected]),
       note: limits[selected] > 0 ? `tolerance ${basisText(limits, basis, [selected])}` : '',

@@ -3,7 +3,7 @@
 // when the model output (what the loss sees) is not float32.
 
 import {getJson, RouteError} from '../api.js';
-import {el, labelled, select} from '../dom.js';
+import {el, isolate, labelled, select} from '../dom.js';
 import {table} from '../table.js';
 import {HOW_TO_LOG, chooseRun, emptyState, focusSection, runsWithKind} from './common.js';
 
@@ -15,7 +15,7 @@ export async function render(container, ctx) {
   const run = chooseRun(runs, state.run, KIND);
   if (run) ctx.showRun(run.run);
   if (!runsWithKind([run], KIND).length) {
-    container.appendChild(emptyState(`Run ${run.run} has no dtype map: ${HOW_TO_LOG.dtypes}.`,
+    container.appendChild(emptyState(`Run ${isolate(run.run)} has no dtype map: ${HOW_TO_LOG.dtypes}.`,
       runsWithKind(runs, KIND), navigate));
     return;
   }
@@ -25,14 +25,14 @@ export async function render(container, ctx) {
     data = await getJson('dtypes', {run: run.run, rows: state.filter});
   } catch (error) {
     if (error instanceof RouteError && error.status === 404) {
-      container.appendChild(emptyState(`Run ${run.run} has no dtype map: ${HOW_TO_LOG.dtypes}.`));
+      container.appendChild(emptyState(`Run ${isolate(run.run)} has no dtype map: ${HOW_TO_LOG.dtypes}.`));
       return;
     }
     throw error;
   }
   if (!ctx.isCurrent()) return;
   if (!data.maps.length) {
-    container.appendChild(emptyState(`Run ${run.run} has no dtype map: ${HOW_TO_LOG.dtypes}.`));
+    container.appendChild(emptyState(`Run ${isolate(run.run)} has no dtype map: ${HOW_TO_LOG.dtypes}.`));
     return;
   }
   const steps = data.maps.map((m) => String(m.step));

@@ -8,7 +8,7 @@
 // |g| histogram (histogram.js) and the optimizer's updates (updates.js).
 
 import {getJson} from '../api.js';
-import {el, labelled, select} from '../dom.js';
+import {el, isolate, labelled, select} from '../dom.js';
 import {fmt} from '../format.js';
 import {heatmap} from '../heatmap.js';
 import * as colorers from '../heatmap_colors.js';
@@ -38,7 +38,7 @@ export async function render(container, ctx) {
   if (run) ctx.showRun(run.run);
   const entry = chooseTag(run, KIND, state.tag);
   if (!entry) {
-    container.appendChild(emptyState(`Run ${run ? run.run : ''} has no gradient statistics: ${HOW_TO_LOG.grad_stats}.`,
+    container.appendChild(emptyState(`Run ${run ? isolate(run.run) : ''} has no gradient statistics: ${HOW_TO_LOG.grad_stats}.`,
       runsWithKind(runs, KIND), navigate));
     if (tagsOfKind(run, 'update_stats').length) await renderUpdates(container, {ctx, run});
     return;
@@ -104,7 +104,7 @@ function headline(alerts) {
   const dead = of('zero_gradient');
   const box = el('div', {class: 'gl-headline gl-grad-headline'});
   const line = (cls, parts) => box.appendChild(el('p', {class: cls}, parts));
-  const list = (names) => names.slice(0, 6).join(', ') + (names.length > 6 ? ` and ${names.length - 6} more` : '');
+  const list = (names) => names.slice(0, 6).map(isolate).join(', ') + (names.length > 6 ? ` and ${names.length - 6} more` : '');
   if (nonfinite) {
     line('gl-q2', ['First NaN/Inf: step ', el('strong', {class: 'gl-nan-step', text: String(nonfinite.step_first)}),
       ' in ', el('strong', {class: 'gl-nan-var', text: list(nonfinite.variables)}),

@@ -9,7 +9,8 @@ plugin serves (``tb_gradlens.analysis``); they never import TensorFlow.
 Exit status: 0 success (no alert at or above ``--fail-on``), 1 alerts at or
 above ``--fail-on``, 2 usage error, 3 the logdir or a run/quantity could not
 be read, 4 internal error (a crash is never 1, and never a traceback unless
-$TB_GRADLENS_DEBUG is set).
+$TB_GRADLENS_DEBUG is set), 5 the output (``-o`` file, standard output)
+could not be written.
 """
 
 import argparse
@@ -24,9 +25,11 @@ from tb_gradlens.cli.common import ENV_DEBUG
 from tb_gradlens.cli.common import EXIT_ALERTS  # noqa: F401
 from tb_gradlens.cli.common import EXIT_INTERNAL
 from tb_gradlens.cli.common import EXIT_OK  # noqa: F401
+from tb_gradlens.cli.common import EXIT_OUTPUT
 from tb_gradlens.cli.common import EXIT_READ_ERROR  # noqa: F401
 from tb_gradlens.cli.common import EXIT_USAGE
 from tb_gradlens.cli.common import CommandError
+from tb_gradlens.cli.common import plain_int
 from tb_gradlens.cli.common import printable
 
 
@@ -50,7 +53,7 @@ def build_parser():
         description="tb_gradlens: gradient statistics and bfloat16 divergence for "
         "TensorBoard, without a browser.",
         epilog="exit status: 0 ok, 1 alerts at or above --fail-on, 2 usage error, "
-        "3 logdir/run/quantity not readable, 4 internal error.\nRun 'tb-gradlens COMMAND --help' for examples.",
+        "3 logdir/run/quantity not readable, 4 internal error, 5 output not writable.\nRun 'tb-gradlens COMMAND --help' for examples.",
         formatter_class=formatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -107,7 +110,7 @@ def build_parser():
     compare.add_argument("--row", help="variable or layer path (record kinds)")
     compare.add_argument("--column", help="statistic or metric (record kinds), e.g. l2_norm")
     _add_json(compare)
-    compare.add_argument("--max-rows", type=int, default=40, help="table rows shown (0: all)")
+    compare.add_argument("--max-rows", type=plain_int, default=40, help="table rows shown (0: all)")
     compare.add_argument("--fail-on", choices=("beyond-noise",), default=None,
                          help="exit 1 when run B is beyond the noise floor (needs --noise-floor)")
     compare.set_defaults(func=runs_command.compare_runs)
@@ -164,8 +167,8 @@ def build_parser():
         formatter_class=formatter,
     )
     demo.add_argument("--logdir", default="/tmp/gradlens_demo")
-    demo.add_argument("--steps", type=int, default=300)
-    demo.add_argument("--port", type=int, default=6006)
+    demo.add_argument("--steps", type=plain_int, default=300)
+    demo.add_argument("--port", type=plain_int, default=6006)
     demo.add_argument(
         "--no-serve", action="store_true", help="only write the logdir, do not serve"
     )
@@ -182,8 +185,15 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    stdout = sys.stdout
+    sys.stdout = OutputStream(stdout)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a full disk behind stdout shows here at the latest
+        return status
+    except OutputError as e:
+        print("tb-gradlens: writing the output failed: %s" % printable(e.strerror or e), file=sys.stderr)
+        return EXIT_OUTPUT
     except CommandError as e:
         print("tb-gradlens: %s" % printable(e), file=sys.stderr)
         return e.status
@@ -192,7 +202,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("tb-gradlens: interrupted", file=sys.stderr)
         return 130
-    except OSError as e:  # a file or directory that could not be read or written
+    except OSError as e:  # a file or directory that could not be read
         print("tb-gradlens: %s" % printable(e), file=sys.stderr)
         return EXIT_READ_ERROR
     except Exception as e:  # noqa: BLE001 - a crash: exit 4, one line (traceback on request)
@@ -203,5 +213,38 @@ def main(argv=None):
         print("tb-gradlens: internal error (%s: %s); set %s=1 to see where"
               % (type(e).__name__, printable(str(e)[:500]), ENV_DEBUG), file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        sys.stdout = stdout
+
+
+class OutputError(OSError):
+    """Writing the command's output (standard output) failed."""
+
+
+class OutputStream:
+    """Standard output whose write errors are ``OutputError`` (exit 5), not
+    read errors; a closed pipe stays ``BrokenPipeError`` (exit 0)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputError(e.errno, e.strerror) from None
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputError(e.errno, e.strerror) from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
