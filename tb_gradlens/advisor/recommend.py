@@ -59,7 +59,7 @@ def harm_index(values, limits):
     """The largest ``value / limit`` over the judged rows (a NaN limit: not
     judged; a non-finite value: inf); 0 with no judged row."""
     values, limits = np.asarray(values, np.float64), np.asarray(limits, np.float64)
-    judged = limits > 0
+    judged = np.isfinite(limits) & (limits > 0)
     if not judged.any():
         return 0.0
     with np.errstate(invalid="ignore"):

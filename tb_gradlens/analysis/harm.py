@@ -53,11 +53,13 @@ def envelope(stable, window):
 
 
 def measured_limit(scale, factor, floor):
-    """``max(floor, factor * scale)`` elementwise (NaN where ``scale`` is NaN);
-    the sampling-noise term is added with ``numpy.fmax``."""
+    """``max(floor, factor * scale)`` elementwise; NaN (not judged) where
+    ``scale`` is NaN or infinite (a reference of exactly zero: every
+    divergence from it is infinite, the stable pass's too).  The sampling-
+    noise term is added with ``numpy.fmax``."""
     scale = np.asarray(scale, np.float64)
     with np.errstate(invalid="ignore"):
-        return np.where(np.isnan(scale), np.nan, np.maximum(floor, factor * scale))
+        return np.where(np.isfinite(scale), np.maximum(floor, factor * scale), np.nan)
 
 
 def loss_scale(stable_loss, stable_output):
