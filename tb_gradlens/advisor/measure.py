@@ -39,12 +39,12 @@ from tb_gradlens.compare import keras_passes
 
 # Per unit: the gradient divergences and harm indices of its leave-one-out
 # ("without": it alone in float32) and one-at-a-time ("alone") passes, the
-# rows' values of the one-at-a-time pass (``alone_rows``, for the
-# prediction), the born / inherited / total divergence at its output row,
+# rows' values of its one-at-a-time and leave-one-out passes (``alone_rows``,
+# ``without_rows``, for the recommendation), the born / inherited / total divergence at its output row,
 # and why it is not attributable (None: it is).
 UnitResult = collections.namedtuple(
-    "UnitResult", ("leave_one_out", "one_at_a_time", "harm_without", "harm_alone", "alone_rows", "born",
-                   "inherited", "total", "row", "reason"))
+    "UnitResult", ("leave_one_out", "one_at_a_time", "harm_without", "harm_alone", "alone_rows", "without_rows",
+                   "born", "inherited", "total", "row", "reason"))
 
 MAX_VERIFY_MAPS = 8
 # What a pass with some layers switched may raise when the switch breaks the
@@ -57,8 +57,9 @@ KEPT = "; kept as configured in every pass, the float32 reference included"
 # candidate's Harm, gradient divergence and loss relative error.
 Baseline = collections.namedtuple("Baseline", ("candidate", "reference", "draws", "judge", "harm", "divergence",
                                                "loss_rel_error"))
-# A verified map: its harm index, where it is worst, and its gradient divergence.
-Verified = collections.namedtuple("Verified", ("harm", "worst", "divergence"))
+# A verified map: its harm index, where it is worst, its gradient divergence
+# and its rows' values (``flat``; None when the pass broke the step).
+Verified = collections.namedtuple("Verified", ("harm", "worst", "divergence", "rows"))
 
 
 def held_harm(judge, outcome, again):
@@ -196,6 +197,7 @@ class Measurer:
             None if loo is None else recommend.rel_l2(loo.gradients, base.reference.gradients),
             recommend.rel_l2(alone.gradients, base.reference.gradients),
             None if without is None else without.index, alone_harm.index, flat(alone_harm.values),
+            None if without is None else flat(without.values),
             _output_divergence(alone, base.reference, row),
             None if loo is None else _output_divergence(loo, base.reference, row),
             total, row, raw,
@@ -203,7 +205,7 @@ class Measurer:
 
     @staticmethod
     def _unmeasured(total, row, reason):
-        return UnitResult(None, None, None, None, None, None, None, total, row, reason)
+        return UnitResult(None, None, None, None, None, None, None, None, total, row, reason)
 
     def verify(self, layers, batch, base, tolerance):
         """The Verified pass with exactly ``layers`` (every unit's kept in
@@ -217,9 +219,10 @@ class Measurer:
         try:
             outcome, _ = self._run(self._maps[key][0], batch, base.draws)
         except SWITCH_ERRORS:
-            return Verified(float("inf"), None, float("inf"))
+            return Verified(float("inf"), None, float("inf"), None)
         harm = base.judge.harm(outcome)
         if harm.index > tolerance:
             again, _ = self._run(self._maps[key][1], batch, base.draws)
             harm = held_harm(base.judge, outcome, again)
-        return Verified(harm.index, harm.worst, recommend.rel_l2(outcome.gradients, base.reference.gradients))
+        return Verified(harm.index, harm.worst, recommend.rel_l2(outcome.gradients, base.reference.gradients),
+                        flat(harm.values))

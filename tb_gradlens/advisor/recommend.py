@@ -34,37 +34,53 @@ def rel_l2(candidate, reference):
     return math.sqrt(diff) / math.sqrt(ref)
 
 
-def predicted_rows(total, alone, kept):
+def predicted_rows(measured, alone, kept, measured_kept=()):
     """[R] the divergence of each row predicted with the units ``kept`` in
-    float32, the units' errors taken as independent:
-    ``total_r * sqrt(sum_{u not kept} a_ur^2 / sum_u a_ur^2)`` (``total_r``
-    where no unit alone diverges there; units not measured, NaN, count as
-    0).  Where a unit alone is non-finite (an overflow, a NaN) the row stays
-    infinite until that unit is kept; where the total is non-finite but no
-    unit alone is, the rest's ``sqrt(sum_{u not kept} a_ur^2)``."""
-    total = np.asarray(total, np.float64)
-    alone = np.asarray(alone, np.float64).reshape(-1, len(total))
-    keep = np.zeros(len(alone), bool)
+    float32, from rows ``measured`` with the units ``measured_kept`` (a
+    subset of ``kept``) in float32, the units' errors taken as independent:
+    ``measured_r * sqrt(sum_{u not in kept} a_ur^2 / sum_{u not in
+    measured_kept} a_ur^2)`` (``measured_r`` where no unit left alone
+    diverges there; units not measured, NaN, count as 0).  Scaling measured
+    rows keeps what the independence misses (errors that grow together, far
+    beyond the sum of the units' alone) in the prediction.  Where a unit
+    alone is non-finite (an overflow, a NaN) the row stays infinite until
+    that unit is kept; where the measured row is non-finite but no unit
+    left alone is, the rest's ``sqrt(sum_{u not in kept} a_ur^2)``."""
+    measured = np.asarray(measured, np.float64)
+    alone = np.asarray(alone, np.float64).reshape(-1, len(measured))
+    keep, before = np.zeros(len(alone), bool), np.zeros(len(alone), bool)
     keep[list(kept)] = True
-    bad = np.isinf(alone) | (np.isnan(alone) & np.isnan(total)[None, :])
+    before[list(measured_kept)] = True
+    bad = np.isinf(alone) | (np.isnan(alone) & np.isnan(measured)[None, :])
     a2 = np.where(np.isfinite(alone), alone, 0.0) ** 2
-    whole, left = a2.sum(axis=0), a2[~keep].sum(axis=0)
+    whole, left = a2[~before].sum(axis=0), a2[~keep].sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(whole > 0, left / whole, 1.0)
-        out = np.where(np.isfinite(total), total * np.sqrt(share), np.sqrt(left))
+        out = np.where(np.isfinite(measured), measured * np.sqrt(share), np.sqrt(left))
     return np.where(bad[~keep].any(axis=0), np.inf, out)
 
 
-def harm_index(values, limits):
-    """The largest ``value / limit`` over the judged rows (a NaN limit: not
-    judged; a non-finite value: inf); 0 with no judged row."""
+def judged_ratios(values, limits):
+    """``value_r / limit_r`` over the judged rows (a NaN or non-positive
+    limit: not judged; a non-finite value: inf)."""
     values, limits = np.asarray(values, np.float64), np.asarray(limits, np.float64)
     judged = np.isfinite(limits) & (limits > 0)
-    if not judged.any():
-        return 0.0
     with np.errstate(invalid="ignore"):
         ratio = np.where(np.isfinite(values), values / np.where(judged, limits, 1.0), np.inf)
-    return float(np.max(ratio[judged]))
+    return ratio[judged]
+
+
+def harm_index(values, limits):
+    """The largest ``value / limit`` over the judged rows; 0 with no judged row."""
+    ratio = judged_ratios(values, limits)
+    return float(np.max(ratio)) if ratio.size else 0.0
+
+
+def excess(values, limits):
+    """``sum_r max(value_r / limit_r - 1, 0)`` over the judged rows: how far
+    beyond their limits the rows are together, which tells two predictions
+    with one harm index apart (two faults, each the worst in its own rows)."""
+    return float(np.sum(np.maximum(judged_ratios(values, limits) - 1.0, 0.0)))
 
 
 def ranking(alone_harm, without_harm, attributable):
@@ -81,30 +97,43 @@ def ranking(alone_harm, without_harm, attributable):
     return sorted((u for u in range(len(alone_harm)) if attributable[u]), key=key)
 
 
-def greedy(total, alone, limits, attributable, tolerance=1.0):
+def greedy(total, alone, limits, attributable, tolerance=1.0, without=None):
     """``(kept, predicted harm index)``: at each step the attributable unit
-    whose float32 lowers the predicted harm index most, until it is at most
+    whose float32 lowers the harm index most, until it is at most
     ``tolerance`` or no unit lowers it (what is left is not the policy's:
-    a unit that cannot be switched keeps its error in the prediction)."""
-    kept = []
-    estimate = harm_index(total, limits)
-    while estimate > tolerance:
-        options = [u for u in range(len(attributable)) if attributable[u] and u not in kept]
-        scored = [(harm_index(predicted_rows(total, alone, kept + [u]), limits), u) for u in options]
-        if not scored:
-            break
-        best, unit = min(scored)
-        if not best < estimate:
+    a unit that cannot be switched keeps its error in the prediction).
+
+    The first unit is chosen on its measured leave-one-out rows
+    (``without[u]``, None where not measured); later units on
+    ``predicted_rows`` scaled from the rows measured with the first."""
+    kept, measured, measured_kept = [], total, []
+    estimate = (harm_index(total, limits), excess(total, limits))
+    while estimate[0] > tolerance:
+        unit, best, rows = next_unit(kept, measured, alone, limits, attributable, measured_kept,
+                                     None if kept else without)
+        if unit is None or not (best, excess(rows, limits)) < estimate:
             break
         kept.append(unit)
-        estimate = best
-    return kept, estimate
+        estimate = (best, excess(rows, limits))
+        if without is not None and len(kept) == 1 and without[unit] is not None:
+            measured, measured_kept = rows, [unit]
+    return kept, estimate[0]
 
 
-def next_unit(kept, total, alone, limits, attributable):
-    """The unit to add after a verification failed: the one whose float32
-    lowers the predicted harm index most (None: none left)."""
-    options = [u for u in range(len(attributable)) if attributable[u] and u not in kept]
-    if not options:
-        return None
-    return min(options, key=lambda u: (harm_index(predicted_rows(total, alone, kept + [u]), limits), u))
+def next_unit(kept, measured, alone, limits, attributable, measured_kept=(), without=None):
+    """``(unit, predicted harm index, predicted rows)`` of the unit whose
+    float32 lowers the harm index most after ``kept``, ties by the
+    ``excess`` (``(None, inf, None)``: none left); rows measured with
+    ``measured_kept`` in float32 are scaled (``predicted_rows``), a unit's
+    measured leave-one-out rows (``without[u]``) used as they are."""
+    best, best_score = (None, np.inf, None), None
+    for u in range(len(attributable)):
+        if not attributable[u] or u in kept:
+            continue
+        measured_alone = without is not None and without[u] is not None
+        rows = np.asarray(without[u], np.float64) if measured_alone else predicted_rows(
+            measured, alone, list(kept) + [u], measured_kept)
+        score = (harm_index(rows, limits), excess(rows, limits))
+        if best[0] is None or score < best_score:
+            best, best_score = (u, score[0], rows), score
+    return best

@@ -2,14 +2,16 @@
 then the recommendation, verified and narrowed, as one ``advice`` record.
 
 A round measures ``units_per_step`` units per ``measure`` call (each call:
-the baseline passes of that step, then two passes per unit); the call that measures the last unit also makes the
-recommendation (``recommend.greedy`` on the rows' predicted harm) and
-verifies it with one pass with exactly that policy map (more, up to
-``max_verifications``, adding the unit that lowers the predicted harm most
-while the verified harm index stays above the tolerance), then narrows each
-recommended group of layers to the layers that matter (``narrowing``, one
-pass per half tried).  A round costs ``2 * units + (3 + stable_window) *
-calls + verifications + narrowing`` passes (a call's baseline: the model as
+the baseline passes of that step, then two passes per unit); the call that
+measures the last unit also makes the recommendation (``recommend.greedy``:
+the first unit on its measured leave-one-out rows, later ones on rows
+predicted from those) and verifies it with one pass with exactly that
+policy map (more, up to ``max_verifications``, adding the unit that lowers
+the harm predicted from the last verified rows most while the verified
+harm index stays above the tolerance), then narrows each recommended group
+of layers to the layers that matter (``narrowing``, one pass per half
+tried).  A round costs ``2 * units + (3 + stable_window) * calls +
+verifications + narrowing`` passes (a call's baseline: the model as
 configured twice, two draws of its rounding; the reference; the stable
 pass's realizations).
 
@@ -101,12 +103,14 @@ class Round:
         total = flat(base.harm.values)
         alone = [r.alone_rows if r.alone_rows is not None else total * 0.0 for r in self.results]
         ok = [r.reason is None for r in self.results]
-        kept, predicted = recommend.greedy(total, alone, limits_, ok, tolerance)
+        without = [r.without_rows for r in self.results]
+        kept, predicted = recommend.greedy(total, alone, limits_, ok, tolerance, without)
         verified, verifications = None, 0
         if kept:
             verified, verifications = self._verify([units[k].tops for k in kept], batch, base), 1
-            while verified.harm > tolerance and verifications < self.max_verifications:
-                more = recommend.next_unit(kept, total, alone, limits_, ok)
+            while verified.harm > tolerance and verified.rows is not None \
+                    and verifications < self.max_verifications:
+                more, _, _ = recommend.next_unit(kept, verified.rows, alone, limits_, ok, kept)
                 if more is None:
                     break
                 kept.append(more)
@@ -120,19 +124,19 @@ class Round:
             if narrowed:
                 verified = self._verify(groups, batch, base)
                 narrowed += 1
-        return self._payload(batch, base, step, kept, groups, predicted, verified, verifications + narrowed,
+        return self._payload(batch, base, step, groups, predicted, verified, verifications + narrowed,
                              tolerance, basis)
 
     def _verify(self, groups, batch, base):
         layers = [layer for tops in groups for layer in units_module.unit_of(tops).layers]
         return self.measurer.verify(layers, batch, base, self._tolerance()[0])
 
-    def _payload(self, batch, base, step, kept, groups, predicted, verified, verifications, tolerance, basis):
+    def _payload(self, batch, base, step, groups, predicted, verified, verifications, tolerance, basis):
         measurer, model = self.measurer, self.measurer.model
         kept_units = [units_module.unit_of(tops) for tops in groups]
         after = base.harm.index if verified is None else verified.harm
         recommendation = records.advice_recommendation(
-            [measurer.units[k].name for k in kept],
+            [u.name for u in kept_units],
             [path for u in kept_units for path in u.paths],
             {"predicted": predicted, "after": after,
              "gradient_after": base.divergence if verified is None else verified.divergence,
