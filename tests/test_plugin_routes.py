@@ -287,8 +287,10 @@ def test_compare_scalar_loss_with_noise_floor(client):
     np.testing.assert_allclose(data["noise"]["rel_difference"], (n - a) / np.abs(a), rtol=1e-6)
     summary = data["summary"]
     assert summary["max_abs_rel_difference"] == pytest.approx(np.max(np.abs((b - a) / a)), rel=1e-9)
-    assert summary["noise_max_abs_rel_difference"] == pytest.approx(np.max(np.abs((n - a) / a)), rel=1e-6)
-    assert summary["exceeds_noise"] is True
+    # Six steps logged by all three runs: too few for the windowed rule (3
+    # windows of 10 logged steps), so no verdict rests on them.
+    assert summary["exceeds_noise"] is None and summary["noise"]["window"] == 10
+    assert summary["verdict"].startswith("cannot be judged against the noise floor: 6 step(s)")
 
 
 def test_compare_record_statistic_across_digests(client):
