@@ -111,6 +111,35 @@ def test_the_stable_column_equals_a_numpy_recomputation_of_its_definition(batch,
     assert (ratio > 0.3).all() and (ratio < 3).all(), ratio
 
 
+@pytest.mark.parametrize("eager", [True, False])
+def test_the_half_batch_of_an_image_to_image_loss_equals_numpy(tmp_path, eager):
+    # A per-pixel MSE (a denoiser's, a U-Net's): the loss has one value per pixel,
+    # so the half batch's weights must broadcast over them (they were dropped,
+    # and the gradients' sampling noise with them).
+    import keras
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 4, 4, 3)).astype(np.float32)
+    y = rng.normal(size=(8, 4, 4, 2)).astype(np.float32)
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((4, 4, 3)), keras.layers.Dense(2, dtype="mixed_bfloat16")])
+    model.compile(optimizer="sgd", loss="mse")
+    lens = GradLens(str(tmp_path / "run"), compare_every=1)
+    step = (lambda f: f) if eager else tf.function
+    assert step(lambda: lens.compare_keras(model, tf.constant(x), tf.constant(y), step=0))()
+    lens.flush()
+    (_, grads), = records_of_kind(read_records(str(tmp_path)), "run", metadata.DIVERGENCE).values()
+
+    kernel, bias = (v.numpy().astype(np.float64) for v in model.trainable_variables)
+
+    def gradients(xs, ys):  # of mean((x W + b - y)^2) over every element
+        g = 2.0 * (xs.astype(np.float64) @ kernel + bias - ys) / ys.size
+        return [np.einsum("nhwi,nhwo->io", xs, g), g.sum(axis=(0, 1, 2))]
+
+    full, half = gradients(x, y), gradients(x[:4], y[:4])
+    np.testing.assert_allclose(grads[0].numpy[:, HALF], [rel_l2(h, f) for h, f in zip(half, full)], rtol=1e-4)
+
+
 def _stable_of(model, x, y, **kwargs):
     result = compare.compare_keras(model, tf.constant(x), tf.constant(y), **kwargs)
     rows = dict(zip(result.activation_rows, result.activation_divergence.numpy()))

@@ -183,12 +183,15 @@ class KerasPass:
         n = tf.shape(first)[0]
         half = tf.maximum(n // 2, 1)
         weights = tf.where(tf.range(n) < half, tf.cast(n, tf.float32) / tf.cast(half, tf.float32), 0.0)
+        # Shaped [n, 1, ...] to the rank of the weights given, else of the
+        # output: they broadcast over a per-pixel or per-token loss.
+        rank = len(sample_weight.shape) if sample_weight is not None else max(1, len(first.shape))
+        weights = tf.reshape(weights, [-1] + [1] * (rank - 1))
         try:
             if sample_weight is not None:
-                weights = tf.cast(sample_weight, tf.float32) * tf.reshape(
-                    weights, [-1] + [1] * (len(sample_weight.shape) - 1))
+                weights = tf.cast(sample_weight, tf.float32) * weights
             return self._loss(x, y, y_pred, weights)
-        except (TypeError, ValueError, AttributeError):
+        except (TypeError, ValueError, AttributeError, tf.errors.InvalidArgumentError):
             return None
 
     def _inputs(self, x):
