@@ -282,3 +282,39 @@ def test_a_custom_loop_compares_an_unbuilt_model_from_its_first_built_step(tmp_p
     assert not [w for w in caught if issubclass(w.category, safety.GradLensWarning)], [str(w.message) for w in caught]
     (_, data), = records_of_kind(read_records(str(tmp_path)), "run", metadata.DIVERGENCE).values()
     assert [d.step for d in data] == [1, 2]
+
+
+def test_an_eager_comparison_of_a_recurrent_model_pairs_its_layers(tmp_path):
+    """A GRU computes one cell call per time step eagerly but one traced: the
+    comparison's later traces must not replace the rows its reference ran
+    with (it failed with 'pair ... has 32 candidate and 256 reference
+    elements' and logged nothing)."""
+    import warnings
+    import keras
+    keras.utils.set_random_seed(0)
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        inputs = keras.Input((8,), dtype="int32")
+        h = keras.layers.Embedding(50, 8, mask_zero=True, name="embedding")(inputs)
+        h = keras.layers.GRU(8, name="gru")(h)
+        outputs = keras.layers.Dense(2, name="logits", dtype="float32")(h)
+        model = keras.Model(inputs, outputs)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    rng = np.random.default_rng(0)
+    x = rng.integers(1, 50, size=(4, 8)).astype("int32")
+    x[:, 6:] = 0  # padding, masked
+    y = rng.integers(0, 2, size=(4,)).astype("int32")
+    lens = GradLens(str(tmp_path / "run"), compare_every=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert lens.compare_keras(model, tf.constant(x), tf.constant(y), step=0)
+    lens.flush()
+    records = read_records(str(tmp_path))
+    (act_record, act_data), = records_of_kind(records, "run", metadata.ACTIVATION_DIVERGENCE).values()
+    assert {"embedding", "gru", "logits"} <= set(act_record.rows)
+    assert np.isfinite(act_data[0].numpy[:, 0]).all()
+    (grad_record, _), = records_of_kind(records, "run", metadata.DIVERGENCE).values()
+    assert len(grad_record.rows) == len(model.trainable_variables)

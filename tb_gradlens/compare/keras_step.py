@@ -151,6 +151,10 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         draws = ref_out[3]
         cand_loss, cand_grads, cand_acts, _ = run_cand(x, y, sample_weight, state_values, draws)
     ref_loss, ref_grads, ref_acts = ref_out[:3]
+    # The rows of the run above: a later trace of the pass (the 16-bit scan
+    # below) sets others (a recurrent layer's cell is one row traced, one per
+    # time step eagerly).
+    ref_rows = list(ref_pass.activation_rows)
     half_loss, half_grads = ref_out[4:6] if len(ref_out) > 4 else (None, None)
     if cand_pass is not None:
         cand_rows = cand_pass.activation_rows
@@ -167,7 +171,7 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         grad_dtypes = owner_compute_dtypes(model, variables)
     act_rows, act_div, act_dtypes, act_stable = [], None, [], None
     if activations:
-        ref_index = {n: i for i, n in enumerate(ref_pass.activation_rows)}
+        ref_index = {n: i for i, n in enumerate(ref_rows)}
         pairs = [(n, i) for i, n in enumerate(cand_rows) if n in ref_index]
         act_rows = [n for n, _ in pairs]
         act_dtypes = [tf.as_dtype(cand_acts[i].dtype).name for _, i in pairs]
