@@ -117,7 +117,7 @@ class Thresholds:
         not move although their gradient was nonzero.
     """
 
-    stable_factor: float = 6.0
+    stable_factor: float = 4.0
     half_batch_fraction: float = 0.5
     stable_window: int = 4
     held_comparisons: int = 2
