@@ -287,8 +287,8 @@ def test_compare_scalar_loss_with_noise_floor(client):
     np.testing.assert_allclose(data["noise"]["rel_difference"], (n - a) / np.abs(a), rtol=1e-6)
     summary = data["summary"]
     assert summary["max_abs_rel_difference"] == pytest.approx(np.max(np.abs((b - a) / a)), rel=1e-9)
-    assert summary["noise_max_abs_rel_difference"] == pytest.approx(np.max(np.abs((n - a) / a)), rel=1e-6)
-    assert summary["exceeds_noise"] is True
+    # 6 shared steps are fewer than the verdict's windows need (README "Command line"): said, not guessed.
+    assert summary["exceeds_noise"] is None and "cannot be judged" in summary["verdict"]
 
 
 def test_compare_record_statistic_across_digests(client):
