@@ -130,6 +130,14 @@ class FileScan:
         self._unread = [0, None, None]  # records after the damage, their step range
         self._size = -1
 
+    @property
+    def readable_end(self):
+        """(end, damaged): the records TensorBoard reads end at byte ``end``,
+        the first damaged record when ``damaged``, else the last whole one."""
+        if self._damaged_at is not None:
+            return self._damaged_at, True
+        return self.offset, False
+
     def advance(self, budget=None):
         """Check the bytes added since the last call (about ``budget`` at
         most); returns the bytes read.  A file that shrank is checked again."""
