@@ -272,6 +272,7 @@ def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.D
     if kind not in (metadata.DIVERGENCE, metadata.ACTIVATION_DIVERGENCE):
         raise ValueError("tb_gradlens.summary.divergence: kind %r is not a divergence kind" % (kind,))
     record = metadata.RecordMetadata(kind, list(rows), metadata.DIVERGENCE_COLUMNS, extras)
+    metrics = tf.cast(tf.convert_to_tensor(metrics), tf.float32)
     if metrics.shape[-1] == len(metadata.DIVERGENCE_METRICS):
         metrics = numerics.comparison_values(metrics)
     return _write_float_record(name, record, metrics, step)
@@ -285,6 +286,7 @@ def loss_comparison(values, extras, step=None, name="compare"):
     record = metadata.RecordMetadata(
         metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS, extras
     )
+    values = tf.cast(tf.convert_to_tensor(values), tf.float32)
     if values.shape[-1] == len(metadata.LOSS_COMPARISON_COLUMNS_V1):
         values = numerics.comparison_values(values)
     return _write_float_record(name, record, values, step)

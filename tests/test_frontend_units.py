@@ -100,22 +100,45 @@ def test_the_compare_verdict_is_the_servers(js):
     assert got[3]["level"] is None
 
 
-def test_exceedances_and_ranking_against_python(js):
-    rows = [[0.01, 0.05, 0.2, 0.3], [0.01, 0.5, 0.6, None], [0.0, 0.0, 0.0, 0.0], [0.0004, 0.002, 0.0005, 0.0]]
-    limits = [0.1, 0.1, 0.1, 0.001]
-    got = js("""const r = await import('/static/views/rank.js');
-      const values = args[0].map(row => Float64Array.from(row, v => v === null ? NaN : v));
-      const found = r.exceedances(values, args[1]);
-      return {found, worst: r.order(found, 'worst'), first: r.order(found, 'first')};""", rows, limits)
-    firsts, ratios = [], []
-    for row, limit in zip(rows, limits):
-        finite = [v for v in row if v is not None]
-        firsts.append(next((i for i, v in enumerate(row) if v is not None and v > limit), -1))
-        ratios.append(max(finite) / limit)
-    assert [f["first"] for f in got["found"]] == firsts
-    np.testing.assert_allclose([f["ratio"] for f in got["found"]], ratios)
-    assert got["worst"][0] == 1  # the row with a NaN ranks first
-    assert got["first"] == sorted(range(4), key=lambda r: (firsts[r] if firsts[r] >= 0 else 99, -ratios[r]))
+def test_limits_per_step_verdicts_and_ranking_against_python(js):
+    """Each value against the limit at its own step (the route's, at the logged step at or before it);
+    "above" and "harmed" are the route's, never the tab's own rule."""
+    answer = {"rows": ["a", "b", "c"], "steps": [0, 10, 20, 30], "column": "rel_l2", "rule": "r",
+              "limits": [[0.1, 0.1, 0.02, 0.02], [0.1, None, 0.1, 0.1], [0.5, 0.5, 0.5, 0.5]],
+              "above": [[20, 30], [10], []], "harmed": [[20, 30], [], []], "measured": [True, True, False],
+              "basis": ["6 x stable", "6 x stable", "depth"]}
+    values = [[0.05, 0.05, 0.05, 0.05], [0.01, 0.5, 0.02, None], [0.0, 0.1, 0.2, 0.3]]
+    series_steps = [0, 5, 10, 20, 25, 30]  # steps of a chart: the limit holds from its comparison on
+    got = js("""const l = await import('/static/views/limits.js');
+      const r = await import('/static/views/rank.js');
+      const lim = l.fromAnswer(args[0], ['c', 'a', 'b', 'missing']);
+      const along = (i) => Array.from(l.limitsAlong(lim, i, args[2]), (v) => (Number.isNaN(v) ? null : v));
+      const bad = args[1].map((row) => Float64Array.from(row, (v) => (v === null ? NaN : v)));
+      const rows = [1, 2, 0];  // a, b, c in lim's order
+      const steps = [0, 10, 20, 30];
+      const found = r.judged(bad, rows.map((i) => l.limitsAlong(lim, i, steps)),
+                             rows.map((i) => l.rowVerdict(lim, i)));
+      const ratios = l.ratios(bad, lim, rows, steps).map((x) => Array.from(x, (v) => (Number.isNaN(v) ? null : v)));
+      return {along: [0, 1, 2, 3].map(along), verdict: l.rowVerdict(lim, 1, 25, 40), found, ratios,
+              worst: r.order(found, 'worst'), first: r.order(found, 'first'),
+              basis: l.againstLimit(lim, true, 1, 25, 0.05)};""", answer, values, series_steps)
+    # c, a, b, and a row the route does not have (never judged).
+    assert got["along"][1] == [0.1, 0.1, 0.1, 0.02, 0.02, 0.02]
+    assert got["along"][2] == [0.1, 0.1, None, 0.1, 0.1, 0.1]
+    assert got["along"][3] == [None] * 6
+    assert got["verdict"] == {"above": [30], "harmed": [30], "firstAbove": 30, "firstHarmed": 30}
+    limits = [[0.1, 0.1, 0.02, 0.02], [0.1, None, 0.1, 0.1], [0.5, 0.5, 0.5, 0.5]]
+    want = [[None if v is None else (-1 if lim is None else v / lim) for v, lim in zip(row, lrow)]
+            for row, lrow in zip(values, limits)]
+    for g, w in zip(got["ratios"], want):
+        np.testing.assert_allclose([np.nan if x is None else x for x in g], [np.nan if x is None else x for x in w])
+    found = got["found"]
+    assert [f["firstAbove"] for f in found] == [20, 10, None] and [f["firstHarmed"] for f in found] == [20, None, None]
+    np.testing.assert_allclose([f["ratio"] for f in found], [2.5, 0.2, 0.6])  # a: 0.05 / 0.02 at step 20
+    assert [f["ratioAt"] for f in found] == [2, 2, 3]
+    assert got["worst"] == [1, 0, 2]  # b has a NaN: first; then by value / limit
+    assert got["first"] == [0, 1, 2]  # harmed first, then above
+    assert got["basis"] == ["2.5× its limit 0.02 at this step", "limit: 6 x stable"]
 
 
 def test_column_spans_place_steps_by_value(js):
@@ -130,16 +153,11 @@ def test_column_spans_place_steps_by_value(js):
         assert list(range(start[b], end[b])) == (inside or held), b
 
 
-def test_fallback_tolerances_by_compute_dtype(js):
-    entry = {"kind": "divergence", "rows": ["a", "b", "c"], "extras": {
-        "candidate": {"label": "mixed_bfloat16", "policy": "mixed_bfloat16"},
-        "reference": {"label": "float32", "policy": "float32"}, "row_dtypes": ["bfloat16", "float32", None]}}
-    got = js("""const {fallbackLimits} = await import('/static/views/limits.js');
-      return [fallbackLimits(args[0]), fallbackLimits({...args[0], kind: 'activation_divergence'}),
-              fallbackLimits({...args[0], extras: {...args[0].extras, comparison: 'replica_vs_mean'}})];""", entry)
-    assert got[0]["limits"] == [0.1, 0.001, 0.1] and got[0]["column"] == "rel_l2"
-    assert got[1]["limits"] == [0.01, 0.001, 0.01]
-    assert got[2]["limits"] == [None, None, None]
+def test_the_shared_zoom_reads_and_writes_the_url_key(js):
+    got = js("""const a = await import('/static/shared_axis.js');
+      return [a.parseZoom('40-120'), a.parseZoom('120-40'), a.parseZoom('x'), a.parseZoom(''),
+              a.zoomText([40.4, 119.6]), a.zoomText(null)];""")
+    assert got == [[40, 120], None, None, None, "40-120", ""]
 
 
 def test_comparisons_are_labelled_by_variants_bfloat16_vs_float32_first(js):

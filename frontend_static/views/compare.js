@@ -7,11 +7,11 @@
 
 import {RouteError, getJson, scalarTags} from '../api.js';
 import {el, isolate, labelled, select} from '../dom.js';
-import {fmt, num} from '../format.js';
+import {fmt, fmtRatio, num} from '../format.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {emptyState, markedStep, smoothingControls, smoothingOf, stepParams} from './common.js';
-import {defaultRuns, verdict} from './compare_verdict.js';
+import {defaultRuns, runPrecision, verdict} from './compare_verdict.js';
 import {prefixOf} from './records.js';
 
 const RECORD_KINDS = ['grad_stats', 'divergence', 'activation_divergence', 'loss_comparison', 'update_stats'];
@@ -26,7 +26,8 @@ export async function render(container, ctx) {
   const kind0 = state.qkind || 'scalar';
   const hasQuantity = (entry) => (kind0 === 'scalar' ? (scalars.get(entry.run) || []).includes(state.qtag || 'loss')
     : entry.tags.some((t) => t.kind === kind0));
-  const defaults = defaultRuns(runs, hasQuantity);
+  const defaults = defaultRuns(runs, hasQuantity, await sharedSteps(ctx, runs, hasQuantity, kind0));
+  if (!ctx.isCurrent()) return;
   const runA = names.includes(state.runA) ? state.runA : defaults.a;
   const runB = names.includes(state.runB) ? state.runB : defaults.b;
   const noise = state.noise === 'none' ? '' : names.includes(state.noise) ? state.noise : defaults.noise;
@@ -102,6 +103,28 @@ export async function render(container, ctx) {
   renderAnswer(container, ctx, data, {runA, runB, noise, what});
 }
 
+/**
+ * shared(a, b): how many logged steps of the scalar quantity runs a and b
+ * have in common, when B is not chosen yet and several 16-bit runs could be
+ * B (else null: the first one is taken).
+ */
+async function sharedSteps(ctx, runs, hasQuantity, kind) {
+  const {state} = ctx;
+  const names = runs.map((r) => r.run);
+  if (names.includes(state.runB) || kind !== 'scalar') return null;
+  const low = runs.filter((r) => runPrecision(r) === 'low' && hasQuantity(r));
+  if (low.length < 2) return null;
+  const tag = state.qtag || 'loss';
+  const steps = new Map(await Promise.all(runs.filter(hasQuantity).map(async (r) => [r.run,
+    new Set(await getJson('scalars', {run: r.run, tag}).then((d) => d.steps, () => []))])));
+  return (a, b) => {
+    const mine = steps.get(a) || new Set();
+    let n = 0;
+    for (const s of steps.get(b) || []) if (mine.has(s)) n += 1;
+    return n;
+  };
+}
+
 function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
   const {state, navigate} = ctx;
   const steps = data.steps;
@@ -123,7 +146,9 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
   const pick = (s) => navigate({step: s});
   container.appendChild(el('div', {class: 'gl-grid2'}, [
     lineChart({title: `${what}: A and B`, yLabel: what, markStep: mark, smoothing: smoothingOf(state), onClick: pick,
-      series: [{name: `A: ${isolate(runA)}`, steps, values: data.a.map(num)}, {name: `B: ${isolate(runB)}`, steps, values: data.b.map(num)}]}),
+      note: 'A drawn wide and pale under B: where they coincide both show',
+      series: [{name: `A: ${isolate(runA)}`, steps, values: data.a.map(num), under: true},
+        {name: `B: ${isolate(runB)}`, steps, values: data.b.map(num)}]}),
     lineChart({title: 'relative difference |(B − A) / A| against the noise floor', yLabel: '|(B − A) / A|',
       yScale: state.logy === '0' ? 'linear' : 'log', markStep: mark, series: relSeries, onClick: pick,
       limits: v.level > 0 ? [{value: v.level, label: `noise run's mean ${fmt(v.level)}`}] : []}),
@@ -143,25 +168,31 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
   }));
 }
 
-/** Q4 in one sentence: the server's verdict, its one noise figure, the rule on hover. */
+/**
+ * Q4 in plain sentences: the server's verdict (the tab never judges), the
+ * one noise figure with the window it comes from, the rule on hover.
+ */
 function verdictLine(v, {runA, runB, noise, what}) {
   const p = el('p', {class: `gl-headline gl-verdict gl-verdict-${v.kind}`, title: v.text});
   const maxB = () => el('span', {class: 'gl-max-rel', text: fmt(v.maxB)});
   const level = () => el('span', {class: 'gl-noise-level', text: fmt(v.level)});
+  const ratio = v.ratio === null || !Number.isFinite(v.ratio) ? '' : `${fmtRatio(v.ratio)}×`;
+  const window = v.window ? ` of ${v.window} logged steps` : '';
   if (v.kind === 'beyond') {
-    p.append(el('strong', {class: 'gl-verdict-text', text: 'Beyond noise'}), ` from step `,
+    p.append(el('strong', {class: 'gl-verdict-text', text: 'Beyond noise'}), ' from step ',
       el('strong', {class: 'gl-verdict-step', text: String(v.first)}),
-      `: ${isolate(runB)} differs from ${isolate(runA)} in ${what} more than ${isolate(noise)} does, over several windows of steps in a row `
-      + `(there ${fmt(v.ratio)}× the noise run's mean |(C − A) / A| `, level(), ').');
+      `: ${isolate(runB)} differs from ${isolate(runA)} in ${what} more than ${isolate(noise)} (${isolate(runA)} with another seed) does, in several `
+      + `windows${window} in a row. In the first, B's mean |(B − A) / A| is ${ratio} the noise run's mean `, level(), '.');
   } else if (v.kind === 'within') {
     p.append(el('strong', {class: 'gl-verdict-text', text: 'Within noise'}),
-      `: ${isolate(runB)} differs from ${isolate(runA)} in ${what} no more than ${isolate(noise)} does for long (at most ${fmt(v.ratio)}× `
-      + 'the noise run\'s mean |(C − A) / A| ', level(), ' over a window; max |(B − A) / A| ', maxB(), ').');
+      `: ${isolate(runB)} differs from ${isolate(runA)} in ${what} no more than ${isolate(noise)} (${isolate(runA)} with another seed) does. `
+      + `In the window${window} closest to the rule, B's mean |(B − A) / A| is ${ratio} the noise run's mean `, level(),
+      '; the largest single step |(B − A) / A| is ', maxB(), '.');
   } else if (v.kind === 'undecided') {
     p.append(el('strong', {class: 'gl-verdict-text', text: 'No verdict'}), `: ${v.text}.`);
   } else {
     p.append(`No noise-floor run: pick one (${isolate(runA)}'s precision with another seed) to tell a real difference from noise;`
-      + ' max |(B − A) / A| ', maxB(), '.');
+      + ' the largest |(B − A) / A| is ', maxB(), '.');
   }
   p.dataset.kind = v.kind;
   return p;

@@ -22,13 +22,19 @@ export function runPrecision(entry) {
 /**
  * Default runs {a, b, noise} among run entries: A a float32 run, B a
  * low-precision run, the noise floor another float32 run; runs that have
- * the quantity (has(entry)) first.
+ * the quantity (has(entry)) first; among low-precision runs, the one that
+ * shares the most logged steps with A (shared(a, b): a count, when known)
+ * - the run trained like A, not the alphabetically first.
  */
-export function defaultRuns(entries, has = () => true) {
+export function defaultRuns(entries, has = () => true, shared = null) {
   const sorted = [...entries].sort((x, y) => Number(has(y)) - Number(has(x)));
   const f32 = sorted.filter((e) => runPrecision(e) === 'float32');
+  const a = f32[0] || sorted.find((e) => runPrecision(e) !== 'low') || sorted[0];
   const low = sorted.filter((e) => runPrecision(e) === 'low');
-  const a = f32[0] || sorted.find((e) => !low.includes(e)) || sorted[0];
+  if (shared && a) {
+    const count = new Map(low.map((e) => [e.run, shared(a.run, e.run)]));
+    low.sort((x, y) => Number(has(y)) - Number(has(x)) || count.get(y.run) - count.get(x.run));
+  }
   const b = low.find((e) => e !== a) || sorted.find((e) => e !== a) || a;
   const noise = f32.find((e) => e !== a && e !== b) || null;
   return {a: a && a.run, b: b && b.run, noise: noise ? noise.run : ''};
@@ -46,7 +52,8 @@ export function verdict(summary, hasNoise) {
   const maxB = summary.max_abs_rel_difference === null ? null : Number(summary.max_abs_rel_difference);
   const base = {first: summary.first_exceeding_step ?? null, maxB, text: summary.verdict || '',
     level: noise.level === null || noise.level === undefined ? null : Number(noise.level),
-    ratio: noise.ratio === null || noise.ratio === undefined ? null : Number(noise.ratio)};
+    ratio: noise.ratio === null || noise.ratio === undefined ? null : Number(noise.ratio),
+    window: noise.window === null || noise.window === undefined ? null : Number(noise.window)};
   if (!hasNoise) return {kind: 'no-noise', ...base};
   if (summary.exceeds_noise === true) return {kind: 'beyond', ...base};
   if (summary.exceeds_noise === false) return {kind: 'within', ...base};

@@ -12,6 +12,7 @@ from tensorboard import errors
 from tb_gradlens import metadata
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import harm
+from tb_gradlens.analysis.coverage import comparison_note
 from tb_gradlens.analysis.coverage import step_offsets
 from tb_gradlens.analysis import findings
 from tb_gradlens.analysis import tolerances
@@ -108,8 +109,9 @@ def _headline(series, judgement, s, r, value, nonfinite):
 
 
 def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
-    """The headline of every run: worst divergence, first NaN, dead variables,
-    alert counts, and the step offsets its writers applied
+    """The headline of every run: worst divergence (and, for a run without
+    comparisons, why, when its writers said: ``no_comparison``), first NaN,
+    dead variables, alert counts, and the step offsets its writers applied
     (``coverage.step_offsets``)."""
     out = []
     for run in source.runs():
@@ -124,6 +126,7 @@ def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
         out.append({
             "run": run,
             "worst_divergence": worst_divergence(source, run, thresholds),
+            "no_comparison": comparison_note(source, run),
             "first_nonfinite_step": first_nf.step_first if first_nf else None,
             "first_nonfinite_variables": list(first_nf.variables) if first_nf else [],
             "disconnected_variables": _union(a.variables for a in alerts if a.code == codes.NONE_GRADIENT),

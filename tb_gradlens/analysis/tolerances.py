@@ -23,6 +23,7 @@ and steps afterwards): a display filter never changes a limit or a verdict.
 """
 
 import collections
+import dataclasses
 
 import numpy as np
 from tensorboard import errors
@@ -52,11 +53,11 @@ ComparisonContext = collections.namedtuple(
 )
 
 MEASURED_RULE = (
-    "%(column)s above the larger of stable_factor x the divergence of the stable-rounding pass (the reference "
-    "rounded to the candidate's dtype between layers) and, for gradients and the loss, half_batch_fraction x "
+    "%(column)s above the larger of %(stable_factor)g x the divergence of the stable-rounding pass (the reference "
+    "rounded to the candidate's dtype between layers) and, for gradients and the loss, %(half_batch_fraction)g x "
     "their sampling noise (the half batch's reference against the batch's), each the largest of the last "
-    "stable_window logged comparisons, and at least one rounding of the candidate's dtype; harmed when above "
-    "for held_comparisons logged comparisons in a row or immediate_factor x above at one."
+    "%(stable_window)d logged comparisons, and at least one rounding of the candidate's dtype; harmed (an alert) "
+    "when above for %(held_comparisons)d logged comparisons in a row or %(immediate_factor)g x above at one."
 )
 _FORMULA_RULES = {
     metadata.DIVERGENCE: (
@@ -230,7 +231,8 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
         basis[r] = ("reference at the rounding noise of its own computation (rel_l2 >= %.3g) at %d of %d "
                     "steps: true gradient 0, not judged there" % (levels[r], counts[r], n_steps))
         limits[:, r] = np.nan
-    rule = MEASURED_RULE % {"column": column} if measured.all() else _FORMULA_RULES[kind]
+    rule = (MEASURED_RULE % dict(dataclasses.asdict(thresholds), column=column) if measured.all()
+            else _FORMULA_RULES[kind])
     return Judgement(column, values, hit, above, noise, limits, basis, [rule_.code for rule_ in rules], cand,
                      depths, measured, rule)
 

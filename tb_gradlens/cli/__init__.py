@@ -68,7 +68,10 @@ def build_parser():
         epilog="examples:\n"
         "  tb-gradlens report logs/\n"
         "  tb-gradlens report logs/ --run 'bf16' --fail-on error   # CI gate\n"
-        "  tb-gradlens report logs/ --json > report.json",
+        "  tb-gradlens report logs/ --json > report.json\n\n"
+        "exit status: 0 ok (nothing at or above --fail-on), 1 with --fail-on: an alert at or above it, a run\n"
+        "lacking records its writer asked for, or (--fail-on warning) an event file not read in full\n"
+        "(damaged, truncated, two writers), 2 usage, 3 logdir/run not readable, 4 internal error",
         formatter_class=formatter,
     )
     _add_logdir(report)
@@ -125,7 +128,8 @@ def build_parser():
         "  tb-gradlens export logs/ --format csv -o gradlens.csv\n"
         "  tb-gradlens export logs/ --format json --kind divergence -o div.jsonl\n"
         "pandas:\n"
-        "  pd.read_csv('gradlens.csv')        pd.read_json('div.jsonl', lines=True)",
+        "  pd.read_csv('gradlens.csv')        pd.read_json('div.jsonl', lines=True)\n\n"
+        "exit status: 0 exported, 2 usage, 3 logdir/run not readable, 4 internal error",
         formatter_class=formatter,
     )
     _add_logdir(export)
@@ -146,7 +150,9 @@ def build_parser():
         "during training.",
         epilog="examples:\n"
         "  tb-gradlens advise logs/\n"
-        "  tb-gradlens advise logs/ --run bf16 --json",
+        "  tb-gradlens advise logs/ --run bf16 --json\n\n"
+        "exit status: 0 advice printed, 2 usage, 3 logdir/run not readable or no run has advice,\n"
+        "4 internal error",
         formatter_class=formatter,
     )
     _add_logdir(advise)
@@ -163,7 +169,8 @@ def build_parser():
         epilog="examples:\n"
         "  tb-gradlens demo\n"
         "  tb-gradlens demo --logdir /tmp/gradlens_demo --port 6006\n"
-        "  tb-gradlens demo --steps 50 --no-serve",
+        "  tb-gradlens demo --steps 50 --no-serve\n\n"
+        "exit status: 0 trained (and served until Ctrl-C), 2 usage, 4 internal error, 130 interrupted",
         formatter_class=formatter,
     )
     demo.add_argument("--logdir", default="/tmp/gradlens_demo")

@@ -130,6 +130,29 @@ def open_output(path):
         raise CommandError("cannot write %s: %s" % (path, e.strerror or e), EXIT_OUTPUT) from None
 
 
+def known_runs_text(runs, limit=20):
+    """"a, b, c" (the first ``limit`` and how many more) of run names, printable."""
+    shown = ", ".join(printable(r) for r in runs[:limit])
+    return (shown + (" and %d more" % (len(runs) - limit) if len(runs) > limit else "")) or "none"
+
+
+def require_runs(loaded, names):
+    """CommandError (exit 3) "no such run" for the first of ``names`` that is
+    no run of the logdir (a run directory holding event files), with the
+    runs it has: a mistyped run is said as such, not as a missing quantity."""
+    for name in names:
+        if name is not None and name not in loaded.runs:
+            raise CommandError("no such run %r in %s; its runs: %s"
+                               % (printable(name), printable(loaded.logdir), known_runs_text(loaded.runs)))
+
+
+def unread_files(loaded, runs):
+    """The logdir's problems that leave steps of ``runs`` unread (a damaged
+    or truncated event file, two writers, a run read only up to an error)."""
+    return [p for p in loaded.problems if (p.run in runs or p.run is None)
+            and (p.kind in ("damaged", "overlap") or (p.kind == "skipped" and p.run is not None))]
+
+
 def dumps(obj):
     """JSON with NaN/Infinity as the strings the HTTP routes use."""
     from tb_gradlens.json_encoding import encode_json

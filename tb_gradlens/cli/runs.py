@@ -18,7 +18,8 @@ def compare_runs(args):
 
     if args.fail_on and not args.noise_floor:
         raise CommandError("--fail-on beyond-noise needs a noise floor: --noise-floor RUN_C", EXIT_USAGE)
-    source, _ = common.open_source(args)
+    source, loaded = common.open_source(args)
+    common.require_runs(loaded, [args.run_a, args.run_b, args.noise_floor])
     quantity = analysis.Quantity(kind=args.kind, tag=args.tag, row=args.row, column=args.column)
     try:
         result = analysis.compare_runs(source, args.run_a, args.run_b, quantity, args.noise_floor)

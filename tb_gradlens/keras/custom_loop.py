@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from tb_gradlens import compare
 from tb_gradlens import distribute
+from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
@@ -101,7 +102,12 @@ class GradLens:
             return tf.constant(True)
 
         with safety.guard(cause):
-            return tf.cond(due, branch, lambda: tf.constant(False))
+            out = tf.cond(due, branch, lambda: tf.constant(False))
+            if distribute.replica_context() is None:
+                # A functional If runs only the branch taken, and leaves no Merge node with a control
+                # input for Grappler's loop optimizer to warn about ("Skipping loop optimization").
+                keras_private.keep_branches_unlowered(out)
+            return out
         return tf.constant(False)
 
     def log_gradients(self, grads, variables, step):
