@@ -302,6 +302,13 @@ RANDOM_FUNCTIONS = {
 }
 
 
+def drawn_by_initializer(frame):
+    """Whether ``frame`` (the caller of a ``random_module`` function) is a
+    Keras initializer (``keras.src.initializers``): a weight initialized
+    where a pass first builds a layer, not a draw of the training step."""
+    return frame is not None and frame.f_globals.get("__name__", "").startswith("keras.src.initializers")
+
+
 def concrete_noise_shape(inputs, noise_shape):
     """The shape of a dropout draw, as Keras computes it
     (``random._get_concrete_noise_shape``)."""

@@ -314,3 +314,42 @@ def test_transformer_with_dropout_matches_the_lens_comparison_and_groups_its_lay
     grouped = tb_gradlens.advise(model, (x, y), max_units=3).advice
     assert len(grouped.units) == 3 and grouped.units[0]["name"].startswith("embedding .. ")
     assert grouped.cost["passes"] == 2 * 3 + BASELINE
+
+
+@pytest.mark.parametrize("traced", [True, False])
+def test_an_unbuilt_subclassed_model_is_advised_and_built_as_keras_builds_it(traced):
+    """An unbuilt model is built by the advisor's first pass: its weights'
+    initializers draw as Keras draws them, not as a shared random draw of the
+    comparison (traced, one drawn in Keras' scratch graph was replayed into
+    another graph: InaccessibleTensorError)."""
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.hidden = keras.layers.Dense(16, activation="relu")
+            self.out = keras.layers.Dense(4)
+            self.softmax = keras.layers.Activation("softmax", dtype="float32")
+
+        def call(self, x):
+            return self.softmax(self.out(self.hidden(x)))
+
+    def build(advised):
+        keras.utils.set_random_seed(7)
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        try:
+            model = Net()
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+        x = np.random.default_rng(0).normal(size=(16, 8)).astype("float32")
+        y = np.arange(16, dtype="int32") % 4
+        if advised:
+            advice = tb_gradlens.advise(model, (x, y), traced=traced).advice
+            assert advice.recommendation["met"]
+        else:
+            model(x)
+        return model
+
+    advised, plain = build(True), build(False)
+    for a, b in zip(advised.weights, plain.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

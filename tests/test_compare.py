@@ -318,3 +318,41 @@ def test_an_eager_comparison_of_a_recurrent_model_pairs_its_layers(tmp_path):
     assert np.isfinite(act_data[0].numpy[:, 0]).all()
     (grad_record, _), = records_of_kind(records, "run", metadata.DIVERGENCE).values()
     assert len(grad_record.rows) == len(model.trainable_variables)
+
+
+@pytest.mark.parametrize("eager", [True, False])
+def test_an_unbuilt_subclassed_model_is_built_as_keras_builds_it_then_compared(eager):
+    """compare_keras on a model never called: built on the batch first, its
+    initializers drawing as Keras draws them (a pass that built it compared
+    no gradient eagerly, and traced replayed an initializer's draw made in
+    Keras' scratch graph: InaccessibleTensorError)."""
+    import keras
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.hidden = keras.layers.Dense(16, activation="relu")
+            self.logits = keras.layers.Dense(4)
+
+        def call(self, x):
+            return self.logits(self.hidden(x))
+
+    def build():
+        keras.utils.set_random_seed(5)
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        try:
+            model = Net()
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+        model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return model
+
+    x = tf.constant(np.random.default_rng(0).normal(size=(8, 8)).astype("float32"))
+    y = tf.constant(np.arange(8) % 4)
+    compared, plain = build(), build()
+    comparison = compare.compare_keras(compared, x, y, eager=eager)
+    plain(x)
+    assert len(comparison.candidate_gradients) == len(compared.trainable_variables) == 4
+    for a, b in zip(compared.weights, plain.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert np.isfinite(comparison.gradient_divergence.numpy()[:, 0]).all()

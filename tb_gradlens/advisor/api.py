@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from tb_gradlens import compare
 from tb_gradlens import safety
 from tb_gradlens import summary_v2
 from tb_gradlens.advisor import limits
@@ -75,7 +76,8 @@ def advise(model, data, log_dir=None, tolerance=None, max_units=MAX_UNITS, trace
     Nothing in the model changes.
 
     Args:
-      model: a compiled, built Keras 3 model with 16-bit layers.
+      model: a compiled Keras 3 model with 16-bit layers (an unbuilt one
+        is built on the batch first).
       data: one batch ``(x, y[, sample_weight])`` or a dataset (its first batch).
       log_dir: also write the ``advice`` record there (at ``step``).
       tolerance: the harm index to reach (None: 1, every judged row within
@@ -93,6 +95,7 @@ def advise(model, data, log_dir=None, tolerance=None, max_units=MAX_UNITS, trace
         payload = rounds.not_attributable_payload(model, WRITER, reason)
     else:
         batch = as_batch(data)
+        compare.built_on(model, batch[0])
         measurer = rounds.new_measurer(model, max_units, traced)
         one_round = rounds.Round(measurer, WRITER, tolerance, None, max_verifications)
         payload = one_round.measure(batch, step)

@@ -62,6 +62,14 @@ def stable_pass_for(model, reference, candidate, activations=True, optimizer=Non
     return StableRoundingPass(model, reference, candidate, activations, optimizer)
 
 
+def built_on(model, x):
+    """Build an unbuilt ``model`` on the batch ``x`` as its first training
+    step would (Keras' initializers drawing as Keras draws them), before any
+    pass: a pass that builds it differentiates no variable."""
+    if not model.built and tf.executing_eagerly():
+        model(x)
+
+
 def compare_keras(model, x, y=None, sample_weight=None, reference="float32", candidate=None,
                   activations=True, passes=None, surrounding_jit=False, candidate_outcome=None,
                   state_values=None, candidate_gradients=None, candidate_loss=None, eager=None, stable=True):
@@ -112,6 +120,7 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
       (the step's own) or "recomputed".
     """
     reference, candidate = as_variant(reference), as_variant(candidate)
+    built_on(model, x)
     variables = model.trainable_variables
     eager = tf.executing_eagerly() if eager is None else bool(eager)
     if candidate_gradients is not None and not candidate.is_model_as_configured(surrounding_jit):

@@ -27,6 +27,7 @@ draws the step's own numbers; a pass compiled otherwise replays them
 """
 
 import inspect
+import sys
 import threading
 
 import keras
@@ -68,7 +69,9 @@ def _wrapper(name, original):
 
     def shared_draw(*args, **kwargs):
         draws = getattr(_local, "draws", None)
-        if draws is None:
+        if draws is None or keras_private.drawn_by_initializer(sys._getframe(1)):
+            # (a weight initialized as the pass builds a layer: Keras' draw, in
+            # whatever graph Keras builds in, not one the passes share)
             return original(*args, **kwargs)
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
