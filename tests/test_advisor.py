@@ -25,6 +25,7 @@ import readback
 import tb_gradlens
 from tb_gradlens import metadata
 from tb_gradlens import reading
+from tb_gradlens import records as records_module
 from tb_gradlens.advisor import api
 from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens.keras import GradLensCallback
@@ -66,6 +67,26 @@ def test_the_bad_layer_is_ranked_first_recommended_alone_and_verified():
     assert bad["output_born"] > 10 * bad["output_inherited"]
     # the code applies exactly the recommendation
     assert 'model.get_layer("naive_norm").dtype_policy = "float32"' in result.code()
+
+
+def test_a_recommended_group_is_narrowed_to_the_bad_layer_and_its_record_reads_back(tmp_path):
+    """With the layers grouped (a deep model's case), the group holding the
+    bad layer is recommended and narrowed to that layer: ``float32`` names
+    the measured group, ``layers`` the narrowed layer, and the record reads
+    back (a narrowed name in ``float32`` failed its own validation)."""
+    result = tb_gradlens.advise(_bad_model(), _batch(), max_units=2, log_dir=str(tmp_path))
+    advice = result.advice
+    rec = advice.recommendation
+    names = [u["name"] for u in advice.units]
+    assert len(names) == 2 and rec["float32"] and set(rec["float32"]) <= set(names)
+    (group,) = [u for u in advice.units if u["name"] in rec["float32"]]
+    assert len(group["layers"]) > 1 and BAD in group["layers"]
+    assert rec["layers"] == [BAD] and rec["met"] and rec["after"] <= advice.tolerance < advice.before
+    assert result.float32_layers == [BAD]
+    records = readback.read_records(str(tmp_path))
+    _, data = readback.only_tag(records, ".", metadata.ADVICE)
+    logged = records_module.read_advice(json.loads(np.asarray(data[-1].numpy).item()))
+    assert logged.recommendation["float32"] == rec["float32"] and logged.recommendation["layers"] == [BAD]
 
 
 def test_a_healthy_model_gets_no_recommendation():

@@ -124,19 +124,21 @@ class Round:
             if narrowed:
                 verified = self._verify(groups, batch, base)
                 narrowed += 1
-        return self._payload(batch, base, step, groups, predicted, verified, verifications + narrowed,
+        return self._payload(batch, base, step, kept, groups, predicted, verified, verifications + narrowed,
                              tolerance, basis)
 
     def _verify(self, groups, batch, base):
         layers = [layer for tops in groups for layer in units_module.unit_of(tops).layers]
         return self.measurer.verify(layers, batch, base, self._tolerance()[0])
 
-    def _payload(self, batch, base, step, groups, predicted, verified, verifications, tolerance, basis):
+    def _payload(self, batch, base, step, kept, groups, predicted, verified, verifications, tolerance, basis):
+        """The advice record: ``float32`` names the measured units ``kept``,
+        ``layers`` the layers of their narrowed ``groups``."""
         measurer, model = self.measurer, self.measurer.model
         kept_units = [units_module.unit_of(tops) for tops in groups]
         after = base.harm.index if verified is None else verified.harm
         recommendation = records.advice_recommendation(
-            [u.name for u in kept_units],
+            [measurer.units[k].name for k in kept],
             [path for u in kept_units for path in u.paths],
             {"predicted": predicted, "after": after,
              "gradient_after": base.divergence if verified is None else verified.divergence,
