@@ -297,7 +297,8 @@ def test_transformer_with_dropout_matches_the_lens_comparison_and_groups_its_lay
     assert [u["name"] for u in advice.units][:2] == ["embedding", "mha_0"]
     assert advice.recommendation["float32"] == [] and advice.before <= advice.tolerance
     # The advisor's candidate and reference are the lens's own comparison (same masks).
-    comparison = compare.compare_keras(model, tf.constant(x), tf.constant(y))
+    # (traced, as the traced measurer: an eager call computes eagerly, which oneDNN rounds otherwise)
+    comparison = compare.compare_keras(model, tf.constant(x), tf.constant(y), eager=False)
     c = [tf.convert_to_tensor(g).numpy().astype(np.float64) for g in comparison.candidate_gradients]
     r = [tf.convert_to_tensor(g).numpy().astype(np.float64) for g in comparison.reference_gradients]
     from tb_gradlens.advisor import rounds
