@@ -11,8 +11,10 @@ from tensorboard import errors
 
 from tb_gradlens import metadata
 from tb_gradlens.analysis import codes
-from tb_gradlens.analysis.coverage import step_offsets
 from tb_gradlens.analysis import findings
+from tb_gradlens.analysis import replays
+from tb_gradlens.analysis.coverage import step_offsets
+from tb_gradlens.analysis.loss_scale import optimizer_steps
 from tb_gradlens.analysis import tolerances
 
 
@@ -42,14 +44,15 @@ def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
     compared value became non-finite: the first such step wins.
     """
     best = None
+    benign, _ = findings.nonfinite_context(source, run, thresholds)
     for entry in source.entries(run):
         if entry.kind not in codes.DIVERGENCE_KINDS:
             continue
         try:
             context = tolerances.context_of(source, entry)
             found = source.cached(
-                ("worst", thresholds, context), entry,
-                lambda e=entry, c=context: _Found(_worst_of(source.series(e.run, e.tag), c, thresholds)),
+                ("worst", thresholds, context, benign), entry,
+                lambda e=entry, c=context: _Found(_worst_of(source.series(e.run, e.tag), c, thresholds, benign)),
             ).value
         except errors.InvalidArgumentError:
             continue
@@ -58,15 +61,16 @@ def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
     return best
 
 
-def _worst_of(series, context, thresholds):
+def _worst_of(series, context, thresholds, benign=()):
     if len(series.steps) == 0:
         return None
     if tolerances.is_replica_disagreement(series.record):
         return None  # replicas see different examples: not a divergence
     judgement = tolerances.judge(series, context, thresholds)
     judged = np.array([v is not None for v in judgement.limits])
-    values = np.where(judgement.noise | ~judged[None, :], -np.inf, judgement.values)
-    bad = _nonfinite_counts(series) > 0
+    skip = np.isin(series.steps, np.asarray(benign, np.int64))[:, None]  # loss-scale skips: never applied
+    values = np.where(judgement.noise | ~judged[None, :] | skip, -np.inf, judgement.values)
+    bad = (_nonfinite_counts(series) > 0) & ~skip
     if bad.any():
         s = int(np.argmax(bad.any(axis=1)))
         r = int(np.argmax(bad[s]))
@@ -112,10 +116,14 @@ def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
         counts = {s: 0 for s in codes.SEVERITIES}
         for a in alerts:
             counts[a.severity] += 1
-        # Gradients first (what the optimizer applies), then any compared record.
-        nonfinite = [a for a in alerts if a.code == codes.NONFINITE and a.view["name"] == metadata.GRAD_STATS]
+        # The replayed first non-finite step (checked on every step), then the
+        # gradients (what the optimizer applies), then any compared record.
+        nonfinite = [a for a in alerts if a.code == codes.NONFINITE and a.view["name"] == metadata.NONFINITE_REPLAY]
+        nonfinite = nonfinite or [a for a in alerts
+                                  if a.code == codes.NONFINITE and a.view["name"] == metadata.GRAD_STATS]
         nonfinite = nonfinite or [a for a in alerts if a.code == codes.NONFINITE]
         first_nf = min(nonfinite, key=lambda a: a.step_first) if nonfinite else None
+        offsets = step_offsets(source, run)
         out.append({
             "run": run,
             "worst_divergence": worst_divergence(source, run, thresholds),
@@ -124,9 +132,20 @@ def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
             "disconnected_variables": _union(a.variables for a in alerts if a.code == codes.NONE_GRADIENT),
             "zero_gradient_variables": _union(a.variables for a in alerts if a.code == codes.ZERO_GRADIENT),
             "alert_counts": counts,
-            "step_offsets": step_offsets(source, run),
+            "step_offsets": offsets,
+            "nonfinite_replay": _first_replay(source, run),
+            "optimizer_steps": optimizer_steps(source, run, thresholds, offsets),
         })
     return out
+
+
+def _first_replay(source, run):
+    try:
+        found = replays.run_replays(source, run)
+    except errors.InvalidArgumentError:
+        return None
+    return dict(replays.detail(found[0]), candidate_label=found[0]["candidate_label"],
+                reference_label=found[0]["reference_label"]) if found else None
 
 
 def _union(lists):

@@ -31,7 +31,8 @@ candidate's accumulated error is what the comparison shows).  Use
 
 Modules: ``variants`` (Variant, Comparison), ``functions`` (compare_fn),
 ``keras_passes`` (KerasPass, compare_keras), ``randomness`` (shared random
-draws), ``instruments`` (layer calls seen by a pass), ``dtype_maps``.
+draws), ``instruments`` (layer calls seen by a pass), ``dtype_maps``,
+``replay`` (a non-finite step replayed as configured and in float32).
 """
 
 from tb_gradlens.compare.dtype_maps import dominant_policy  # noqa: F401
@@ -48,6 +49,9 @@ from tb_gradlens.compare.keras_passes import owner_compute_dtypes  # noqa: F401
 from tb_gradlens.compare.keras_passes import seed_states  # noqa: F401
 from tb_gradlens.compare.keras_passes import switched_policies  # noqa: F401
 from tb_gradlens.compare.randomness import SharedDraws  # noqa: F401
+from tb_gradlens.compare.replay import Replay  # noqa: F401
+from tb_gradlens.compare.replay import ReplayPasses  # noqa: F401
+from tb_gradlens.compare.replay import replay_step  # noqa: F401
 from tb_gradlens.compare.variants import POLICIES  # noqa: F401
 from tb_gradlens.compare.variants import Comparison  # noqa: F401
 from tb_gradlens.compare.variants import Variant  # noqa: F401
