@@ -105,6 +105,37 @@ def test_healthy_float16_runs_with_loss_scale_skips_are_not_errors_and_log_one_s
     assert headline["optimizer_steps"]["last_iteration"] == 9 - int(skipped[:-1].sum())
 
 
+def test_healthy_float16_run_under_xla_records_its_skips_around_the_compiled_step(tmp_path):
+    """Under jit_compile=True the lens stays out of the compiled step: the
+    loss scale read before and after it tells the skips; training is
+    bit-identical; the replay is said to be unsupported, without a warning
+    (nobody asked for it)."""
+    x, y = _images(10 * BATCH)
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=3, compare_every=0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", safety.GradLensWarning)
+        plain, lensed, (want, got) = _fit_twice(lambda: real_models.bn_dropout_cnn("mixed_float16"), x, y, callback,
+                                                {"jit_compile": True})
+    np.testing.assert_array_equal(got, want)
+    for a, b in zip(_state(plain), _state(lensed)):
+        np.testing.assert_array_equal(a, b)
+    skipped_updates = 10 - int(lensed.optimizer.iterations.numpy())
+    kinds = _by_kind(read_records(str(tmp_path)))
+    (_, _, opt), = kinds[metadata.OPTIMIZER_STEP]
+    columns = list(metadata.OPTIMIZER_STEP_COLUMNS)
+    skips = [d.step for d in opt if d.numpy[0, columns.index("skipped")] == 1]
+    assert len(skips) == skipped_updates
+    assert all(np.isnan(d.numpy[0, columns.index("loss_nonfinite")]) for d in opt)  # not seen under XLA
+    assert sorted({d.step for d in opt} - set(skips)) == [0, 3, 6, 9]
+    source = source_of(str(tmp_path))
+    alerts, _ = analysis.run_alerts(source)
+    assert [a for a in alerts if a.severity == analysis.ERROR] == []
+    (lens,) = analysis.coverage(source, "run")["unsupported"]
+    assert lens["kinds"] == [metadata.NONFINITE_REPLAY] and "jit_compile=True" in lens["reason"]
+
+
 class AttentionLogits(keras.layers.Layer):
     """q . k^T without the 1/sqrt(d) scaling attention layers apply."""
 

@@ -54,15 +54,20 @@ class Replay:
 
 
 class ReplayPasses:
-    """The two passes of a replay (traced once, reused)."""
+    """The two passes of a replay (traced once, reused).  The candidate
+    scales the loss as ``optimizer`` does (a float16 step overflows in its
+    scaled backward pass); the reference computes the plain loss, so it is
+    the float32 pass of a comparison and can be that pass
+    (``reference_pass``: a ``KerasPass`` of ``Variant(reference)`` with
+    activations, already traced into the step)."""
 
-    def __init__(self, model, reference="float32", optimizer=None):
+    def __init__(self, model, reference="float32", optimizer=None, reference_pass=None):
         if reference not in REFERENCES:
             raise ValueError("tb_gradlens: a non-finite step is replayed in %s, not %r" % (
                 " or ".join(REFERENCES), reference))
         self.model = model
         self.candidate = KerasPass(model, Variant(None), activations=True, optimizer=optimizer)
-        self.reference = KerasPass(model, Variant(reference), activations=True, optimizer=optimizer)
+        self.reference = reference_pass or KerasPass(model, Variant(reference), activations=True)
 
 
 def replay_step(model, x, y=None, sample_weight=None, state_values=None, reference="float32",
@@ -70,9 +75,10 @@ def replay_step(model, x, y=None, sample_weight=None, state_values=None, referen
     """Replay one training step of ``model`` as configured and in
     ``reference`` ("float32" or "float64"): same weights, batch, seed states
     (``state_values``, read before the step) and random draws; with
-    ``optimizer`` the loss is scaled and the gradients unscaled as it does.
-    Nothing in the model changes.  Runs eagerly when the caller does
-    (``eager``), else traced.  Returns a ``Replay``."""
+    ``optimizer`` the candidate scales the loss and unscales the gradients
+    as it does.  Nothing in the model changes.  Runs eagerly when the
+    caller does (``eager``), else traced.  Returns a ``Replay`` (its
+    gradients unscaled in both settings)."""
     passes = passes or ReplayPasses(model, reference, optimizer)
     eager = tf.executing_eagerly() if eager is None else bool(eager)
     run_cand, run_ref = _runner(passes.candidate, eager), _runner(passes.reference, eager)

@@ -59,19 +59,33 @@ def all_finite(tensors):
     return tf.reduce_all(tf.stack(checks)) if checks else tf.constant(True)
 
 
-class Check:
-    """What ``StepWatch.check`` found before the update."""
+def sums(tensors):
+    """float32 ``[n]``: the sum of each tensor (None: 0), summed in float32:
+    non-finite exactly when an element is (a finite sum past 3.4e38 would
+    need elements near float32's largest).  One reduction over the
+    gradients, the per-step check."""
+    out = [tf.reduce_sum(tf.cast(t.values if isinstance(t, tf.IndexedSlices) else t, tf.float32))
+           for t in tensors if t is not None]
+    return tf.stack(out) if out else tf.zeros([0], tf.float32)
 
-    def __init__(self, iteration, scale, grads_ok, loss_ok, skipped, trouble):
-        self.iteration, self.scale = iteration, scale
-        self.grads_ok, self.loss_ok, self.skipped, self.trouble = grads_ok, loss_ok, skipped, trouble
+
+class Check:
+    """What ``StepWatch.check`` found before the update: ``bad`` (a
+    gradient or the loss not finite: the rare branch ran) and the
+    optimizer's step and loss scale then."""
+
+    def __init__(self, bad, iteration, scale):
+        self.bad, self.iteration, self.scale = bad, iteration, scale
 
 
 class ReplaySlot:
-    """The replay's passes, its buffer and its record (one per model)."""
+    """The replay's passes, its buffer and its record (one per model).
+    ``reference_pass``: a comparison's float32 pass to share (a pass traced
+    into the step once: MLP +0.6 s, transformer +6.7 s on the first call,
+    BENCHMARKS.md "Non-finite steps")."""
 
-    def __init__(self, model, reference, optimizer, slots):
-        self.passes = compare.ReplayPasses(model, reference, optimizer)
+    def __init__(self, model, reference, optimizer, slots, reference_pass=None):
+        self.passes = compare.ReplayPasses(model, reference, optimizer, reference_pass)
         self.max_rows = 4 * max(1, len(compare.model_layers(model))) + 1 + len(model.trainable_variables)
         self.ring = StepRing(slots, {"replay": [self.max_rows, len(metadata.NONFINITE_REPLAY_COLUMNS)]})
         self.rows, self.extras = [], None
@@ -119,39 +133,75 @@ class StepWatch:
         self.armed = self.loss_scaling or self.replays or self.stops
         spe = int(getattr(model, "steps_per_execution", 1) or 1)
         self.ring = StepRing(spe, {"optimizer": [1, len(metadata.OPTIMIZER_STEP_COLUMNS)]})
-        self.replay = ReplaySlot(model, self.reference, self.optimizer, spe) if self.replays else None
-        self.skips_in_row = distribute.buffer(tf.constant(0, tf.int64))
-        self.updated = distribute.buffer(tf.constant(False))  # an update was applied (the scale found its level)
+        shared = [slot.passes[0] for slot in tap.slots if slot.activations
+                  and slot.passes[0].variant == compare.Variant(self.reference)]
+        self.replay = (ReplaySlot(model, self.reference, self.optimizer, spe, shared[0] if shared else None)
+                       if self.replays else None)
+        # Skips in a row, counted on the steps that are not finite only: the
+        # last skipped step and the length of its run; the first step of the
+        # session (an update before a run of skips: the scale found its level).
+        self.last_skip = distribute.buffer(tf.constant(-2, tf.int64))
+        self.in_row = distribute.buffer(tf.constant(0, tf.int64))
+        self.session_start = distribute.buffer(tf.constant(0, tf.int64))
         self.replayed = distribute.buffer(tf.constant(False))
         self.stopped = distribute.buffer(tf.constant(False))
 
     # -- without XLA: around the optimizer's update --------------------------------
 
     def check(self, step, grads, loss, capture):
-        """Before the update: what the gradients and loss are, and the
-        replay of the first step in trouble.  None when not armed."""
+        """Before the update: one reduction over the gradients and the loss;
+        only when one is not finite, one conditional records the step,
+        counts the skip and replays the first step in trouble (see the
+        module).  None when not armed."""
         if not self.armed:
             return None
-        iteration = tf.identity(tf.convert_to_tensor(self.optimizer.iterations.value))
-        scale = self._scale()
-        grads_ok = all_finite(grads)
-        loss_ok = tf.constant(True) if loss is None else tf.reduce_all(tf.math.is_finite(loss))
+        totals = sums(list(grads) + ([] if loss is None else [loss]))
+        bad = tf.logical_not(tf.reduce_all(tf.math.is_finite(totals)))
+        n_grads = len([g for g in grads if g is not None])
+        from tb_gradlens.keras.tap import GRADIENTS
+        from tb_gradlens.keras.tap import when
+
+        when(self.tap.status, "the check of a non-finite step", (metadata.OPTIMIZER_STEP,), bad,
+             lambda: self._nonfinite(step, totals, n_grads, loss is not None, capture), name=self.tap.status.name)
+        if not (self.tap.logs_gradients and self.tap.includes(GRADIENTS)):
+            return Check(bad, None, None)  # (nothing read on a step that logs nothing)
+        return Check(bad, self._iteration(), self._scale())
+
+    def _iteration(self):
+        return tf.identity(tf.convert_to_tensor(self.optimizer.iterations.value))
+
+    def _nonfinite(self, step, totals, n_grads, has_loss, capture):
+        """A step whose gradients or loss are not finite (before its update:
+        the optimizer's variables it reads are read before the update
+        writes them)."""
+        iteration, scale = self._iteration(), self._scale()
+        grads_ok = tf.reduce_all(tf.math.is_finite(totals[:n_grads]))
+        loss_ok = tf.reduce_all(tf.math.is_finite(totals[n_grads:])) if has_loss else tf.constant(True)
         if self.loss_scaling:
             skipped = tf.logical_not(grads_ok)
+            step = tf.cast(step, tf.int64)
+            in_row = tf.where(tf.equal(self.last_skip.read_value(), step - 1), self.in_row.read_value() + 1,
+                              tf.constant(1, tf.int64))
+            # An update was applied before this run of skips: every skip comes through here.
+            updated = step - in_row + 1 > self.session_start.read_value()
             collapse = tf.logical_or(scale * 0.5 < LOSS_SCALE_FLOOR,
-                                     tf.logical_and(self.updated.read_value(),
-                                                    self.skips_in_row.read_value() + 1 > SKIPS_IN_ROW))
+                                     tf.logical_and(updated, in_row > SKIPS_IN_ROW))
             trouble = tf.logical_or(tf.logical_not(loss_ok), tf.logical_and(skipped, collapse))
+            self.in_row.assign(tf.where(skipped, in_row, self.in_row.read_value()))
+            self.last_skip.assign(tf.where(skipped, step, self.last_skip.read_value()))
+            next_scale = tf.where(skipped, scale * 0.5, scale)  # (what LossScaleOptimizer does)
         else:
-            skipped = tf.constant(False)
-            trouble = tf.logical_not(tf.logical_and(grads_ok, loss_ok))
+            skipped, trouble, next_scale = tf.constant(False), tf.constant(True), scale
         if self.replays and capture is not None:
             from tb_gradlens.keras.tap import when
 
             when(self.tap.status, REPLAY_WHAT, (metadata.NONFINITE_REPLAY,),
                  tf.logical_and(trouble, tf.logical_not(self.replayed.read_value())),
                  lambda: self._replay(step, capture), name=self.tap.status.name)
-        return Check(iteration, scale, grads_ok, loss_ok, skipped, trouble)
+        if self.stops:
+            self.stopped.assign(tf.logical_or(self.stopped.read_value(), trouble))
+        self._record(step, iteration, scale, next_scale, skipped, tf.logical_not(loss_ok))
+        return tf.constant(True)
 
     def _replay(self, step, capture):
         self.replay.run(self.tap.model, capture, step)
@@ -164,30 +214,27 @@ class StepWatch:
         if check is None or not self.stops:
             return apply()
 
-        def stop():
-            self.stopped.assign(True)
-            return tf.constant(True)
-
         def go():
             apply()
             return tf.constant(True)
 
-        tf.cond(tf.logical_or(self.stopped.read_value(), check.trouble), stop, go)
+        tf.cond(self.stopped.read_value(), lambda: tf.constant(False), go)
         return None
 
     def after(self, step, check, logs_gradients):
-        """After the update: the loss scale it left, the skip count, and the
-        ``optimizer_step`` record when the step logs gradients or was not
-        finite."""
-        if check is None:
+        """After the update of a logged gradient step that was finite: its
+        ``optimizer_step`` record (the scale the update left)."""
+        if check is None or not logs_gradients:
             return
-        self.skips_in_row.assign(tf.where(check.skipped, self.skips_in_row.read_value() + 1, 0))
-        self.updated.assign(tf.logical_or(self.updated.read_value(), tf.logical_not(check.skipped)))
-        notable = tf.logical_not(tf.logical_and(check.grads_ok, check.loss_ok))
-        if logs_gradients:
-            notable = tf.logical_or(notable, self.tap.gradient_due(step))
-        self._record_when(notable, step, check.iteration, check.scale, check.skipped,
-                          tf.logical_not(check.loss_ok))
+        from tb_gradlens.keras.tap import when
+
+        def record():
+            self._record(step, check.iteration, check.scale, self._scale(), tf.constant(False), tf.constant(False))
+            return tf.constant(True)
+
+        when(self.tap.status, "optimizer step record", (metadata.OPTIMIZER_STEP,),
+             tf.logical_and(self.tap.gradient_due(step), tf.logical_not(check.bad)), record,
+             name=self.tap.status.name)
 
     # -- under XLA: around the compiled step ----------------------------------------
 
@@ -197,12 +244,20 @@ class StepWatch:
         (NaN in the record)."""
         if not self.loss_scaling:
             return run()
-        iteration = tf.identity(tf.convert_to_tensor(self.optimizer.iterations.value))
-        scale = self._scale()
+        from tb_gradlens.keras.tap import when
+
+        iteration, scale = self._iteration(), self._scale()
         out = run()
-        skipped = self._scale() < scale
+        after = self._scale()
+        skipped = after < scale
         notable = tf.logical_or(skipped, self.tap.gradient_due(step)) if logs_gradients else skipped
-        self._record_when(notable, step, iteration, scale, skipped, tf.constant(float("nan")))
+
+        def record():
+            self._record(step, iteration, scale, after, skipped, tf.constant(float("nan")))
+            return tf.constant(True)
+
+        when(self.tap.status, "optimizer step record", (metadata.OPTIMIZER_STEP,), notable, record,
+             name=self.tap.status.name)
         return out
 
     # -- both ------------------------------------------------------------------------
@@ -213,17 +268,15 @@ class StepWatch:
             return tf.constant(float("nan"))
         return tf.identity(tf.cast(tf.convert_to_tensor(variable.value), tf.float32))
 
-    def _record_when(self, notable, step, iteration, scale, skipped, loss_nonfinite):
-        from tb_gradlens.keras.tap import when
+    def _record(self, step, iteration, scale, next_scale, skipped, loss_nonfinite):
+        """Put the ``optimizer_step`` record of ``step`` (inside a conditional)."""
+        row = tf.stack([tf.cast(iteration, tf.float32), scale, tf.cast(next_scale, tf.float32),
+                        tf.cast(skipped, tf.float32), tf.cast(loss_nonfinite, tf.float32)])
+        self.ring.put(step, {"optimizer": row[tf.newaxis]})
 
-        def record():
-            row = tf.stack([tf.cast(iteration, tf.float32), scale, self._scale(), tf.cast(skipped, tf.float32),
-                            tf.cast(loss_nonfinite, tf.float32)])
-            self.ring.put(step, {"optimizer": row[tf.newaxis]})
-            return tf.constant(True)
-
-        when(self.tap.status, "optimizer step record", (metadata.OPTIMIZER_STEP,), notable, record,
-             name=self.tap.status.name)
+    def begin(self, first_step):
+        """Outside the step, when training starts at train step ``first_step``."""
+        self.session_start.assign(first_step)
 
     def stop_requested(self):
         """Outside the step: whether an update was held back (host read)."""

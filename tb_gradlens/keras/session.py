@@ -209,6 +209,7 @@ class Session:
         first = int(self.tap.counter.numpy())  # the optimizer's step at the start, else where it left off
         self._lead = first - int(self.model.optimizer.iterations.numpy())
         self.next_step = first
+        self.tap.watch.begin(first)
         self.sink.offset = writing.step_offset(self.callback.log_dir, first, self.sink.offset)
         self.status.step_offset = self.sink.offset
         self.status.expected = []
