@@ -108,8 +108,8 @@ def test_healthy_float16_runs_with_loss_scale_skips_are_not_errors_and_log_one_s
 def test_healthy_float16_run_under_xla_records_its_skips_around_the_compiled_step(tmp_path):
     """Under jit_compile=True the lens stays out of the compiled step: the
     loss scale read before and after it tells the skips; training is
-    bit-identical; the replay is said to be unsupported, without a warning
-    (nobody asked for it)."""
+    bit-identical.  The replay ("auto") is off there, silently; asked for
+    explicitly it is said to be unsupported, with a warning."""
     x, y = _images(10 * BATCH)
     callback = GradLensCallback(str(tmp_path / "run"), gradient_every=3, compare_every=0)
     import warnings
@@ -132,7 +132,13 @@ def test_healthy_float16_run_under_xla_records_its_skips_around_the_compiled_ste
     source = source_of(str(tmp_path))
     alerts, _ = analysis.run_alerts(source)
     assert [a for a in alerts if a.severity == analysis.ERROR] == []
-    (lens,) = analysis.coverage(source, "run")["unsupported"]
+    assert analysis.coverage(source, "run")["unsupported"] == []
+    model = real_models.bn_dropout_cnn("mixed_float16")
+    model.compile(optimizer="adam", loss=real_models.SPARSE_CE, jit_compile=True)
+    with pytest.warns(safety.GradLensWarning, match="replay of the first non-finite step"):
+        model.fit(x[:BATCH], y[:BATCH], batch_size=BATCH, verbose=0,
+                  callbacks=[GradLensCallback(str(tmp_path / "asked"), nonfinite_replay=True)])
+    (lens,) = analysis.coverage(source_of(str(tmp_path)), "asked")["unsupported"]
     assert lens["kinds"] == [metadata.NONFINITE_REPLAY] and "jit_compile=True" in lens["reason"]
 
 
@@ -260,6 +266,21 @@ def test_nan_from_a_naive_variance_in_bfloat16_is_replayed_as_precision(tmp_path
     assert ((square.astype(np.float32) - (mean.astype(np.float32) ** 2)) < -1e-3).any()
     nonfinite = [a for a in alerts if a.code == analysis.NONFINITE]
     assert nonfinite and all("naive_norm" in a.explanation for a in nonfinite)
+
+
+def test_a_float64_replay_on_request_in_a_custom_loop(tmp_path):
+    """reference="float64": the naive variance is finite in float64 too; the
+    verdict names the reference it used."""
+    x, y = real_models.offset_vectors(32, offset=64.0)(BATCH, np.random.default_rng(0))
+    model = _naive_norm_model("mixed_bfloat16")
+    model.compile(optimizer="adam", loss=real_models.SPARSE_CE)
+    lens = GradLens(str(tmp_path / "run"))
+    found = lens.replay_nonfinite(model, tf.constant(x), tf.constant(y), 0, reference="float64")
+    lens.flush()
+    assert found["verdict"] == replays.PRECISION and found["text"] == "16-bit precision: float64 is finite here"
+    assert found["candidate"]["row"] == "naive_norm"
+    (_, record, _), = _by_kind(read_records(str(tmp_path)))[metadata.NONFINITE_REPLAY]
+    assert record.extras["reference"]["compute_dtype"] == "float64"
 
 
 def test_training_with_the_watch_armed_and_not_triggered_is_bit_identical(tmp_path):

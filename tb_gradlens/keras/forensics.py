@@ -13,7 +13,7 @@ inside the step, in conditionals a healthy step does not take.
   loss, so every loss-scale skip is recorded.  Record steps count train
   steps (batches): a skipped update does not advance
   ``optimizer.iterations``, so the two differ after a skip.
-* **Real trouble** (``TROUBLE``): a non-finite loss; a non-finite gradient
+* **Real trouble**: a non-finite loss; a non-finite gradient
   without loss scaling (it is applied); under loss scaling, a skip that
   takes the scale below ``LOSS_SCALE_FLOOR`` or, once an update was
   applied, more than ``SKIPS_IN_ROW`` skips in a row (the analysis states
@@ -26,8 +26,10 @@ inside the step, in conditionals a healthy step does not take.
 
 Under ``jit_compile=True`` the lens stays out of the compiled step: the loss
 scale is read around it (skips are recorded), but nothing can be checked
-or replayed before its update; with several replicas neither is done.  The
-lens status says so.
+or replayed before its update; with several replicas neither is done.
+Asked for explicitly there (``nonfinite_replay=True``/"float64",
+``stop_on_nonfinite``), the lens status says so and warns; "auto" is off
+there.
 """
 
 import tensorflow as tf
@@ -36,6 +38,7 @@ from tb_gradlens import compare
 from tb_gradlens import distribute
 from tb_gradlens import keras_private
 from tb_gradlens import metadata
+from tb_gradlens.analysis.codes import DEFAULT_THRESHOLDS
 from tb_gradlens.keras.rings import StepRing
 
 # The analysis' rule (analysis.loss_scale): Keras 3 halves the scale without
@@ -44,8 +47,8 @@ from tb_gradlens.keras.rings import StepRing
 # scale only grows one binade at a time, so a healthy overflow costs one
 # skip: more than 3 in a row (the scale 16x below a level that worked) is a
 # gradient loss scaling cannot bring into range.
-LOSS_SCALE_FLOOR = 1.0
-SKIPS_IN_ROW = 3
+LOSS_SCALE_FLOOR = DEFAULT_THRESHOLDS.loss_scale_floor  # 1
+SKIPS_IN_ROW = DEFAULT_THRESHOLDS.loss_scale_skips_in_row  # 3
 XLA_REASON = ("under jit_compile=True the lens stays out of the XLA-compiled step, so nothing can be checked or "
               "replayed before its update (train with jit_compile=False to replay a non-finite step)")
 REPLICAS_REASON = "a replay of a non-finite step runs with one replica only"
@@ -124,12 +127,12 @@ class StepWatch:
         asked = options.nonfinite_replay
         self.reference = "float64" if asked == "float64" else "float32"
         reason = XLA_REASON if xla else (REPLICAS_REASON if replicas > 1 else None)
-        wanted = bool(asked) or bool(options.stop_on_nonfinite)
         self.replays = bool(asked) and reason is None
         self.stops = bool(options.stop_on_nonfinite) and reason is None
-        if wanted and reason is not None:
-            tap.status.cannot(REPLAY_WHAT, (metadata.NONFINITE_REPLAY,), reason,
-                              warn=asked is True or asked == "float64" or bool(options.stop_on_nonfinite))
+        if reason is not None and (asked is True or asked == "float64" or options.stop_on_nonfinite):
+            # Asked for where it cannot run: said (lens status, a warning).  "auto" means
+            # where it can: under XLA or several replicas it is off, as documented.
+            tap.status.cannot(REPLAY_WHAT, (metadata.NONFINITE_REPLAY,), reason)
         self.armed = self.loss_scaling or self.replays or self.stops
         spe = int(getattr(model, "steps_per_execution", 1) or 1)
         self.ring = StepRing(spe, {"optimizer": [1, len(metadata.OPTIMIZER_STEP_COLUMNS)]})
