@@ -109,8 +109,8 @@ def _headline_text(h):
     steps = h.get("optimizer_steps")
     if steps and steps.get("loss_scale"):
         first, last = steps["loss_scale"]
-        out.append("  loss scale: %s -> %s, %d skipped update(s)%s%s" % (
-            common.fmt(first), common.fmt(last), len(steps["skips"]),
+        out.append("  loss scale: %g -> %g, %d skipped update(s)%s%s" % (
+            first, last, len(steps["skips"]),
             " at steps " + ", ".join(str(s) for s in steps["skips"][:8]) if steps["skips"] else "",
             " (%d in trouble: see the alerts)" % len(steps["trouble"]) if steps["trouble"] else ""))
     if steps and steps.get("differ_from") is not None:
