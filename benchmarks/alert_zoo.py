@@ -65,7 +65,7 @@ Config = collections.namedtuple("Config", ("name", "train", "steps", "every", "e
 CODES = (
     "none_gradient", "zero_gradient", "nonfinite", "bf16_divergence", "f16_divergence",
     "f32_f64_mismatch", "divergence", "flush_to_zero", "underflow", "lost_update",
-    "bf16_model_output",
+    "bf16_model_output", "hardcoded_16_bit",
 )
 
 

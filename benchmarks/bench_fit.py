@@ -24,6 +24,9 @@ Variants:
   compare_every_step    a bf16-vs-f32 comparison (gradients, activations, loss) every step
                         (target: <= 2.5x a plain step, one extra float32 forward+backward)
   compare_no_activations  the same with activations=False (what the layer outputs' comparison costs)
+  compare_without_limits  compare_every_step without what the limits are measured from (the
+                        stable-rounding pass and the half batch's gradients; the comparison step
+                        before issue 25)
   float32_step          a plain step of the same model in float32 (no lens): the physical part
                         of a comparison step is one such pass beside the bf16 step
   in_step_gradients     what gradients_every_step costs when written inside the train step
@@ -34,6 +37,7 @@ Run: python benchmarks/bench_fit.py [--models mlp,convnet,transformer,resnet50,m
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -127,6 +131,22 @@ def in_step_gradients(log_dir):
 EVERY = 4  # the gradients_every_4 variant
 
 
+@contextlib.contextmanager
+def _without_limits():
+    """Comparisons set up in the block run no stable-rounding pass and take no
+    half-batch gradients (their records' limits fall back to the depth formula)."""
+    from unittest import mock
+
+    from tb_gradlens import compare
+
+    def plain_reference(model, reference, candidate, activations=True, optimizer=None):
+        return compare.KerasPass(model, reference, activations, optimizer)
+
+    with mock.patch.object(compare, "stable_pass_for", lambda *a, **k: None), \
+            mock.patch.object(compare, "reference_pass_for", plain_reference):
+        yield
+
+
 def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     import keras
 
@@ -155,6 +175,8 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
                                                        compare_every=0)],
         "compare_every_step": lambda: [GradLensCallback(os.path.join(tmp, "compare"), gradient_every=0,
                                                         compare_every=1, update_stats=False)],
+        "compare_without_limits": lambda: [GradLensCallback(os.path.join(tmp, "compare_unjudged"), gradient_every=0,
+                                                            compare_every=1, update_stats=False)],
         "compare_no_activations": lambda: [GradLensCallback(os.path.join(tmp, "compare_noact"), gradient_every=0,
                                                             compare_every=1, update_stats=False,
                                                             activations=False)],
@@ -176,8 +198,9 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     for _ in range(rounds):
         for v in variants:
             timer = BatchTimer()
-            fitted[v].fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False,
-                          callbacks=callbacks[v] + [timer])
+            with _without_limits() if v == "compare_without_limits" else contextlib.nullcontext():
+                fitted[v].fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False,
+                              callbacks=callbacks[v] + [timer])
             if v == "gradients_every_4":
                 logged = [t for i, t in enumerate(timer.times) if i >= 2 and (timer.first_step + i) % EVERY == 0]
                 between = [t for i, t in enumerate(timer.times) if i >= 2 and (timer.first_step + i) % EVERY]
@@ -222,6 +245,7 @@ def main(argv=None):
                ("every_4_logged_steps", "every 4: logged steps"),
                ("every_4_steps_between", "every 4: steps between"),
                ("compare_every_step", "comparison every step"),
+               ("compare_without_limits", "comparison every step, no stable pass nor half batch"),
                ("compare_no_activations", "comparison every step, activations=False"),
                ("float32_step", "plain float32 step"),
                ("in_step_gradients", "gradients written in the step (prototype)")]

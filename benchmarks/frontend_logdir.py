@@ -152,11 +152,17 @@ def write_logdir(logdir, variables=128, steps=3000, hist_every=1, div_every=10, 
             d[:, dcols.index("rel_l2")] = np.abs(rng.normal(0.02, 0.01, variables)) * (1 + step / steps)
             d[:, dcols.index("cosine")] = 1 - d[:, 0] ** 2 / 2
             d[:, dcols.index("norm_ratio")] = 1.0
+            # Record format 2: the stable-rounding pass measured (about a third of the candidate's divergence,
+            # as on healthy models), the half batch not.
+            d[:, dcols.index(metadata.STABLE_REL_L2)] = d[:, 0] * np.abs(rng.normal(0.35, 0.05, variables))
+            d[:, dcols.index(metadata.HALF_BATCH_REL_L2)] = np.nan
             a = np.zeros((len(layers), len(dcols)), np.float32)
             a[:, 0] = 0.004 * (1 + np.arange(len(layers)) / len(layers))
+            a[:, dcols.index(metadata.STABLE_REL_L2)] = a[:, 0] / 3
+            a[:, dcols.index(metadata.HALF_BATCH_REL_L2)] = np.nan
             writer.add_event(div.event(step, d))
             writer.add_event(act.event(step, a))
-            writer.add_event(loss_cmp.event(step, [[loss, loss * 1.01, loss * 0.01, 0.01]]))
+            writer.add_event(loss_cmp.event(step, [[loss, loss * 1.01, loss * 0.01, 0.01, 0.004, np.nan]]))
             u = np.zeros((variables, 3), np.float32)
             u[:, 0], u[:, 1], u[:, 2] = 1e-4, 1e-3, 0.05
             writer.add_event(upd.event(step, u))
@@ -189,7 +195,7 @@ def dir_bytes(path):
 def ensure_logdir(logdir, variables, steps, hist_every, div_every):
     """Write the logdir unless it already holds these sizes; returns its description."""
     params = {"variables": variables, "steps": steps, "hist_every": hist_every, "div_every": div_every,
-              "format": metadata.FORMAT_VERSION, "generator": 1}
+              "format": metadata.FORMAT_VERSION, "generator": 2}
     marker = os.path.join(logdir, "views_params.json")
     if os.path.exists(marker):
         with open(marker) as f:

@@ -44,6 +44,10 @@ VIEWS = {
     "gradients": "view=gradients&run=mixed_bfloat16",
     "dtypes": "view=dtypes&run=mixed_bfloat16",
     "compare": "view=compare",
+    "advisor": "view=advisor",
+    # Opened without a run: the view picks the run that matters (every run's alerts are read for it).
+    "divergence-default-run": "view=divergence",
+    "gradients-default-run": "view=gradients",
 }
 # size name -> (variables, steps, histogram every, divergence every)
 SIZES = {"tiny": (8, 60, 1, 10), "128x3000": (128, 3000, 1, 10), "200x10000": (200, 10000, 10, 10)}

@@ -1,5 +1,6 @@
-// What a user did to a chart (its zoom, the series hidden from its legend)
-// kept while the view shows the same data: across TensorBoard's reloads
+// What a user did to a chart (the series hidden from its legend; the zoom
+// is the view's, in the URL: shared_axis.js) kept while the view shows the
+// same data: across TensorBoard's reloads
 // (every 30 s with auto-reload on) and across a click that marks a step or
 // selects a variable; forgotten when the run, record, metric, filters or
 // view change.
@@ -18,8 +19,8 @@ export function beginDraw(state) {
   shown = identity;
 }
 
-/** The remembered {zoom, hidden} of the chart named `key` (new ones the first time). */
+/** The remembered {hidden} of the chart named `key` (new ones the first time). */
 export function remember(key) {
-  if (!memory.has(key)) memory.set(key, {zoom: null, hidden: new Set()});
+  if (!memory.has(key)) memory.set(key, {hidden: new Set()});
   return memory.get(key);
 }

@@ -1,6 +1,23 @@
 // Small DOM helpers. Every string goes in through textContent or a
 // property/attribute setter, never through HTML parsing.
 
+// Bidirectional controls: embeddings, overrides (U+202A-202E), isolates
+// (U+2066-2069), marks (U+200E/F, U+061C).  A name holding one must not reorder
+// the text shown after it: a right-to-left override left open in a tag would
+// reverse the rest of its label.
+const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+
+/**
+ * ``text`` as a bidirectional isolate (FSI ... PDI) when it holds a bidi
+ * control, else unchanged: whatever it opens is closed at its end, so a user
+ * string can reorder only itself, never the text after it.
+ * @param {*} text a user string (a run, tag, variable or layer name)
+ */
+export function isolate(text) {
+  const s = String(text);
+  return BIDI.test(s) ? `\u2068${s}\u2069` : s;
+}
+
 /**
  * Create an element.
  * @param {string} tag element name
@@ -12,7 +29,7 @@ export function el(tag, props = {}, children = []) {
   for (const [key, value] of Object.entries(props)) {
     if (value === undefined || value === null || value === false) continue;
     if (key === 'class') node.className = value;
-    else if (key === 'text') node.textContent = String(value);
+    else if (key === 'text') setText(node, value);
     else if (key === 'dataset') Object.assign(node.dataset, value);
     else if (key.startsWith('on') && typeof value === 'function') {
       node.addEventListener(key.slice(2), value);
@@ -24,12 +41,37 @@ export function el(tag, props = {}, children = []) {
   return node;
 }
 
+// Text holding a run of this many characters without a space (a long run,
+// tag or variable name) is shown in at most three lines (.gl-long), in full
+// on hover (title) and in the DOM: a 4,096-character name must not push the
+// view off the screen.
+const LONG_NAME = /\S{120}/;
+
+function setText(node, value) {
+  const text = String(value);
+  const long = LONG_NAME.test(text);
+  if (long && (node.tagName === 'TD' || node.tagName === 'TH')) {
+    node.appendChild(el('span', {text}));
+    return;
+  }
+  node.textContent = text;
+  if (BIDI.test(text)) node.style.unicodeBidi = 'isolate';
+  if (long && node.tagName !== 'OPTION') {
+    node.classList.add('gl-long');
+    node.title = text;
+  }
+}
+
 /** Append nodes or strings (as text) to a parent. */
 export function append(parent, children) {
   const list = Array.isArray(children) ? children : [children];
   for (const child of list) {
     if (child === null || child === undefined || child === false) continue;
-    parent.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
+    if (child instanceof Node) parent.appendChild(child);
+    // A string holding a bidi control is its own isolate (<bdi>): the text stays as it is.
+    else if (BIDI.test(String(child))) parent.appendChild(el('bdi', {text: child}));
+    else if (LONG_NAME.test(String(child))) parent.appendChild(el('span', {text: child}));
+    else parent.appendChild(document.createTextNode(String(child)));
   }
   return parent;
 }

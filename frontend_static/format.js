@@ -28,13 +28,18 @@ export function fmt(v) {
   return x.toExponential(3);
 }
 
-/** A ratio (e.g. value / tolerance) to 2 significant digits: "0.53", "1.4", "140". */
+/**
+ * A ratio (e.g. value / its limit) to 2 significant digits: "0.53", "1.4", "140"; 3 where 2 would
+ * round a ratio that is not whole to a whole number ("1.02", not "1": just above its limit).
+ */
 export function fmtRatio(v) {
   const x = num(v);
   if (!Number.isFinite(x)) return fmt(x);
   if (x === 0) return '0';
   const a = Math.abs(x);
-  return a >= 1e-3 && a < 1e5 ? String(Number(x.toPrecision(2))) : x.toExponential(1);
+  if (!(a >= 1e-3 && a < 1e5)) return x.toExponential(1);
+  const two = Number(x.toPrecision(2));
+  return String(Number.isInteger(two) && two !== x && a < 100 ? Number(x.toPrecision(3)) : two);
 }
 
 /** Step range text: "12" or "12–40". */

@@ -5,15 +5,20 @@
 // readable at any row count (every k-th row, the selected one always, in
 // bold); step ticks are round numbers.  Drag zooms the steps, double-click
 // or "Reset zoom" undoes it; hover (or the arrow keys) shows row, step and
-// value; click (or Enter) selects; a rule marks the marked step.
+// value; click (or Enter) selects; a rule marks the marked step.  Each
+// logged step's cells are centered on the step (a line chart's point at
+// step 40 is over the middle of the heatmap's step-40 cells), and the step
+// axis is the view's (shared_axis.js: its zoom, domain and left margin).
 
 import {themeColors, hexToRgb} from './colors.js';
 import {FONT, drawFrame, drawLabelledLine, drawRule, drawStepAxis} from './axes.js';
 import {chartFrame, fillTooltip, placeTooltip, sizeCanvas} from './chart_frame.js';
 import {remember} from './chart_memory.js';
+import {isolate} from './dom.js';
 import {fmt} from './format.js';
 import {blit, columnSpans, paintImage} from './heatmap_paint.js';
 import {linear} from './scale.js';
+import {joinAxis} from './shared_axis.js';
 import {attachZoom} from './zoom.js';
 
 const LABEL_PX = 12;
@@ -40,20 +45,19 @@ export function heatmap(o) {
   frame.legend.appendChild(o.colors.legend(o.legendTitle || ''));
   figure.dataset.markStep = o.markStep ?? '';
   figure.dataset.selectedRow = o.selectedRow >= 0 ? o.rows[o.selectedRow] : '';
-  const kept = remember(`heatmap:${o.title}`);
-  const view = {layout: null, cursor: null, zoom: kept.zoom};
+  const chart = {drawn: false, redraw: () => frame.redraw()};
+  const axis = joinAxis(chart);
+  const half = cellWidth(o.steps) / 2;
+  if (o.steps.length) axis.extend(o.steps[0] - half, o.steps[o.steps.length - 1] + half);
+  const view = {layout: null, cursor: null, zoom: axis.zoom};
   const draw = (width) => {
-    view.layout = drawHeatmap(canvas, o, view.zoom, Math.max(width, 240));
+    chart.drawn = true;
+    view.layout = drawHeatmap(canvas, o, view.zoom || axis.domain(), Math.max(width, 240), axis);
     if (view.cursor) drawCursor(canvas, view.layout, view.cursor, o.steps);
   };
   frame.draw(draw);
   figure.redraw = frame.redraw;
-  const setZoom = (range) => {
-    view.zoom = range;
-    kept.zoom = range;
-    frame.setZoomed(Boolean(range));
-    frame.redraw();
-  };
+  const setZoom = (range) => axis.setZoom(range);
   frame.setZoomed(Boolean(view.zoom));
 
   const show = (cell, px, py) => {
@@ -129,6 +133,11 @@ export function stepEnd(steps) {
   return steps[n - 1] + Math.max(1, gaps[gaps.length >> 1]);
 }
 
+/** The steps a logged step's cells cover: its usual gap to the next one (1 for a single step). */
+export function cellWidth(steps) {
+  return steps.length ? stepEnd(steps) - steps[steps.length - 1] : 1;
+}
+
 /** Which rows get a label: every k-th, and `selected` (whose neighbours give way). */
 export function labelledRows(nRows, rowH, selected) {
   const every = Math.max(1, Math.ceil(LABEL_PX / rowH));
@@ -142,7 +151,7 @@ export function labelledRows(nRows, rowH, selected) {
   return out.sort((a, b) => a - b);
 }
 
-function drawHeatmap(canvas, o, zoom, width) {
+function drawHeatmap(canvas, o, domain0, width, axis) {
   const nRows = o.rows.length;
   const nSteps = o.steps.length;
   const colors = themeColors();
@@ -153,16 +162,19 @@ function drawHeatmap(canvas, o, zoom, width) {
   const texts = o.yTicks ? o.yTicks.map((t) => t.label) : labelled.map((r) => o.rows[r]);
   const ctx0 = canvas.getContext('2d');
   ctx0.font = `bold ${FONT}`;
-  const left = Math.min(260, 14 + Math.max(30, ...texts.map((t) => ctx0.measureText(t).width)));
+  const needed = Math.min(260, 14 + Math.max(30, ...texts.map((t) => ctx0.measureText(t).width)));
+  const left = axis ? axis.left(width, needed) : needed;
   const plot = {x0: left, x1: width - 12, y0: 16, y1: 16 + plotHeight};
   const ctx = sizeCanvas(canvas, width, plot.y1 + 24);
   ctx.font = FONT;
-  const domain = zoom || [nSteps ? o.steps[0] : 0, stepEnd(o.steps)];
+  const half = cellWidth(o.steps) / 2;
+  const domain = domain0 || (nSteps ? [o.steps[0] - half, o.steps[nSteps - 1] + half] : [0, 1]);
   const x = linear(domain[0], domain[1], plot.x0, plot.x1);
-  const columns = Math.max(1, Math.min(Math.round(plot.x1 - plot.x0), Math.ceil(domain[1] - domain[0])));
+  const columns = Math.max(1, Math.min(Math.round(plot.x1 - plot.x0), Math.ceil((domain[1] - domain[0]) * 4)));
   if (o.colors.refresh) o.colors.refresh();
   if (nRows && nSteps) {
-    const spans = columnSpans(o.steps, domain[0], domain[1], columns, stepEnd(o.steps));
+    // Cells centered on their steps: painted as if the domain were half a cell further right.
+    const spans = columnSpans(o.steps, domain[0] + half, domain[1] + half, columns, stepEnd(o.steps));
     blit(ctx, paintImage(o.values, spans, columns, o.colors.colorOf, hexToRgb(colors.bg)), plot);
   }
   const rowHeight = (plot.y1 - plot.y0) / Math.max(nRows, 1);
@@ -186,7 +198,7 @@ function drawHeatmap(canvas, o, zoom, width) {
     const chosen = r === selected;
     ctx.font = chosen ? `bold ${FONT}` : FONT;
     ctx.fillStyle = chosen ? colors.accent : colors.fg;
-    ctx.fillText(truncate(ctx, o.rows[r], plot.x0 - 10), plot.x0 - 6, plot.y0 + (r + 0.5) * rowHeight);
+    ctx.fillText(isolate(truncate(ctx, o.rows[r], plot.x0 - 10)), plot.x0 - 6, plot.y0 + (r + 0.5) * rowHeight);
     labelY.push(plot.y0 + (r + 0.5) * rowHeight);
   }
   ctx.font = FONT;
@@ -202,14 +214,14 @@ function drawHeatmap(canvas, o, zoom, width) {
   }
   if (o.markStep !== undefined && o.markStep !== null && o.markStep !== '') drawRule(ctx, x, plot, Number(o.markStep), colors);
   return {
-    columns, plot, x, rowH: rowHeight,
+    columns, plot, x, rowH: rowHeight, cellPx: Math.abs(x(domain[0] + 2 * half) - x(domain[0])),
     cellAt(px, py, steps) {
       if (px < plot.x0 || px >= plot.x1 || py < plot.y0 || py >= plot.y1 || !nRows || !nSteps) return null;
-      const index = lastAtOrBefore(steps, x.invert(px));
+      const index = lastAtOrBefore(steps, x.invert(px) + half);
       return index < 0 ? null : {row: Math.min(nRows - 1, Math.floor((py - plot.y0) / rowHeight)), index};
     },
     cellCenter(cell, steps) {
-      return {x: x(steps[cell.index]) + 1, y: plot.y0 + (cell.row + 0.5) * rowHeight};
+      return {x: x(steps[cell.index]), y: plot.y0 + (cell.row + 0.5) * rowHeight};
     },
   };
 }
@@ -236,7 +248,7 @@ function drawLines(ctx, lines, plot, rowH, colors) {
 function drawCursor(canvas, layout, cell, steps) {
   const ctx = canvas.getContext('2d');
   const p = layout.cellCenter(cell, steps);
-  const w = Math.max(3, (layout.plot.x1 - layout.plot.x0) / layout.columns);
+  const w = Math.max(3, layout.cellPx);
   ctx.strokeStyle = themeColors().fg;
   ctx.lineWidth = 1.5;
   ctx.strokeRect(p.x - w / 2 - 1, p.y - layout.rowH / 2 - 1, w + 2, layout.rowH + 2);

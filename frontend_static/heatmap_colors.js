@@ -1,8 +1,8 @@
 // How a heatmap colors its cells, each with its legend:
 //   relative(values, scale)  viridis over the data's own range (no tolerance known)
-//   tolerance(limits)        value / tolerance of its row: blues below, oranges
-//                            to red above, the break at the tolerance itself;
-//                            an exact 0 grey (identical, or both sides zero)
+//   limitRatio()             value / the limit at its step: blues below, oranges
+//                            to red above, the break at the limit itself; an
+//                            exact 0 grey (identical, or both sides zero)
 //   status()                 gradient health: ok, dead (all zero), None, NaN/Inf
 //   counts(values, special)  histogram counts (log viridis), 0 empty; special
 //                            rows (NaN, +-Inf) magenta, exact zeros their own color
@@ -81,27 +81,31 @@ export function relative(values, scale = 'log', range = null) {
 }
 
 /**
- * Colors anchored at each row's tolerance (limits[row], null: that row is
- * colored relative to the data).  basis: text naming the tolerances.
+ * Colors of value / limit ratios (limits.js ratios: each value against the
+ * limit at its own step): blues below 1, oranges to red above, the break at
+ * the limit itself; an exact 0 grey; -1 (no limit at that step) the theme's
+ * grid color; NaN/Inf magenta.
  */
-export function tolerance(limits, values, basis = '') {
-  const fallback = limits.some((l) => !(l > 0)) ? relative(values, 'log') : null;
+export function limitRatio() {
+  let unjudged = [218, 220, 224];
   return {
-    mode: 'tolerance',
+    mode: 'limit',
+    refresh() {
+      unjudged = hexToRgb(themeColors().grid);
+    },
     colorOf(row, v, out) {
       if (v !== v) return setRgb(out, NONFINITE);
-      const limit = limits[row];
-      if (!(limit > 0)) return fallback.colorOf(row, v, out);
-      if (v <= 0) return setRgb(out, ZERO);
-      return setLut(out, TOLERANCE_LUT, toleranceIndex(v / limit));
+      if (v < 0) return setRgb(out, unjudged);
+      if (v === 0) return setRgb(out, ZERO);
+      return setLut(out, TOLERANCE_LUT, toleranceIndex(v));
     },
     legend: (title) => el('div', {class: 'gl-colorlegend gl-tolerance-legend'}, [
-      el('span', {class: 'gl-legend-title', text: `${title} ÷ tolerance`}),
+      el('span', {class: 'gl-legend-title', text: `${title} ÷ its limit at that step`}),
       el('span', {text: `≤${fmt(10 ** -TOLERANCE_DECADES.below)}×`}), colorbar(TOLERANCE_LUT, 200),
       el('span', {text: `≥${fmt(10 ** TOLERANCE_DECADES.above)}×`}),
-      el('span', {class: 'gl-legend-break', text: '(the color turns from blue to orange at 1× = the tolerance)'}),
-      ...swatch(ZERO_CSS, 'exactly 0'), ...swatch(NONFINITE_CSS, 'NaN/Inf'),
-      basis ? el('span', {class: 'gl-legend-basis', text: `tolerance: ${basis}`}) : null,
+      el('span', {class: 'gl-legend-break', text: '(blue turns to orange at 1× = the limit)'}),
+      ...swatch(ZERO_CSS, 'exactly 0'), ...swatch('var(--gl-grid)', 'no limit at that step'),
+      ...swatch(NONFINITE_CSS, 'NaN/Inf'),
     ]),
   };
 }

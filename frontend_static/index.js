@@ -11,6 +11,8 @@ import {el, clear, message} from './dom.js';
 import {connectToHost} from './host.js';
 import {followTheme} from './theme.js';
 import {beginDraw} from './chart_memory.js';
+import {beginAxis, parseZoom, zoomText} from './shared_axis.js';
+import {forgetRunColors} from './run_colors.js';
 import * as state from './state.js';
 import {HOW_TO_LOG} from './views/common.js';
 import {runProblemsBanner} from './views/problems.js';
@@ -34,6 +36,7 @@ import './heatmap_paint.js';
 import './line_chart.js';
 import './line_draw.js';
 import './scale.js';
+import './settings.js';
 import './smoothing.js';
 import './table.js';
 import './views/alert_target.js';
@@ -43,6 +46,7 @@ import './views/gradient_health.js';
 import './views/histogram.js';
 import './views/limits.js';
 import './views/optimizer_steps.js';
+import './views/overlay.js';
 import './views/rank.js';
 import './views/records.js';
 import './views/updates.js';
@@ -86,14 +90,14 @@ function buildShell() {
   for (const view of VIEWS) {
     const tab = el('button', {
       type: 'button', role: 'tab', id: `gl-tab-${view.name}`, text: view.label,
-      dataset: {view: view.name}, onclick: () => state.update({view: view.name, focus: '', alert: ''}),
+      dataset: {view: view.name}, onclick: () => state.update({view: view.name, focus: '', alert: '', zoom: ''}),
     });
     tab.addEventListener('keydown', (event) => {
       const i = VIEWS.indexOf(view);
       const delta = event.key === 'ArrowRight' ? 1 : event.key === 'ArrowLeft' ? -1 : 0;
       if (!delta) return;
       const next = VIEWS[(i + delta + VIEWS.length) % VIEWS.length];
-      state.update({view: next.name, focus: '', alert: ''});
+      state.update({view: next.name, focus: '', alert: '', zoom: ''});
       tabs.querySelector(`[data-view="${next.name}"]`).focus();
     });
     tabs.appendChild(tab);
@@ -110,6 +114,7 @@ function buildShell() {
 /** Refetch everything (Reload button, TensorBoard's reload) and redraw. */
 async function reload({quiet = true} = {}) {
   api.clearCache();
+  forgetRunColors();
   prefetch();
   const root = document.documentElement;
   root.dataset.reloads = String(Number(root.dataset.reloads || 0) + 1);
@@ -157,7 +162,8 @@ async function show({quiet}) {
     return;
   }
   if (!quiet) clear(app.content).appendChild(message('loading', 'Loading…'));
-  beginDraw(current); // the charts keep their zoom and hidden series while they show the same data
+  beginDraw(current); // the charts keep their hidden series while they show the same data
+  beginAxis(parseZoom(current.zoom), (range) => state.update({zoom: zoomText(range)}));
   const next = el('div', {class: `gl-view gl-view-${view.name}`});
   const shownRuns = new Set();
   const context = {
@@ -207,7 +213,7 @@ function renderControls(current, view) {
     : view.name === 'overview' ? '' : (runs[0] ? runs[0].run : '');
   // Another run: what was selected in the old one (record, variable, step, alert) no longer applies.
   runSelect.addEventListener('change', () => state.update({run: runSelect.value, tag: '', utag: '', row: '',
-    step: '', focus: '', alert: ''}));
+    step: '', focus: '', alert: '', zoom: ''}));
 
   const regex = el('input', {
     type: 'search', class: 'gl-regex', 'aria-label': 'Variable regex',

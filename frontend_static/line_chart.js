@@ -1,42 +1,59 @@
 // A line chart card: series over steps (line_draw.js), with what
 // TensorBoard's Time Series cards offer - drag to zoom the steps and
-// double-click or "Reset zoom" to undo, legend entries that hide and show
-// their series, smoothing, CSV/JSON download - plus a click that picks a
-// step, a rule at the marked step, tolerance lines and a highlighted series.
+// double-click or "Reset zoom" to undo (the view's zoom: every chart of the
+// view follows, shared_axis.js), legend entries that hide and show their
+// series, smoothing, CSV/JSON download - plus a click that picks a step, a
+// rule at the marked step, limits (dashed step lines in their series'
+// color, or horizontal lines) whose basis the tooltip says, and a
+// highlighted series.
 
 import {NONFINITE_CSS, NONE_CSS, PALETTE} from './colors.js';
 import {chartFrame, fillTooltip, placeTooltip} from './chart_frame.js';
 import {remember} from './chart_memory.js';
-import {el} from './dom.js';
+import {el, isolate} from './dom.js';
 import {fmt} from './format.js';
-import {drawLines, drawnValues} from './line_draw.js';
+import {drawLines, drawnValues, isHidden, stepDomain} from './line_draw.js';
+import {joinAxis} from './shared_axis.js';
 import {attachZoom} from './zoom.js';
 
 /**
  * Create a line chart.
  * @param {Object} o
- *   series: [{name, steps: number[], values: number[], none?: flags, flags?: flags, color?, dashed?}]
+ *   series: [{name, steps: number[], values: number[], none?: flags, flags?: flags, color?, dashed?,
+ *     stepped? (a step line), under? (drawn wide and pale under the others), smooth? (false: never smoothed),
+ *     limitOf? (the name of the series whose limit this is: one legend entry, hidden with it), basis?}]
  *   yScale: 'linear' (default) | 'log' | 'count' (log with 0 on the bottom edge); logY: same as 'log'
- *   title, note, yLabel, height; limits: [{value, label}]; markStep; highlight (series name)
+ *   title, note, yLabel, height; limits: [{value, label, basis?}]; markStep; highlight (series name)
  *   smoothing (0..0.999); onClick(step); legendNote: extra legend entries [{css, text}]
  * @returns {HTMLElement} the chart (a <figure class="gl-chart gl-line">)
  */
 export function lineChart(o) {
-  const series = o.series.map((s, i) => ({...s, color: s.color || PALETTE[i % PALETTE.length]}));
+  let k = 0;
+  const colorOf = new Map();
+  const series = o.series.map((s) => {
+    const color = s.color || colorOf.get(s.limitOf) || PALETTE[k++ % PALETTE.length];
+    if (!s.limitOf) colorOf.set(s.name, color);
+    return {...s, color};
+  });
   const kept = remember(`line:${o.title}`);
+  const chart = {drawn: false, redraw: () => frame.redraw()};
+  const axis = joinAxis(chart);
+  const own = stepDomain(series);
+  if (own) axis.extend(own[0], own[1]);
   const model = {
-    series, hidden: kept.hidden, zoom: kept.zoom, height: o.height || 220,
+    series, hidden: kept.hidden, zoom: axis.zoom, axis, height: o.height || 220,
     yScale: o.yScale || (o.logY ? 'log' : 'linear'), yLabel: o.yLabel || '', limits: o.limits || [],
     markStep: o.markStep, highlight: o.highlight, smoothing: Number(o.smoothing) || 0,
   };
   const frame = chartFrame({
     title: o.title, note: o.note, className: 'gl-line', label: o.title || o.yLabel,
-    name: o.title, data: () => ({series: series.filter((s) => !model.hidden.has(s.name))}),
+    name: o.title, data: () => ({series: series.filter((s) => !isHidden(model, s))}),
     onReset: () => setZoom(null),
   });
   const {figure, canvas, tooltip, wrap} = frame;
   let layout = null;
   const draw = (width) => {
+    chart.drawn = true;
     layout = drawLines(canvas, model, Math.max(width, 200));
     // What is drawn, for tests and tools that read the chart.
     canvas.dataset.plot = layout ? JSON.stringify({...layout.plot, domain: layout.domain, yScale: model.yScale,
@@ -44,14 +61,10 @@ export function lineChart(o) {
       hidden: [...model.hidden], theme: document.documentElement.dataset.theme || ''}) : '';
   };
   frame.draw(draw);
-  const setZoom = (range) => {
-    model.zoom = range;
-    kept.zoom = range;
-    frame.setZoomed(Boolean(range));
-    frame.redraw();
-  };
+  const setZoom = (range) => axis.setZoom(range);
   frame.setZoomed(Boolean(model.zoom));
   frame.legend.appendChild(legend(series, model, () => frame.redraw(), o.legendNote));
+  figure.dataset.limits = String(series.filter((s) => s.limitOf).length);
   figure.dataset.markStep = model.markStep ?? '';
   figure.dataset.highlight = model.highlight || '';
 
@@ -78,7 +91,7 @@ export function lineChart(o) {
     }
     const step = nearestStep(series, model, layout.x.invert(px));
     if (step === null) return;
-    fillTooltip(tooltip, `step ${step}`, tooltipLines(series, model, step));
+    fillTooltip(tooltip, `step ${step}`, [...tooltipLines(series, model, step), ...basisLines(series, model)]);
     placeTooltip(tooltip, wrap, px, event.clientY - rect.top);
   });
   canvas.addEventListener('mouseleave', () => {
@@ -91,7 +104,7 @@ export function lineChart(o) {
 function nearestStep(series, model, target) {
   let best = null;
   for (const s of series) {
-    if (model.hidden.has(s.name)) continue;
+    if (isHidden(model, s)) continue;
     const i = nearestIndex(s.steps, target);
     if (i < 0) continue;
     const step = s.steps[i];
@@ -117,28 +130,56 @@ export function nearestIndex(steps, target) {
 
 function tooltipLines(series, model, step) {
   const lines = [];
-  const ordered = [...series].sort((a, b) => (b.name === model.highlight) - (a.name === model.highlight));
+  const ordered = [...series].sort((a, b) => ((b.limitOf || b.name) === model.highlight)
+    - ((a.limitOf || a.name) === model.highlight));
   for (const s of ordered) {
-    if (model.hidden.has(s.name)) continue;
-    const i = nearestIndex(s.steps, step);
-    if (i < 0 || s.steps[i] !== step) continue;
+    if (isHidden(model, s)) continue;
+    const i = s.stepped ? lastAtOrBefore(s.steps, step) : nearestIndex(s.steps, step);
+    if (i < 0 || (!s.stepped && s.steps[i] !== step)) continue;
     let text;
     if (s.none && s.none[i]) text = 'None (disconnected)';
+    else if (s.limitOf) text = Number.isFinite(s.values[i]) ? fmt(s.values[i]) : 'none (not judged here)';
     else {
       text = fmt(s.values[i]);
       if (model.smoothing > 0 && Number.isFinite(s.values[i])) text += ` (smoothed ${fmt(drawnValues(s, model.smoothing)[i])})`;
     }
     lines.push(el('div', {class: s.name === model.highlight ? 'gl-tip-highlight' : ''}, [
-      el('span', {class: 'gl-swatch', style: `background:${s.color}`}), `${s.name}: ${text}`,
+      el('span', {class: 'gl-swatch', style: `background:${s.color}`}), `${isolate(s.name)}: ${text}`,
     ]));
   }
   return lines;
 }
 
-/** Legend: one toggle button per series (click hides/shows it), then the marker keys. */
+/** Index of the last element of sorted `steps` at or before `target` (-1 if none). */
+function lastAtOrBefore(steps, target) {
+  let lo = 0;
+  let hi = steps.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (steps[mid] <= target) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo - 1;
+}
+
+/** What each limit drawn is (its basis), once per distinct basis: the lines under a tooltip. */
+function basisLines(series, model) {
+  const seen = new Map();
+  for (const s of series) {
+    if (!s.limitOf || !s.basis || isHidden(model, s)) continue;
+    seen.set(s.basis, [...(seen.get(s.basis) || []), s.limitOf]);
+  }
+  for (const l of model.limits || []) if (l.basis) seen.set(l.basis, [...(seen.get(l.basis) || []), l.label]);
+  const several = seen.size > 1;
+  return [...seen].map(([basis, names]) => el('div', {class: 'gl-tip-basis',
+    text: `${several ? `limit of ${names.join(', ')}` : 'limit'}: ${basis}`}));
+}
+
+/** Legend: one toggle button per series (click hides/shows it and its limit), then the marker keys. */
 function legend(series, model, redraw, extra = []) {
   const list = el('ul', {class: 'gl-legend'});
   for (const s of series) {
+    if (s.limitOf) continue;
     const off = model.hidden.has(s.name);
     const button = el('button', {
       type: 'button', class: `gl-legend-item${s.name === model.highlight ? ' gl-legend-highlight' : ''}${off ? ' gl-legend-off' : ''}`,
@@ -156,7 +197,14 @@ function legend(series, model, redraw, extra = []) {
     list.appendChild(el('li', {}, [button]));
   }
   const markers = [];
-  if (series.some((s) => s.values.some((v, i) => !Number.isFinite(v) && !(s.none && s.none[i]))
+  if (series.some((s) => s.limitOf)) {
+    markers.push({css: 'inherit', text: '- - - limit (same color; hover for its basis)', cls: 'gl-key-limit'});
+  }
+  if (model.yScale === 'log' && series.some((s) => !s.limitOf && s.values.some((v, i) => v === 0
+    && !(s.none && s.none[i])))) {
+    markers.push({css: 'inherit', text: '△ exactly 0 (off the log axis, drawn on its bottom edge)', cls: 'gl-key-zero'});
+  }
+  if (series.some((s) => s.values.some((v, i) => !Number.isFinite(v) && !(s.limitOf) && !(s.none && s.none[i]))
     || (s.flags && s.flags.some(Boolean)))) {
     markers.push({css: NONFINITE_CSS, text: '▼ NaN/Inf', cls: 'gl-key-nonfinite'});
   }

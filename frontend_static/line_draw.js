@@ -1,8 +1,9 @@
 // Drawing of a line chart on a canvas (no events): round ticks on linear,
 // log and count axes, series with gaps at missing points, NaN/Inf as
-// magenta markers on the top edge and None (disconnected) as grey markers
-// on the bottom edge, tolerance lines, the rule at a marked step, and one
-// highlighted series drawn over the others.
+// magenta markers on the top edge, None (disconnected) as grey squares and
+// exact zeros on a log axis as a hollow triangle and a band on the bottom edge, limit
+// series as dashed step lines, horizontal limit lines, the rule at a marked
+// step, and one highlighted series drawn over the others.
 
 import {NONFINITE_CSS, NONE_CSS, themeColors} from './colors.js';
 import {FONT, drawFrame, drawLabelledLine, drawRule, drawStepAxis, drawYTitle} from './axes.js';
@@ -12,7 +13,7 @@ import {smooth} from './smoothing.js';
 
 /** Values a series draws: smoothed when smoothing > 0 (memoized per weight). */
 export function drawnValues(s, smoothing) {
-  if (!(smoothing > 0)) return s.values;
+  if (!(smoothing > 0) || s.smooth === false) return s.values;
   if (!s.smoothCache || s.smoothCache.weight !== smoothing) {
     s.smoothCache = {weight: smoothing, values: smooth(s.values, smoothing)};
   }
@@ -28,7 +29,13 @@ export function stepDomain(series) {
     lo = Math.min(lo, s.steps[0]);
     hi = Math.max(hi, s.steps[s.steps.length - 1]);
   }
-  return lo <= hi ? [lo, hi === lo ? lo + 1 : hi] : null;
+  return lo <= hi ? [lo, hi] : null;
+}
+
+/** A step domain wide enough to draw: a single step sits in the middle, not on the y axis. */
+export function drawable(domain) {
+  if (!domain) return null;
+  return domain[1] > domain[0] ? domain : [domain[0] - 1, domain[1] + 1];
 }
 
 /** Index range [i0, i1) of sorted `steps` within [d0, d1]. */
@@ -46,7 +53,7 @@ function yDomain(visible, domain, model) {
   for (const s of visible) {
     const [i0, i1] = indexRange(s.steps, domain[0], domain[1]);
     arrays.push(s.values.slice(i0, i1));
-    if (model.smoothing > 0) arrays.push(drawnValues(s, model.smoothing).slice(i0, i1));
+    if (model.smoothing > 0 && s.smooth !== false) arrays.push(drawnValues(s, model.smoothing).slice(i0, i1));
   }
   let range = extent(arrays, log || model.yScale === 'count');
   if (model.yScale === 'count') return [0.5, Math.max(2, (range ? range[1] : 1) * 1.6)];
@@ -77,16 +84,18 @@ function yDomain(visible, domain, model) {
  * Draw a line chart; returns its layout ({plot, x, y, domain}) or null.
  * @param {HTMLCanvasElement} canvas
  * @param {Object} model
- *   series: [{name, steps, values, none?, color, dashed?}]; hidden: Set of names
- *   zoom: [step0, step1] or null; yScale: 'linear' | 'log' | 'count'; yLabel; height
+ *   series: [{name, steps, values, none?, color, dashed?, stepped?, under?, smooth?}]; hidden: Set of names
+ *   zoom: [step0, step1] or null; axis: the view's shared axis (shared_axis.js) or null
+ *   yScale: 'linear' | 'log' | 'count'; yLabel; height
  *   limits: [{value, label}]; markStep; highlight (series name); smoothing (0..0.999)
  * @param {number} width CSS pixels
  */
 export function drawLines(canvas, model, width) {
   const colors = themeColors();
   const height = model.height || 220;
-  const visible = model.series.filter((s) => !model.hidden.has(s.name));
-  const domain = model.zoom || stepDomain(visible.length ? visible : model.series);
+  const visible = model.series.filter((s) => !isHidden(model, s));
+  const own = stepDomain(visible.length ? visible : model.series);
+  const domain = drawable(model.zoom || (model.axis && model.axis.domain()) || own);
   const ctx0 = canvas.getContext('2d');
   ctx0.font = FONT;
   if (!domain) {
@@ -102,7 +111,8 @@ export function drawLines(canvas, model, width) {
   if (model.yScale === 'count') ticks = ticks.filter((t) => t >= 1 && Number.isInteger(t));
   const labels = ticks.map(tickText);
   if (model.yScale === 'count') labels.push('0');
-  const left = Math.max(50, 28 + Math.max(...labels.map((t) => ctx0.measureText(t).width)));
+  const needed = Math.max(50, 28 + Math.max(...labels.map((t) => ctx0.measureText(t).width)));
+  const left = model.axis ? model.axis.left(width, needed) : needed;
   const plot = {x0: left, x1: width - 12, y0: 18, y1: height - 24};
   const ctx = sizeCanvas(canvas, width, height);
   ctx.font = FONT;
@@ -134,22 +144,26 @@ export function drawLines(canvas, model, width) {
   drawFrame(ctx, plot, colors);
   drawYTitle(ctx, model.yLabel, plot, colors);
 
-  const ordered = [...visible].sort((a, b) => (a.name === model.highlight) - (b.name === model.highlight));
+  const ordered = [...visible].sort((a, b) => Number(Boolean(b.under)) - Number(Boolean(a.under))
+    || (a.name === model.highlight) - (b.name === model.highlight));
   ctx.save();
   ctx.beginPath();
   ctx.rect(plot.x0, plot.y0 - 1, plot.x1 - plot.x0, plot.y1 - plot.y0 + 2);
   ctx.clip();
   for (const s of ordered) {
-    const faded = model.highlight && s.name !== model.highlight;
-    const width0 = s.name === model.highlight ? 2.5 : 1.5;
-    if (model.smoothing > 0) {
+    const own0 = s.limitOf || s.name;
+    const faded = model.highlight && own0 !== model.highlight;
+    // A series drawn under the others (the reference under the candidate) is wide and pale, so one that
+    // coincides with it is seen on top of it rather than hiding it.
+    const width0 = s.under ? 5 : own0 === model.highlight ? 2.5 : 1.5;
+    if (model.smoothing > 0 && s.smooth !== false) {
       tracePath(ctx, s, s.values, x, yOf, domain, model, {alpha: faded ? 0.12 : 0.3, width: 1});
     }
     tracePath(ctx, s, drawnValues(s, model.smoothing), x, yOf, domain, model,
-      {alpha: faded ? 0.35 : 1, width: width0});
+      {alpha: (faded ? 0.35 : 1) * (s.under ? 0.45 : 1), width: width0});
   }
   ctx.restore();
-  drawMarkers(ctx, ordered, x, plot, domain);
+  drawMarkers(ctx, ordered, x, plot, domain, model.yScale === 'log');
   drawLimits(ctx, model.limits || [], y, plot, colors);
   if (model.markStep !== undefined && model.markStep !== null) drawRule(ctx, x, plot, model.markStep, colors);
   return {plot, x, y, domain, yDomain: [ylo, yhi], yLabels, xTicks};
@@ -163,10 +177,12 @@ function tracePath(ctx, s, values, x, yOf, domain, model, {alpha, width}) {
   ctx.strokeStyle = s.color;
   ctx.fillStyle = s.color;
   ctx.lineWidth = width;
-  ctx.setLineDash(s.dashed ? [5, 3] : []);
+  setDash(ctx, s, model);
   ctx.beginPath();
   let pen = false;
+  let lastY = 0;
   const dots = i1 - i0 < 60;
+  const single = i1 - i0 === 1 && !s.stepped; // one logged step: a square, not a dot lost on an edge
   for (let i = from; i < to; i++) {
     const v = values[i];
     const ok = Number.isFinite(v) && !(s.none && s.none[i]) && (model.yScale !== 'log' || v > 0);
@@ -176,23 +192,53 @@ function tracePath(ctx, s, values, x, yOf, domain, model, {alpha, width}) {
     }
     const px = x(s.steps[i]);
     const py = yOf(v);
+    if (pen && s.stepped) ctx.lineTo(px, lastY);
     if (pen) ctx.lineTo(px, py);
     else ctx.moveTo(px, py);
     pen = true;
-    if (dots) ctx.fillRect(px - 1.5, py - 1.5, 3, 3);
+    lastY = py;
+    if (single) ctx.fillRect(px - 3.5, py - 3.5, 7, 7);
+    else if (dots && !s.stepped) ctx.fillRect(px - 1.5, py - 1.5, 3, 3);
   }
   ctx.stroke();
   ctx.setLineDash([]);
+  ctx.lineDashOffset = 0;
   ctx.globalAlpha = 1;
 }
 
-/** NaN/Inf: magenta triangles on the top edge; None: grey squares on the bottom edge. */
-function drawMarkers(ctx, series, x, plot, domain) {
+/**
+ * Dashes: a limit series' dashes interleave with those of the other limits
+ * (up to 4), so limits that coincide show every color in turn instead of
+ * the last one drawn over the others.
+ */
+function setDash(ctx, s, model) {
+  if (s.limitOf) {
+    const limits = model.series.filter((x) => x.limitOf);
+    const n = Math.min(4, limits.length);
+    const k = limits.indexOf(s) % n;
+    ctx.setLineDash(n > 1 ? [5, 5 * (n - 1)] : [5, 3]);
+    ctx.lineDashOffset = -5 * k;
+    return;
+  }
+  ctx.setLineDash(s.dashed ? [5, 3] : []);
+  ctx.lineDashOffset = 0;
+}
+
+/**
+ * NaN/Inf: magenta triangles on the top edge; None: grey squares on the
+ * bottom edge; on a log axis an exact 0 (which has no place on it): a
+ * hollow triangle in the series' color on the bottom edge.
+ */
+function drawMarkers(ctx, series, x, plot, domain, log) {
   for (const s of series) {
+    if (s.limitOf) continue; // a limit that is not there (NaN) is no NaN of the data
     const [i0, i1] = indexRange(s.steps, domain[0], domain[1]);
+    if (log) drawZeros(ctx, s, x, plot, i0, i1);
     for (let i = i0; i < i1; i++) {
       const px = x(s.steps[i]);
-      if (s.none && s.none[i]) {
+      if (log && s.values[i] === 0 && !(s.none && s.none[i])) {
+        continue;
+      } else if (s.none && s.none[i]) {
         ctx.fillStyle = NONE_CSS;
         ctx.fillRect(px - 3, plot.y1 - 7, 6, 6);
       } else if (!Number.isFinite(s.values[i]) || (s.flags && s.flags[i])) {
@@ -207,7 +253,45 @@ function drawMarkers(ctx, series, x, plot, domain) {
   }
 }
 
-/** Dashed horizontal tolerance lines with their label at the right end. */
+/**
+ * Exact zeros of a series on a log axis: a hollow triangle on the bottom
+ * edge at the first step of each run of zeros, and the run itself as a band
+ * along the edge (a dead gradient is zero at every step: one band, not a
+ * carpet of markers).
+ */
+function drawZeros(ctx, s, x, plot, i0, i1) {
+  const zero = (i) => s.values[i] === 0 && !(s.none && s.none[i]);
+  ctx.save();
+  ctx.strokeStyle = s.color;
+  for (let i = i0; i < i1; i++) {
+    if (!zero(i) || (i > i0 && zero(i - 1))) continue;
+    let j = i;
+    while (j + 1 < i1 && zero(j + 1)) j++;
+    const px = x(s.steps[i]);
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    ctx.moveTo(px - 4, plot.y1 - 1);
+    ctx.lineTo(px + 4, plot.y1 - 1);
+    ctx.lineTo(px, plot.y1 - 8);
+    ctx.closePath();
+    ctx.stroke();
+    if (j > i) {
+      ctx.lineWidth = 2.5;
+      ctx.beginPath();
+      ctx.moveTo(px, plot.y1 - 2);
+      ctx.lineTo(x(s.steps[j]), plot.y1 - 2);
+      ctx.stroke();
+    }
+  }
+  ctx.restore();
+}
+
+/** Whether a series is hidden: its own legend entry, or the series whose limit it is. */
+export function isHidden(model, s) {
+  return model.hidden.has(s.name) || Boolean(s.limitOf && model.hidden.has(s.limitOf));
+}
+
+/** Dashed horizontal limit lines with their label at the right end. */
 function drawLimits(ctx, limits, y, plot, colors) {
   for (const limit of limits) {
     const py = Math.round(y(limit.value)) + 0.5;

@@ -6,6 +6,8 @@
 // "p.gradlens.<key>" (the convention of TensorBoard's GetURLPluginData), so
 // the address bar of the whole page can be shared.
 
+import {keepSettings, storedSettings} from './settings.js';
+
 const PREFIX = 'p.gradlens.';
 const listeners = new Set();
 let current = {};
@@ -35,12 +37,13 @@ export function get() {
 }
 
 /**
- * Initial state: TensorBoard's p.gradlens.* keys (if any), then this
- * document's hash.  Afterwards a change of either hash (the tab's own, or
+ * Initial state: the view settings kept from earlier visits (settings.js),
+ * then TensorBoard's p.gradlens.* keys (if any), then this document's hash
+ * (the URL wins).  Afterwards a change of either hash (the tab's own, or
  * TensorBoard's address while the GradLens tab is open) switches the view.
  */
 export function init(hostState = {}) {
-  current = {...hostState, ...parseHash(window.location.hash)};
+  current = {...storedSettings(), ...hostState, ...parseHash(window.location.hash)};
   window.addEventListener('hashchange', () => adopt(parseHash(window.location.hash), false));
   try {
     if (window.parent !== window) {
@@ -69,8 +72,9 @@ function adopt(next, fromHost) {
 }
 
 /**
- * Merge `patch` into the state, write the hash, notify listeners.
- * A key set to '' or null is removed.
+ * Merge `patch` into the state, write the hash, keep the view settings
+ * (settings.js: what the user set, not what an address brought), notify
+ * listeners.  A key set to '' or null is removed.
  */
 export function update(patch, {replace = false} = {}) {
   const next = {...current, ...patch};
@@ -80,6 +84,7 @@ export function update(patch, {replace = false} = {}) {
   if (toHash(next) === toHash(current)) return;
   current = next;
   writeHash(replace);
+  keepSettings(current);
   notify();
 }
 

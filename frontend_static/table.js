@@ -14,11 +14,12 @@ import {fmt, num} from './format.js';
  *   sortValue(row, key): value used to sort (default row[key])
  *   onSelect(row): row activation; rowClass(row): extra class; caption
  *   cellTitle(row, key): a cell's title (hover text); rowKey(row): data-key of a row
- *   maxRows: show at most this many rows (after sorting)
+ *   maxRows: show at most this many rows (after sorting); `showAll` adds a button that shows the rest
  */
 export function table(o) {
   let sortKey = o.sortKey || null;
   let descending = o.descending !== undefined ? o.descending : true;
+  let limit = o.maxRows || 0;
   const node = el('table', {class: 'gl-table'});
   if (o.caption) node.appendChild(el('caption', {text: o.caption}));
   const thead = el('thead');
@@ -51,8 +52,18 @@ export function table(o) {
       rows.sort((a, b) => compare(sortValue(a, sortKey), sortValue(b, sortKey), column && column.numeric));
       if (descending) rows.reverse();
     }
-    if (o.maxRows) rows = rows.slice(0, o.maxRows);
+    const total = rows.length;
+    if (limit && total > limit) rows = rows.slice(0, limit);
     tbody.replaceChildren(...rows.map((row) => bodyRow(row)));
+    if (o.showAll && limit && total > limit) {
+      const more = el('button', {type: 'button', class: 'gl-tool gl-show-all', text: `Show all ${total} rows`,
+        onclick: () => {
+          limit = 0;
+          render();
+        }});
+      tbody.appendChild(el('tr', {class: 'gl-more-row'}, [el('td', {colspan: o.columns.length}, [
+        `${limit} of ${total} shown. `, more])]));
+    }
   };
 
   const bodyRow = (row) => {

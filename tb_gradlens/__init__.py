@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 _LAZY_SUBMODULES = ("summary", "numerics", "metadata", "compare", "keras", "analysis", "reading",
                     "distribute", "advisor")
 # Functions and classes of submodules, imported when first used.
-_LAZY_NAMES = {"advise": "advisor", "Advisor": "advisor"}
+_LAZY_NAMES = {"advise": "advisor", "Advisor": "advisor", "keep_in_float32": "advisor"}
 
 
 def __getattr__(name):

@@ -154,8 +154,26 @@ def fit_run(logdir, steps=300, batch_size=64, seed=0, compare_every=COMPARE_EVER
             (compare.Variant(None), compare.Variant(None, jit_compile=True)),
         ],
     )
-    history = model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[callback])
-    return float(history.history["loss"][-1])
+    # shuffle=False: the dataset shuffles itself (Keras warns that shuffle=True is ignored for a dataset).
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False, callbacks=[callback])
+    # Keras' history holds the epoch's running mean of the loss; the run's last logged step is what the tab shows.
+    return last_logged_loss(os.path.join(logdir, FIT_RUN))[1]
+
+
+def last_logged_loss(run_dir):
+    """(step, value) of the last ``loss`` scalar logged in ``run_dir`` (None, NaN if none)."""
+    import glob
+
+    from tensorboard.backend.event_processing import event_file_loader
+    from tensorboard.util import tensor_util
+
+    last = (None, float("nan"))
+    for path in sorted(glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))):
+        for event in event_file_loader.LegacyEventFileLoader(path).Load():
+            for value in event.summary.value:
+                if value.tag == "loss" and (last[0] is None or event.step >= last[0]):
+                    last = (int(event.step), float(tensor_util.make_ndarray(value.tensor)))
+    return last
 
 
 def write_demo_logdir(logdir, steps=300, log_every=1, precision=False):
@@ -209,9 +227,13 @@ def run(logdir, steps=300, port=6006, serve_after=True, log_every=1):
         flush=True,
     )
     losses = write_demo_logdir(logdir, steps, log_every, precision=True)
-    for name, loss in losses.items():
-        print("  %-16s final loss %.4f" % (name, loss), flush=True)
+    width = max(len(name) for name in losses)
+    for name in losses:
+        step, loss = last_logged_loss(os.path.join(logdir, name))  # what the tab shows as its last step
+        print("  %-*s final loss %.4f (step %s, as logged)" % (width, name, loss, step), flush=True)
     if not serve_after:
+        print("Next: tensorboard --logdir %s  (then open the GradLens tab), or: tb-gradlens report %s"
+              % (logdir, logdir), flush=True)
         return 0
     _, url = serve(logdir, port)
     print("TensorBoard with the GradLens tab: %s#gradlens" % url, flush=True)

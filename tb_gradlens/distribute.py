@@ -146,7 +146,8 @@ def replica_divergence(local_grads, reduced_grads, due=True):
     every replica, never under ``tf.cond``.
 
     Returns:
-      float32 ``[R, V, 9]`` (the same on every replica), or None outside
+      float32 ``[R, V, len(DIVERGENCE_COLUMNS)]`` (the same on every
+      replica; no stable-rounding column: NaN), or None outside
       ``strategy.run`` / with one replica.
     """
     context = replica_context()
@@ -158,7 +159,7 @@ def replica_divergence(local_grads, reduced_grads, due=True):
     n_columns = len(metadata.DIVERGENCE_COLUMNS)
 
     def compute():
-        return numerics.divergence_metrics(local, mean)
+        return numerics.comparison_values(numerics.divergence_metrics(local, mean))
 
     if isinstance(due, bool):
         metrics = compute() if due else tf.zeros([len(local), n_columns])

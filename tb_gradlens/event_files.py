@@ -1,7 +1,7 @@
 """Event files under a logdir: finding them safely, checking them, comparing them.
 
 TensorFlow-free; shared by the command line (``tb_gradlens.logdir``) and
-the plugin (``LogdirMonitor``).  TensorBoard's readers stop silently at a
+the plugin (``logdir_monitor.LogdirMonitor``).  TensorBoard's readers stop silently at a
 damaged record, and two writers in one run make its two loaders show
 different data; this module says so, naming the file:
 
@@ -12,7 +12,8 @@ different data; this module says so, naming the file:
 * ``FileScan``: one pass over a file's TFRecord frames (``uint64 length,
   masked_crc32c(length), data, masked_crc32c(data)``), incremental (it
   resumes where it stopped when the file grows).  Both CRCs are checked
-  (``tb_gradlens.crc32c``, ~150 MB/s); the steps of the summary events are
+  (``tb_gradlens.crc32c``, ~200 MB/s); a record longer than
+  a block is checked a block at a time, within the same budget; the steps of the summary events are
   read from each record's first bytes.
 * ``overlaps``: files of one run whose summary steps overlap: two writers
   at once, or a restarted run that wrote the same steps again.
@@ -20,8 +21,6 @@ different data; this module says so, naming the file:
 
 import os
 import struct
-import threading
-import time
 
 import numpy as np
 
@@ -30,7 +29,10 @@ from tb_gradlens import crc32c
 _HEADER = struct.Struct("<QI")  # length, masked crc32c of the length
 _HEADER_SIZE = 12
 _FOOTER_SIZE = 4
-_BLOCK = 8 * 1024 * 1024  # bytes read and checked at a time
+_BLOCK = 4 * 1024 * 1024  # bytes read and checked at a time
+_PIECE = 1024 * 1024  # bytes of a record longer than a block read at a time
+_HEAD_BYTES = 64  # a record's first bytes: where its step is
+_MIN_PIECE = 64 * 1024  # the least of a long record checked per call
 _SUMMARY_FIELD = 0x2A  # Event.summary: field 5, length-delimited
 _MAX_DEPTH = 64
 
@@ -129,6 +131,13 @@ class FileScan:
         self._final = False  # nothing after the damage can be framed
         self._unread = [0, None, None]  # records after the damage, their step range
         self._size = -1
+        self._long = None  # the _LongRecord being checked
+
+    @property
+    def readable_end(self):
+        """Where the records TensorBoard's Python loader reads end: the first
+        damaged record, else the end of the last whole record checked."""
+        return self._damaged_at if self._damaged_at is not None else self.offset
 
     def advance(self, budget=None):
         """Check the bytes added since the last call (about ``budget`` at
@@ -149,17 +158,20 @@ class FileScan:
     def _advance(self, f, size, budget):
         done = 0
         while self.offset < size and not self._final and (budget is None or done < budget):
+            if self._long is not None:  # a record longer than a block, checked a block at a time
+                done += self._continue_long(f, size, None if budget is None else budget - done)
+                if self._long is not None:
+                    break  # out of budget, or the file ends inside it
+                continue
             f.seek(self.offset)
-            block = f.read(min(_BLOCK, size - self.offset))
+            block = f.read(min(_BLOCK, size - self.offset, _BLOCK if budget is None else max(budget - done, _MIN_PIECE)))
             done += len(block)
             consumed = self._check_block(block, size)
             self.offset += consumed
             if consumed == 0:
                 if self._final or self.truncated:
                     break
-                self._read_one(f, size)  # one record larger than a block
-                if self.truncated:
-                    break
+                self._long = _LongRecord(block[:_HEADER_SIZE + _HEAD_BYTES])
         return done
 
     def _frames(self, block):
@@ -205,19 +217,35 @@ class FileScan:
             self.truncated = True
         return consumed
 
-    def _read_one(self, f, size):
-        """Check the single record at ``offset`` (longer than a block)."""
-        f.seek(self.offset)
-        length, _ = _HEADER.unpack(f.read(_HEADER_SIZE))
-        total = _HEADER_SIZE + length + _FOOTER_SIZE
+    def _continue_long(self, f, size, budget):
+        """Check more of the long record at ``offset`` (at most about ``budget``
+        bytes, a block at a time: never the whole claimed record at once);
+        returns the bytes read."""
+        long = self._long
+        total = _HEADER_SIZE + long.length + _FOOTER_SIZE
         if self.offset + total > size:
             self.truncated = True
-            return
-        f.seek(self.offset)
-        record = f.read(total)
-        ok = crc32c.masked_crc32c(record[_HEADER_SIZE:-_FOOTER_SIZE]) == struct.unpack_from("<I", record, total - 4)[0]
-        self._record(record, 0, length, ok)
+            return 0
+        done = 0
+        while long.checked < long.length and (budget is None or done < budget):
+            f.seek(self.offset + _HEADER_SIZE + long.checked)
+            size_left = _PIECE if budget is None else max(budget - done, _MIN_PIECE)
+            piece = f.read(min(_PIECE, size_left, long.length - long.checked))
+            if not piece:
+                self.truncated = True
+                return done
+            long.crc.update(piece)
+            long.checked += len(piece)
+            done += len(piece)
+        if long.checked < long.length:
+            return done
+        f.seek(self.offset + _HEADER_SIZE + long.length)
+        footer = f.read(_FOOTER_SIZE)
+        ok = len(footer) == _FOOTER_SIZE and long.crc.masked() == struct.unpack("<I", footer)[0]
+        self._record(long.head, 0, min(long.length, len(long.head) - _HEADER_SIZE), ok)
         self.offset += total
+        self._long = None
+        return done + len(footer)
 
     def _record(self, block, pos, length, ok):
         step, is_summary = event_step(block, pos + _HEADER_SIZE, pos + _HEADER_SIZE + length) if ok else (None, False)
@@ -259,6 +287,19 @@ class FileScan:
             % (self._what, self._damaged_at, self.readable, count, steps))
 
 
+class _LongRecord:
+    """A record longer than a block, being checked: its frame's first bytes,
+    its length, the CRC of the data checked so far."""
+
+    __slots__ = ("head", "length", "checked", "crc")
+
+    def __init__(self, head):
+        self.head = head
+        self.length = _HEADER.unpack_from(head)[0]
+        self.checked = 0
+        self.crc = crc32c.Crc32c()
+
+
 def overlaps(scans):
     """Messages for event files of one run whose summary steps overlap.
 
@@ -285,50 +326,3 @@ def overlaps(scans):
                     "file once a newer one appears; the Rust data server keeps one); give each writer its "
                     "own run directory" % (os.path.basename(a.path), os.path.basename(b.path), low, high))))
     return out
-
-
-class LogdirMonitor:
-    """Checks the event files of a local logdir, a bounded amount per call.
-
-    ``problems()`` re-lists the logdir at most every ``interval`` seconds,
-    checks at most ``budget`` new bytes, and returns {run: [{"file",
-    "error"}]} (paths relative to the logdir): damaged files, overlapping
-    writers and what the walk skipped (run "").  Thread-safe.
-    """
-
-    def __init__(self, logdir, budget=64 * 1024 * 1024, interval=1.0):
-        self.logdir = logdir
-        self.budget = budget
-        self.interval = interval
-        self._scans = {}
-        self._notes = []
-        self._listed_at = -float("inf")
-        self._lock = threading.Lock()
-
-    def problems(self):
-        with self._lock:
-            now = time.monotonic()
-            if now - self._listed_at >= self.interval:
-                self._listed_at = now
-                files, self._notes = walk(self.logdir)
-                self._scans = {path: (run, self._scans.get(path, (run, FileScan(path)))[1]) for run, path in files}
-            left = self.budget
-            for run, scan in self._scans.values():
-                if left <= 0:
-                    break
-                left -= scan.advance(left)
-            return self._report()
-
-    def _report(self):
-        out = {}
-        for run, scan in self._scans.values():
-            if scan.damage:
-                out.setdefault(run, []).append({"file": self._relative(scan.path), "error": scan.damage})
-        for run, a, _, message in overlaps(list(self._scans.values())):
-            out.setdefault(run, []).append({"file": self._relative(a), "error": message})
-        for note in self._notes:
-            out.setdefault("", []).append({"file": None, "error": note})
-        return out
-
-    def _relative(self, path):
-        return os.path.relpath(path, self.logdir)

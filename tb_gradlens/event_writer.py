@@ -20,13 +20,22 @@ records larger than ~4 KB fail with no error at all.
 * On a failure it warns (``safety.report``, again for every new failure),
   closes the file and cuts it back to its last whole record (everything
   written before the failure stays readable), and keeps what is written
-  next in memory (a ``ram://`` event file, at most ``memory_bytes``; past
-  that the oldest is dropped and counted).  Every ``retry_seconds`` it
-  opens a new event file (a later timestamp, so TensorBoard reads it after
-  the old one), writes the records kept in memory into it (with the wall
-  time of that moment) and warns again that writing resumed.  What is
-  lost: the records of the flush that failed (torn, or not written), and
-  anything past ``memory_bytes`` while the disk stays full.
+  next in memory (``event_sink.MemorySink``, at most ``memory_bytes``; past
+  that the oldest is dropped).  At the next flush, and then every
+  ``retry_seconds`` or as soon as the file system has more free space than
+  at the last try, it opens a new event file (a later timestamp, so
+  TensorBoard reads it after the old one) and writes the kept records into
+  it (with the wall time of that moment).  Only when all of them are whole
+  on disk does it warn that writing resumed; a disk that takes part of them
+  keeps those in the new file and the rest in memory for the next try.
+* Every kept record that is lost is counted (``dropped``, and
+  ``safety.reported()["tb_gradlens kept records"]``) and warned: at the first
+  drop past ``memory_bytes`` of a failure episode, and for what is still kept
+  when the writer is closed (also at interpreter exit, where a writer still
+  open gets a last try) or collected.  What is lost: the records of the
+  flush that failed (torn, or not written), anything past ``memory_bytes``
+  while the disk stays full, and what is still kept when the writer closes
+  on a full disk (or the process is killed).
 * The resource handle never changes (the new file is opened under the same
   handle), so ``tf.function``s traced with the writer keep writing to the
   current file.
@@ -37,6 +46,7 @@ TensorFlow's error): keep ``as_default()`` blocks around each step's
 summaries, or call ``flush()``.
 """
 
+import atexit
 import functools
 import glob
 import os
@@ -49,13 +59,15 @@ import tensorflow as tf
 
 from tb_gradlens import crc32c
 from tb_gradlens import event_files
+from tb_gradlens import event_sink
 from tb_gradlens import safety
 
 _CAUSE = "tb_gradlens event file writer"
+_DROP_CAUSE = "tb_gradlens kept records"  # kept records lost: past the memory bound, or at close
 _HEADER = 12
 _HEAD = _HEADER + 24  # a frame's header and the start of its event: wall time and step
 _WINDOW = 1 << 20  # bytes read at a time when checking what a flush wrote
-_NEVER_MS = 10 * 24 * 3600 * 1000  # TensorFlow's time-based flush, out of the way
+_NEVER_MS = event_sink._NEVER_MS
 DEFAULT_MEMORY_BYTES = 64 * 1024 * 1024
 
 
@@ -79,7 +91,8 @@ def create_file_writer(logdir, max_queue=1000, retry_seconds=1.0, filename_suffi
 class ResilientFileWriter(tf.summary.SummaryWriter):
     """See the module docstring.  Attributes: ``logdir``, ``path`` (the event
     file written now, None while failing or for a non-local logdir),
-    ``failures`` (failure episodes so far)."""
+    ``failures`` (failure episodes so far), ``dropped`` (kept records lost so
+    far: past ``memory_bytes``, or still kept at ``close``)."""
 
     def __init__(self, logdir, max_queue=1000, retry_seconds=1.0, filename_suffix=".v2",
                  memory_bytes=DEFAULT_MEMORY_BYTES):
@@ -88,6 +101,7 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
         self.retry_seconds = float(retry_seconds)
         self.memory_bytes = int(memory_bytes)
         self.failures = 0
+        self.dropped = 0
         self.path = None
         self._suffix = ".%s%s" % (uuid.uuid4().hex[:8], filename_suffix)  # finds our files
         self._local = "://" not in self.logdir
@@ -96,13 +110,19 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
         self._closed = False
         self._verified = 0
         self._last_step = None
-        self._last_second = -1
+        self._summaries = 0  # whole summary records checked in the current file
+        self._last_name = ""  # the event file that holds data last: a new one must sort after it
         self._next_attempt = 0.0
-        self._sink = _MemorySink(self._suffix, self.max_queue, self.memory_bytes)
+        self._free_at_attempt = None  # free bytes when the last try to resume failed
+        self._dropping = False  # a drop was warned in this failure episode
+        self._out_of_order = False  # the last try made a file that would sort first
+        self._sink = event_sink.MemorySink(self._suffix, self.max_queue, self.memory_bytes)
         with tf.init_scope():  # (a writer made while a tf.function is traced)
             self._resource = tf.raw_ops.SummaryWriter(shared_name="gradlens_%s" % uuid.uuid4().hex, container="")
         self._reader = _KeptReader()  # the event file, open for checking between flushes
-        self._finalizer = weakref.finalize(self, _delete_resource, self._resource, self._reader)
+        self._finalizer = weakref.finalize(self, _delete_resource, self._resource, self._reader, self._sink,
+                                           self.logdir)
+        atexit.register(_close_at_exit, weakref.ref(self))  # a last try to write what is kept
         if self._local:
             os.makedirs(self.logdir, exist_ok=True)
         with self._lock, tf.init_scope():
@@ -148,6 +168,13 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             if self._closed:
                 return
             self._flush_now()
+            if not self._healthy and len(self._sink):  # a last try, now
+                if not self._resume() and self._out_of_order:
+                    time.sleep(max(0.0, int(time.time()) + 1.01 - time.time()))  # a later second sorts after
+                    self._resume()
+            if not self._healthy and len(self._sink):
+                self._drop(len(self._sink), "the writer was closed while the disk was still full; they are "
+                           "lost (free space before closing to keep them)", warn_again=True)
             self._closed = True
             self._release()
             self._sink.clear()
@@ -167,8 +194,11 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
                 return
             if not self._healthy:
                 self._release()  # what was written since: into the memory sink's files
-                self._sink.bound()
-                if time.monotonic() >= self._next_attempt:
+                dropped = self._sink.collect()
+                if dropped:
+                    self._drop(dropped, "more than %d MB were kept while the disk stays full; the oldest are "
+                               "dropped" % (self.memory_bytes >> 20))
+                if len(self._sink) and (time.monotonic() >= self._next_attempt or self._space_freed()):
                     self._resume()
                 if not self._healthy:
                     self._sink.open(self._resource)
@@ -217,6 +247,7 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             step, is_summary = event_files.event_step(window, at + _HEADER, min(end_of_head, at + _HEADER + length))
             if is_summary:
                 self._last_step = step
+                self._summaries += 1
             offset = end
             self._verified = offset
         if offset == size:
@@ -241,34 +272,89 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             kept = " %s are kept in it." % (
                 "Steps up to %d" % self._last_step if self._last_step is not None else "Its whole records")
         self.path = None
-        self._sink.clear()
+        self._dropping = False
         self._next_attempt = time.monotonic()
         safety.report(_CAUSE, WriteFailure(
             "%s.%s What is written next is kept in memory (up to %d MB) until a new event file can "
             "be written (tried every %g s)." % (error, kept, self.memory_bytes >> 20, self.retry_seconds)),
             again=True)
-        self._resume()
-        if not self._healthy:
-            self._sink.open(self._resource)
+        self._sink.open(self._resource)  # the next flush tries a new file with what was kept
+
+    def _space_freed(self):
+        """Whether the logdir's file system has more free space than when the
+        last try to resume failed: try again now, not a retry period later
+        (a process killed meanwhile loses what is kept in memory)."""
+        if not self._local or self._free_at_attempt is None:
+            return False
+        return _free_bytes(self.logdir) > self._free_at_attempt
 
     def _resume(self):
-        """Try a new event file; on success write the kept records and warn."""
+        """Try a new event file and write the kept records into it; True when
+        writing resumed.  Writing resumes (and says so) only once every kept
+        record is whole on disk; a disk that takes part of them keeps those in
+        the new file, and the rest stay kept for the next try."""
         self._next_attempt = time.monotonic() + self.retry_seconds
-        if self._local and int(time.time()) <= self._last_second:
-            return  # the new file must sort after the old one (names start with the second)
+        self._free_at_attempt = _free_bytes(self.logdir) if self._local else None
+        self._out_of_order = False
         self._release()
+        last_name = self._last_name
         if not self._open_file():
-            return
-        dropped = self._sink.dropped
-        kept = self._sink.replay(self._resource)
-        if kept:
-            self._flush_now()
+            return False
+        if self._local and os.path.basename(self.path) <= last_name:
+            # TensorBoard reads a run's files in name order: one created in the same second
+            # with a counter of more digits ("...10" < "...9") would be read first.
+            self._out_of_order = True
+            self._keep_whole(last_name, written=0)
+            return False
+        kept = len(self._sink)
+        error = None
+        try:
+            self._sink.replay(self._resource)
+            tf.raw_ops.FlushSummaryWriter(writer=self._resource)
+        except (tf.errors.OpError, OSError) as e:
+            error = WriteFailure(_reason(e))
+        error = error or self._check_file()
+        if error is not None:
+            self._keep_whole(last_name)
+            return False
+        self._sink.forget(kept)
+        self._free_at_attempt = None
         safety.notify(
             "writing resumed in a new event file %s after %d failure(s); %d record(s) written while "
             "writing failed were kept in memory and written to it%s; the records of the flush that "
             "failed are lost" % (self._name(), self.failures, kept,
-                                 "" if not dropped else ", %d more were dropped past %d bytes"
-                                 % (dropped, self.memory_bytes)))
+                                 "" if not self.dropped else " (%d kept record(s) were dropped so far)"
+                                 % self.dropped))
+        return True
+
+    def _keep_whole(self, last_name, written=None):
+        """After a replay the disk took only in part: cut the new file back to
+        its whole records (the kept records among them are forgotten), or
+        remove it if it holds none."""
+        self._healthy = False
+        self._release()
+        written = self._summaries if written is None else written
+        where, self.path = self.path, None
+        try:
+            if written == 0:
+                os.remove(where)
+                self._last_name = last_name
+            elif os.path.getsize(where) > self._verified:
+                os.truncate(where, self._verified)
+        except OSError:
+            pass
+        self._sink.forget(written)
+        self._free_at_attempt = _free_bytes(self.logdir)
+
+    def _drop(self, count, why, warn_again=False):
+        """Kept records lost: counted (``dropped``, ``safety.reported()``), warned
+        at the first drop of a failure episode and at ``close``."""
+        self.dropped += count
+        safety.report(_DROP_CAUSE, WriteFailure(
+            "%d kept record%s of %s could not be written: %s (%d dropped in all)"
+            % (count, "" if count == 1 else "s", self.logdir, why, self.dropped)),
+            again=warn_again or not self._dropping)
+        self._dropping = True
 
     def _open_file(self):
         """Open a new event file under the handle; True if it is written and whole."""
@@ -285,13 +371,14 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
         created = sorted(set(self._our_files()) - before)
         self.path = created[-1] if created else None
         self._verified = 0
+        self._summaries = 0
         if self._local and (self.path is None or self._check_file() is not None):
             self._release()
             self._remove(created)
             self.path = None
             return False
         if self.path is not None:
-            self._last_second = _file_second(self.path)
+            self._last_name = os.path.basename(self.path)
         self._healthy = True
         return True
 
@@ -318,77 +405,6 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             pass
 
 
-class _MemorySink:
-    """Where the writer's handle points while writing fails: ``ram://`` event
-    files (one per flush), at most ``max_bytes`` of them, replayed into the
-    next event file that can be written."""
-
-    def __init__(self, suffix, max_queue, max_bytes):
-        self.root = "ram://gradlens_sink_%s" % uuid.uuid4().hex
-        self.suffix = suffix
-        self.max_queue = max_queue
-        self.max_bytes = max_bytes
-        self.dropped = 0  # records dropped past max_bytes
-
-    def open(self, handle):
-        """Point ``handle`` at a new memory file (the caller released it)."""
-        tf.raw_ops.CreateSummaryFileWriter(writer=handle, logdir=self.root, max_queue=self.max_queue,
-                                           flush_millis=_NEVER_MS, filename_suffix=self.suffix)
-
-    def files(self):
-        return sorted(tf.io.gfile.glob(self.root + "/*"), key=self._order)
-
-    def _order(self, path):
-        """(second, TensorFlow's writer counter) of one of our event files."""
-        name = os.path.basename(path)
-        parts = name[:len(name) - len(self.suffix)].split("tfevents.", 1)[-1].split(".")
-        try:
-            return int(parts[0]), int(parts[-1])
-        except ValueError:
-            return 0, 0
-
-    def bound(self):
-        """Drop the oldest kept records past ``max_bytes`` (counted in ``dropped``)."""
-        files = self.files()
-        sizes = [tf.io.gfile.stat(path).length for path in files]
-        while files and sum(sizes) > self.max_bytes:
-            self.dropped += len(_records(tf.io.gfile.GFile(files[0], "rb").read()))
-            tf.io.gfile.remove(files.pop(0))
-            sizes.pop(0)
-
-    def replay(self, handle):
-        """Write the kept summaries through ``handle``; their number.  Empties the sink."""
-        from tensorboard.compat.proto import event_pb2
-
-        count = 0
-        for path in self.files():
-            for data in _records(tf.io.gfile.GFile(path, "rb").read()):
-                event = event_pb2.Event.FromString(data)
-                if event.HasField("summary"):
-                    tf.raw_ops.WriteRawProtoSummary(
-                        writer=handle, step=event.step, tensor=event.summary.SerializeToString())
-                    count += 1
-        self.clear()
-        return count
-
-    def clear(self):
-        for path in tf.io.gfile.glob(self.root + "/*"):
-            tf.io.gfile.remove(path)
-        self.dropped = 0
-
-
-def _records(data):
-    """The record payloads of TFRecord bytes (frames as written; no checks: our own memory)."""
-    out, pos = [], 0
-    while pos + _HEADER <= len(data):
-        length = int.from_bytes(data[pos:pos + 8], "little")
-        if pos + _HEADER + length + 4 > len(data):
-            break
-        out.append(data[pos + _HEADER:pos + _HEADER + length])
-        pos += _HEADER + length + 4
-    return out
-
-
 class _KeptReader:
     """One event file kept open for reading between checks (opening it for
     each flush's check cost ~10 us of a 0.9 ms step)."""
@@ -411,12 +427,28 @@ class _KeptReader:
         self._file = self.path = None
 
 
-def _delete_resource(handle, reader=None):
+def _close_at_exit(ref):
+    """``close`` a writer still open when Python exits (the Keras callback keeps
+    its writer for the next ``fit``): kept records get a last try and, if the
+    disk is still full, a warning that they are lost."""
+    writer = ref()
+    if writer is not None:
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def _delete_resource(handle, reader=None, sink=None, logdir=None):
     """Close the handle's writer (and the reader) when the Python object is
     collected (which may happen while a tf.function is traced: init_scope
-    runs it eagerly)."""
+    runs it eagerly); records still kept in memory are counted and warned."""
     if reader is not None:
         reader.close()
+    if sink is not None and len(sink):
+        safety.report(_DROP_CAUSE, WriteFailure(
+            "%d kept record(s) of %s could not be written: the writer was collected while the disk was "
+            "still full" % (len(sink), logdir)), again=True)
     try:
         with tf.init_scope():
             tf.raw_ops.CloseSummaryWriter(writer=handle)
@@ -424,12 +456,13 @@ def _delete_resource(handle, reader=None):
         pass
 
 
-def _file_second(path):
-    """The creation second TensorFlow put in an event file's name (or now)."""
+def _free_bytes(directory):
+    """Bytes free to this user on the file system of ``directory`` (0 if unknown)."""
     try:
-        return int(os.path.basename(path).split("tfevents.", 1)[1].split(".", 1)[0])
-    except (IndexError, ValueError):
-        return int(time.time())
+        st = os.statvfs(directory)
+        return st.f_bavail * st.f_frsize
+    except (OSError, AttributeError):
+        return 0
 
 
 def _reason(error):

@@ -63,18 +63,35 @@ class FilteredSource:
     def __init__(self, source, pattern=None, step_min=None, step_max=None):
         self._source = source
         self.pattern = pattern
+        # One budget for the pattern over every tag this source restricts (a request).
+        self._row_filter = None if pattern is None else reading.row_filter(pattern)
         self.step_min = step_min
         self.step_max = step_max
         self._key = ("filtered", pattern, step_min, step_max)
-        self._records = None
+        self._entries = {}  # run -> restricted TagEntries
         self._rows = {}  # (run, tag) -> row indices kept
+
+    @property
+    def unfiltered(self):
+        """The source this one filters: judgements are made on whole records
+        (a display filter never changes a limit or a verdict)."""
+        return self._source
 
     # -- listing -------------------------------------------------------------
 
     def records(self):
-        if self._records is None:
-            self._records = {run: self._restrict(entries) for run, entries in self._source.records().items()}
-        return self._records
+        return {run: self.entries(run) for run in self.runs()}
+
+    def runs(self):
+        return self._source.runs()
+
+    def entries(self, run):
+        """The entries of ``run`` restricted (each run when first asked: a
+        request about one run matches the pattern against that run only)."""
+        found = self._entries.get(run)
+        if found is None:
+            found = self._entries[run] = self._restrict(self._source.entries(run))  # NotFoundError
+        return found
 
     def _restrict(self, entries):
         out = []
@@ -82,20 +99,13 @@ class FilteredSource:
             if e.record is None or e.kind in UNFILTERED_ROW_KINDS or self.pattern is None:
                 out.append(e)
                 continue
-            index = reading.select_rows(e.record.rows, self.pattern)
+            index = reading.select_rows(e.record.rows, self._row_filter)
             if not index:
                 continue
             self._rows[(e.run, e.tag)] = index
             record = e.record if len(index) == len(e.record.rows) else restrict_record(e.record, index)
             out.append(reading.TagEntry(e.run, e.tag, record, e.error, e.max_step, e.last_wall_time))
         return out
-
-    def runs(self):
-        return sorted(self.records())
-
-    def entries(self, run):
-        self._source.entries(run)  # NotFoundError for an unknown run
-        return self.records()[run]
 
     def entry(self, run, tag):
         for e in self.entries(run):

@@ -7,6 +7,7 @@ with the Rust data server (``--load_fast=true``) and the Python loader.
 import mimetypes
 import os
 import posixpath
+import re
 
 from tensorboard import errors
 from tensorboard.backend import http_util
@@ -16,9 +17,11 @@ from werkzeug import wrappers
 
 from tb_gradlens import analysis
 from tb_gradlens.analysis import advice as advice_analysis
-from tb_gradlens import event_files
+from tb_gradlens.analysis import runs as runs_analysis
 from tb_gradlens import filtered_source
 from tb_gradlens import health
+from tb_gradlens import live_tail
+from tb_gradlens import logdir_monitor
 from tb_gradlens import metadata
 from tb_gradlens.json_encoding import encode_array  # noqa: F401 (tests, callers)
 from tb_gradlens.json_encoding import encode_json
@@ -141,15 +144,20 @@ def _arg(request, name, required=False):
     return value
 
 
+_PLAIN_INT = re.compile(r"-?[0-9]+")
+
+
 def _int_arg(request, name, minimum=None):
     value = _arg(request, name)
     if value is None:
         return None
     try:
+        if not _PLAIN_INT.fullmatch(value):  # int() also takes "1_000", " 5", "５"
+            raise ValueError(value)
         number = int(value)
     except ValueError:
         raise errors.InvalidArgumentError(
-            "parameter %r must be an integer, not %r" % (name, value)
+            "parameter %r must be a plain integer (ASCII digits), not %r" % (name, value[:100])
         ) from None
     if minimum is not None and number < minimum:
         raise errors.InvalidArgumentError("parameter %r must be >= %d" % (name, minimum))
@@ -179,9 +187,13 @@ class GradLensPlugin(base_plugin.TBPlugin):
         self._cache = reading.Cache()
         self._thresholds = thresholds
         logdir = getattr(context, "logdir", None)
-        self._monitor = (
-            event_files.LogdirMonitor(logdir) if logdir and os.path.isdir(logdir) else None
-        )
+        local = bool(logdir) and os.path.isdir(logdir)
+        self._monitor = logdir_monitor.LogdirMonitor(logdir) if local else None
+        # Growing tags of a local logdir are read incrementally, unless TensorBoard
+        # keeps only a sample of the steps (--samples_per_plugin=gradlens=N).
+        samples = getattr(getattr(context, "flags", None), "samples_per_plugin", None)
+        sampled = isinstance(samples, dict) and samples.get(metadata.PLUGIN_NAME, 0) not in (0, "0", None)
+        self._tails = live_tail.LiveTails(logdir) if local and not sampled else None
 
     def get_plugin_apps(self):
         return {
@@ -211,7 +223,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
         )
 
     def _source(self, request):
-        return reading.Source.from_request(self._data_provider, request, self._cache)
+        return reading.Source.from_request(self._data_provider, request, self._cache, self._tails)
 
     def _filtered_source(self, request, rows=True):
         """The source seen through the tab's filters: ``rows`` (regex, when
@@ -221,13 +233,11 @@ class GradLensPlugin(base_plugin.TBPlugin):
         step_min, step_max = _int_arg(request, "step_min"), _int_arg(request, "step_max")
         if not filtered_source.is_filtered(pattern, step_min, step_max):
             return source
-        if pattern is not None:
-            reading.select_rows([], pattern)  # 400 for an invalid regex
-        return filtered_source.FilteredSource(source, pattern, step_min, step_max)
+        return filtered_source.FilteredSource(source, pattern, step_min, step_max)  # 400 for a refused regex
 
     def _file_problems(self):
         """{run: [{"file", "error"}]}: damaged event files and overlapping
-        writers of the logdir (``event_files.LogdirMonitor``, a bounded
+        writers of the logdir (``logdir_monitor.LogdirMonitor``, a bounded
         amount of checking per request); {} for a non-local logdir."""
         if self._monitor is None:
             return {}
@@ -328,8 +338,11 @@ class GradLensPlugin(base_plugin.TBPlugin):
             series.steps, _int_arg(request, "step_min"), _int_arg(request, "step_max")
         )
         _check_answer_size(len(rows), 2, min(buckets, len(steps)))  # status, nonfinite
-        index = np.ix_(steps, np.asarray(rows, np.intp))
-        columns = {c: series.column(c)[index].astype(np.float64) for c in health.COLUMNS}
+        if len(rows) == len(record.rows) and len(steps) == len(series.steps):
+            columns = {c: series.column(c) for c in health.COLUMNS}  # views: no copy of a live run's steps
+        else:
+            index = np.ix_(steps, np.asarray(rows, np.intp))
+            columns = {c: series.column(c)[index] for c in health.COLUMNS}
         body = health.gradient_health(series.steps[steps], columns, buckets)
         body.update(run=run, tag=tag, rows=[record.rows[i] for i in rows])
         return respond_json(request, body)
@@ -399,10 +412,11 @@ class GradLensPlugin(base_plugin.TBPlugin):
             row=_arg(request, "row"),
             column=_arg(request, "column"),
         )
-        body = analysis.compare_runs(
-            self._filtered_source(request, rows=False), run_a, run_b, quantity,
-            _arg(request, "noise_run"),
-        )
+        # The verdict is the whole runs'; the step range only cuts what is shown.
+        self._filtered_source(request, rows=False)  # 400 for a bad step range
+        body = analysis.compare_runs(self._source(request), run_a, run_b, quantity, _arg(request, "noise_run"),
+                                     self._thresholds)
+        body = runs_analysis.restrict_to_steps(body, _int_arg(request, "step_min"), _int_arg(request, "step_max"))
         return respond_json(request, body)
 
     @wrappers.Request.application

@@ -41,6 +41,13 @@ def own_variables(layer):
     return own_trainable_variables(layer) + list(getattr(layer, "_non_trainable_variables", []))
 
 
+def is_autocast(variable):
+    """Whether a layer computing in 16 bits reads ``variable`` in its compute
+    dtype (``Variable._autocast``; LayerNormalization's and BatchNormalization's
+    weights are not)."""
+    return bool(getattr(variable, "_autocast", True))
+
+
 class ShadowPolicy(keras.DTypePolicy):
     """A policy computing in one dtype on variables of another: what a
     shadow pass switches a layer to (sets ``DTypePolicy._compute_dtype`` and

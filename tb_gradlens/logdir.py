@@ -9,6 +9,9 @@ forever or raises) and added one by one.  Before loading, every event
 file is checked (``event_files.FileScan``: framing, both CRCs): TensorBoard
 silently stops at a bad record, the command line names the file, what it
 skipped, and runs whose event files overlap in steps (two writers).
+TensorBoard then reads the records the check found good without checking
+them again (``checked_reader``: TensorBoard's TF-free reader checks CRCs
+one byte at a time in Python).
 TensorFlow-free.
 """
 
@@ -20,6 +23,7 @@ from tensorboard import context as tb_context
 from tensorboard.backend.event_processing import data_provider
 from tensorboard.backend.event_processing import plugin_event_multiplexer
 
+from tb_gradlens import checked_reader
 from tb_gradlens import event_files
 from tb_gradlens import metadata
 
@@ -52,11 +56,15 @@ class Problem:
         return {"run": self.run, "tag": None, "file": self.path, "error": self.message}
 
 
-def scan_event_file(path):
-    """The FileScan of a whole file (every record checked)."""
-    scan = event_files.FileScan(path)
-    scan.advance()
-    return scan
+_PROGRESS_BLOCK = 8 * 1024 * 1024  # bytes checked between two updates of the progress bar
+PROGRESS_DELAY = 0.5  # seconds of reading before the progress bar appears
+
+
+def _size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def file_problems(scans):
@@ -76,14 +84,16 @@ def file_problems(scans):
 
 class Progress:
     """A one-line progress bar on stderr, shown only on a terminal and only
-    after the work has taken longer than ``delay`` seconds."""
+    after the work has taken longer than ``delay`` seconds; ``unit`` "MB"
+    counts bytes."""
 
-    def __init__(self, total, label, stream=None, delay=0.5):
+    def __init__(self, total, label, stream=None, delay=None, unit=""):
         self.total = max(int(total), 1)
         self.label = label
+        self.unit = unit
         self.stream = stream or sys.stderr
         self.start = time.monotonic()
-        self.delay = delay
+        self.delay = PROGRESS_DELAY if delay is None else delay
         self.shown = False
         self.enabled = hasattr(self.stream, "isatty") and self.stream.isatty()
 
@@ -91,10 +101,10 @@ class Progress:
         if not self.enabled or time.monotonic() - self.start < self.delay:
             return
         width = 30
-        filled = int(width * done / self.total)
-        self.stream.write(
-            "\r%s [%s%s] %d/%d" % (self.label, "#" * filled, "." * (width - filled), done, self.total)
-        )
+        filled = int(width * min(done, self.total) / self.total)
+        count = ("%d/%d %s" % (min(done, self.total) / 1e6, self.total / 1e6, self.unit) if self.unit == "MB"
+                 else "%d/%d" % (done, self.total))
+        self.stream.write("\r%s [%s%s] %s" % (self.label, "#" * filled, "." * (width - filled), count))
         self.stream.flush()
         self.shown = True
 
@@ -118,10 +128,13 @@ class LogdirSource:
         self.runs = runs
 
 
-def open_logdir(logdir, progress=True):
+def open_logdir(logdir, progress=True, select_runs=None):
     """Load every run of ``logdir`` with TensorBoard's reading code.
 
     Keeps every gradlens sample (as the plugin's loader asks TensorBoard to).
+    ``select_runs``: None, or a function of the sorted run names returning
+    the indices of the runs to read (the others are neither checked nor
+    loaded); it is called before any event file is read.
     Raises LogdirError for a missing, non-directory, unreadable or empty
     logdir; damaged files are skipped past their last good record, and
     every such thing is listed in ``problems``.
@@ -139,27 +152,46 @@ def open_logdir(logdir, progress=True):
             "logdir %s holds no TensorBoard event files (events.out.tfevents.*)%s"
             % (logdir, "".join("; " + note for note in notes))
         )
-    bar = Progress(len(files) * 2, "reading %s" % logdir) if progress else None
+    if select_runs is not None:
+        names = sorted({run for run, _ in files})
+        keep = {names[i] for i in select_runs(names)}
+        files = [(run, path) for run, path in files if run in keep]
+    sizes = {path: _size(path) for _, path in files}
+    # Each byte is checked once (FileScan) and loaded once (TensorBoard): the bar counts both.
+    bar = Progress(2 * sum(sizes.values()), "reading %s" % logdir, unit="MB") if progress else None
     scans = []
-    for i, (run, path) in enumerate(files):
-        scans.append((run, scan_event_file(path)))
-        if bar:
-            bar.update(i + 1)
+    done = 0
+    for run, path in files:
+        scan = event_files.FileScan(path)
+        while True:  # a block at a time (a long record's blocks too), until nothing more is read
+            read = scan.advance(_PROGRESS_BLOCK)
+            done += read
+            if bar:
+                bar.update(done)
+            if not read:
+                break
+        scans.append((run, scan))
     problems += file_problems(scans)
+    checked_reader.remember(scan for _, scan in scans)
+    checked_reader.install()
     multiplexer = plugin_event_multiplexer.EventMultiplexer(
         tensor_size_guidance={metadata.PLUGIN_NAME: 0, "scalars": 0},
     )
     run_dirs = sorted({run: os.path.dirname(path) for run, path in files}.items())
     for run, directory in run_dirs:
         multiplexer.AddRun(directory, run)
-    for i, (run, _) in enumerate(run_dirs):
+    run_bytes = {}
+    for run, path in files:
+        run_bytes[run] = run_bytes.get(run, 0) + sizes[path]
+    for run, _ in run_dirs:
         try:
             multiplexer.GetAccumulator(run).Reload()
         except Exception as e:  # noqa: BLE001 - one unreadable run never stops the others
             problems.append(Problem(run, None, "run %s was read only up to an error (%s: %s)"
                                     % (run, type(e).__name__, e)))
+        done += run_bytes[run]
         if bar:
-            bar.update(len(files) + (i + 1) * len(files) // max(len(run_dirs), 1))
+            bar.update(done)
     if bar:
         bar.close()
     provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)

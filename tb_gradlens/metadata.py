@@ -33,8 +33,11 @@ from tb_gradlens import float_formats
 
 PLUGIN_NAME = "gradlens"
 
-# The newest content version this code writes and reads.
-FORMAT_VERSION = 1
+# The newest content version this code writes and reads.  Version 2 added
+# the stable-rounding and half-batch columns of the comparison records
+# (``stable_rel_l2``, ``half_batch_rel_l2``; the loss: ``stable_rel_error``,
+# ``half_batch_rel_error``); version 1 records are read as they are.
+FORMAT_VERSION = 2
 
 # ---------------------------------------------------------------------------
 # Record kinds and their columns.
@@ -112,7 +115,7 @@ DTYPE_EXPONENT_LIMITS = float_formats.exponent_limits()
 
 # Divergence of a candidate c from a reference r (kinds ``divergence`` and
 # ``activation_divergence``).  Formulas: tb_gradlens/numerics.py.
-DIVERGENCE_COLUMNS = (
+DIVERGENCE_COLUMNS_V1 = (
     "rel_l2",  # ||c - r||_2 / ||r||_2
     "cosine",  # <c, r> / (||c|| ||r||)
     "norm_ratio",  # ||c|| / ||r||
@@ -123,9 +126,23 @@ DIVERGENCE_COLUMNS = (
     "flush_to_zero",  # fraction r != 0 and c == 0
     "nonfinite",  # count of NaN/Inf in c or r
 )
+# rel_l2 of the stable-rounding pass (the reference rounded to the
+# candidate's dtype between layers: compare/stable.py) against the
+# reference; NaN where it was not measured.
+STABLE_REL_L2 = "stable_rel_l2"
+# rel_l2 of the reference gradient of the first half of the batch against
+# the batch's: the gradient's sampling noise (gradients only; NaN elsewhere
+# or where it was not measured).
+HALF_BATCH_REL_L2 = "half_batch_rel_l2"
+DIVERGENCE_COLUMNS = DIVERGENCE_COLUMNS_V1 + (STABLE_REL_L2, HALF_BATCH_REL_L2)
+# The metrics of a candidate against a reference (numerics.divergence_metrics).
+DIVERGENCE_METRICS = DIVERGENCE_COLUMNS_V1
 
 # Loss of one step in both variants (kind ``loss_comparison``, row "loss").
-LOSS_COMPARISON_COLUMNS = ("reference", "candidate", "abs_error", "rel_error")
+LOSS_COMPARISON_COLUMNS_V1 = ("reference", "candidate", "abs_error", "rel_error")
+STABLE_REL_ERROR = "stable_rel_error"  # rel_error of the stable-rounding pass's loss
+HALF_BATCH_REL_ERROR = "half_batch_rel_error"  # rel_error of the half batch's reference loss
+LOSS_COMPARISON_COLUMNS = LOSS_COMPARISON_COLUMNS_V1 + (STABLE_REL_ERROR, HALF_BATCH_REL_ERROR)
 
 # What an optimizer step did to each variable (kind ``update_stats``).
 UPDATE_STATS_COLUMNS = (
@@ -184,6 +201,18 @@ KIND_COLUMNS = {
     LENS_STATUS: (),
     ADVICE: (),
 }
+
+# The columns of each kind in older format versions (where they differ).
+KIND_COLUMNS_V1 = dict(KIND_COLUMNS, **{
+    DIVERGENCE: DIVERGENCE_COLUMNS_V1,
+    ACTIVATION_DIVERGENCE: DIVERGENCE_COLUMNS_V1,
+    LOSS_COMPARISON: LOSS_COMPARISON_COLUMNS_V1,
+})
+
+
+def kind_columns(kind, version=FORMAT_VERSION):
+    """The columns a record of ``kind`` has in format ``version``."""
+    return (KIND_COLUMNS_V1 if version < 2 else KIND_COLUMNS)[kind]
 
 
 class FormatError(ValueError):
@@ -281,7 +310,7 @@ def validate(record, tag=None):
     for what, names in (("rows", record.rows), ("columns", record.columns)):
         if not all(isinstance(n, str) for n in names):
             raise FormatError("%s must be a list of strings" % what, tag)
-    expected = KIND_COLUMNS[record.kind]
+    expected = kind_columns(record.kind, record.version)
     if record.kind not in JSON_KINDS and record.columns != tuple(expected):
         raise FormatError(
             "kind %r must have columns %s, not %s"

@@ -18,7 +18,9 @@ instead, with ``re.search`` semantics and a cost bounded by construction:
   character costs at most one pass over the NFA (O(states)), or one
   dictionary lookup once that transition was seen.  Each call has a
   budget of such steps (``DEFAULT_BUDGET``); a search that would exceed it
-  raises ``PatternTooComplex`` instead of running on.
+  raises ``PatternTooComplex`` instead of running on.  A request that
+  matches one pattern against many tags shares one budget
+  (``NameFilter``: each distinct name once).
 * What one character matches (a literal, a class, ``.``, with the
   ``i``/``s``/``a`` flags in force) is decided by compiling that single
   item with ``re`` and applying it to that single character: Python's own
@@ -82,12 +84,42 @@ def compile(pattern):  # noqa: A001 - mirrors re.compile
     return Matcher(pattern)
 
 
-def filter_names(pattern, names, budget=DEFAULT_BUDGET):
+def filter_names(pattern, names, budget=None):
     """Indices of ``names`` that ``pattern`` matches anywhere (``re.search``).
 
-    One budget covers all names.  Raises PatternError / PatternTooComplex.
+    One budget (default ``DEFAULT_BUDGET``) covers all names.  Raises
+    PatternError / PatternTooComplex.
     """
     return compile(pattern).filter(names, budget)
+
+
+class NameFilter:
+    """One pattern for everything one request matches: compiled once, each
+    distinct name searched once, one ``Budget`` for all of it.
+
+    The routes that analyse many tags (``overview``, ``alerts``) match the
+    same ``rows=`` pattern against the rows of every tag of every run: with
+    a budget per tag, a costly pattern would cost the budget times the
+    number of tags.  ``indices(names)`` answers like ``filter_names``.
+    """
+
+    def __init__(self, pattern, budget=None):
+        self.pattern = pattern
+        self._matcher = compile(pattern)
+        self._budget = Budget(DEFAULT_BUDGET if budget is None else budget, pattern)
+        self._found = {}
+
+    def indices(self, names):
+        """Indices of ``names`` the pattern matches (PatternTooComplex past the budget)."""
+        out = []
+        for i, name in enumerate(names):
+            name = str(name)
+            hit = self._found.get(name)
+            if hit is None:
+                hit = self._found[name] = self._matcher.search_within(name, self._budget)
+            if hit:
+                out.append(i)
+        return out
 
 
 class Matcher:
@@ -124,14 +156,19 @@ class Matcher:
 
     # -- public --------------------------------------------------------------
 
-    def search(self, text, budget=DEFAULT_BUDGET):
+    def search(self, text, budget=None):
         """Whether the pattern matches somewhere in ``text``."""
         return self.filter([text], budget) == [0]
 
-    def filter(self, names, budget=DEFAULT_BUDGET):
-        """Indices of ``names`` the pattern matches; one budget for all."""
-        counter = _Budget(budget, self.pattern)
+    def filter(self, names, budget=None):
+        """Indices of ``names`` the pattern matches; one budget (steps, default
+        ``DEFAULT_BUDGET``) for all."""
+        counter = Budget(DEFAULT_BUDGET if budget is None else budget, self.pattern)
         return [i for i, name in enumerate(names) if self._search(str(name), counter)]
+
+    def search_within(self, text, budget):
+        """``search`` spending from ``budget`` (a ``Budget`` shared by several calls)."""
+        return self._search(str(text), budget)
 
     # -- simulation ----------------------------------------------------------
 
@@ -240,7 +277,9 @@ def _holds(at, multiline, context):
     raise PatternError("unsupported anchor %s" % at)  # pragma: no cover
 
 
-class _Budget:
+class Budget:
+    """Matching steps left to spend; PatternTooComplex when spent."""
+
     __slots__ = ("left", "total", "pattern")
 
     def __init__(self, total, pattern):

@@ -37,6 +37,12 @@ class _LRU:
                 return True, hit[1]
         return False, None
 
+    def holds(self, key, version):
+        """Whether ``key`` is stored for ``version`` (None: for any version)."""
+        with self._lock:
+            hit = self._entries.get(key)
+            return hit is not None and (version is None or hit[0] == version)
+
     def store(self, key, version, value):
         size = int(getattr(value, "nbytes", 1024))
         with self._lock:
@@ -95,6 +101,14 @@ class Cache:
             if self._computing.get((pool, key)) is lock and not lock.locked():
                 del self._computing[(pool, key)]
         return value
+
+    def holds(self, key, version, pool="derived"):
+        """Whether ``key`` is stored for ``version`` (None: any; without touching its recency)."""
+        return self._pools[pool].holds(key, version)
+
+    def put(self, key, version, value, pool="derived"):
+        """Store ``value`` under ``key`` for ``version`` (a read made for several keys at once)."""
+        self._pools[pool].store(key, version, value)
 
     def clear(self):
         for lru in self._pools.values():

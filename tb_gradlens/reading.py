@@ -23,9 +23,11 @@ from tensorboard import errors
 from tensorboard import plugin_util
 from tensorboard.data import provider as tb_provider
 
+from tb_gradlens import batch_reading
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.read_cache import Cache  # noqa: F401 (reading.Cache)
+from tb_gradlens.selection import row_filter  # noqa: F401
 from tb_gradlens.selection import select_columns  # noqa: F401
 from tb_gradlens.selection import select_rows  # noqa: F401
 from tb_gradlens.selection import select_steps  # noqa: F401
@@ -151,24 +153,27 @@ class Source:
     and share one ``Cache`` between requests.
     """
 
-    def __init__(self, data_provider, ctx=None, experiment_id="", cache=None):
+    DOWNSAMPLE_ALL = DOWNSAMPLE_ALL
+
+    def __init__(self, data_provider, ctx=None, experiment_id="", cache=None, tails=None):
         self.data_provider = data_provider
         self.ctx = ctx if ctx is not None else tb_context.RequestContext()
         self.experiment_id = experiment_id
         self.cache = cache if cache is not None else Cache()
+        self.tails = tails  # live_tail.LiveTails of a local logdir, or None
         self._records = None
         self._scalars = None
         self._location = None
 
     @classmethod
-    def from_request(cls, data_provider, request, cache=None):
+    def from_request(cls, data_provider, request, cache=None, tails=None):
         ctx, experiment_id = request_context(request)
-        return cls(data_provider, ctx, experiment_id, cache)
+        return cls(data_provider, ctx, experiment_id, cache, tails)
 
     def restricted(self, runs):
         """A Source over the same data that sees only ``runs`` (others are never read)."""
         keep = set(runs)
-        other = Source(self.data_provider, self.ctx, self.experiment_id, self.cache)
+        other = Source(self.data_provider, self.ctx, self.experiment_id, self.cache, self.tails)
         other._records = {run: e for run, e in self.records().items() if run in keep}
         return other
 
@@ -237,6 +242,18 @@ class Source:
             raise errors.InvalidArgumentError(
                 "tag %r holds %s JSON, not a series" % (tag, entry.kind)
             )
+        key = ("series", self.location, entry.run, entry.tag)
+        if not self.cache.holds(key, entry.version, "data"):
+            if self.tails is not None and self.cache.holds(key, None, "data"):  # read before: it grows
+                found = self.tails.series(entry, Series)
+                if found is not None:  # the new records only (live_tail)
+                    self.cache.put(key, entry.version, found, "data")
+                    return found
+            batch_reading.read_alike(
+                self, entry,
+                lambda e: not self.cache.holds(("series", self.location, e.run, e.tag), e.version, "data"),
+                lambda e, series: self.cache.put(("series", self.location, e.run, e.tag), e.version, series, "data"),
+                Series)
         return self.cached("series", entry, lambda: self._read_series(entry), "data")
 
     def sampled_series(self, run, tag, max_steps):
@@ -288,26 +305,7 @@ class Source:
             )
             points = self._read_tensor_points(entry, budget)
             sampled = True
-        steps = np.fromiter((p.step for p in points), np.int64, len(points))
-        wall_times = np.fromiter((p.wall_time for p in points), np.float64, len(points))
-        values = np.empty((len(points), n_rows, n_cols), np.float32)
-        for i, p in enumerate(points):
-            array = np.asarray(p.numpy)
-            if array.shape != (n_rows, n_cols):
-                try:
-                    metadata.check_tensor_shape(record, array.shape, entry.tag)
-                except metadata.FormatError as e:
-                    raise errors.InvalidArgumentError("%s (step %d)" % (e, p.step)) from None
-            if array.dtype.kind not in "fiub":
-                raise errors.InvalidArgumentError(
-                    "gradlens record %r: tensor of dtype %s at step %d, not numbers"
-                    % (entry.tag, array.dtype, p.step)
-                )
-            values[i] = array
-        order = np.argsort(steps, kind="stable")
-        if np.any(order != np.arange(len(order))):
-            steps, wall_times, values = steps[order], wall_times[order], values[order]
-        return Series(entry.run, entry.tag, record, steps, wall_times, values, sampled)
+        return batch_reading.series_of_points(entry, points, sampled, Series)
 
     def dtype_maps(self, run, tag):
         """[{"step","wall_time","map"[, "error"]}] of a ``dtypes`` tag, oldest first."""

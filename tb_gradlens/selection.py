@@ -31,11 +31,21 @@ def select_steps(steps, step_min=None, step_max=None, max_steps=None):
     return index[thin_indices(len(index), max_steps)]
 
 
+def row_filter(pattern):
+    """A ``patterns.NameFilter`` of ``pattern`` for one request (one budget
+    for every name it meets); InvalidArgumentError if refused."""
+    try:
+        return patterns.NameFilter(pattern)
+    except patterns.PatternError as e:
+        raise errors.InvalidArgumentError("rows pattern %r: %s" % (pattern[:200], e)) from None
+
+
 def select_rows(rows, pattern=None, names=()):
     """Indices of ``rows`` named in ``names`` or matching ``pattern``.
 
     ``pattern`` has Python regex syntax and ``re.search`` semantics, matched
-    in bounded time (``tb_gradlens.patterns``).  No filter selects every
+    in bounded time (``tb_gradlens.patterns``), or is a ``row_filter`` shared
+    by the calls of one request (one budget for all).  No filter selects every
     row.  A refused pattern (invalid, unsupported, too large or too costly
     on these names) raises InvalidArgumentError; a name not in ``rows``
     raises NotFoundError.
@@ -50,10 +60,11 @@ def select_rows(rows, pattern=None, names=()):
     wanted = set(names)
     matched = set()
     if pattern is not None:
+        found = pattern if isinstance(pattern, patterns.NameFilter) else row_filter(pattern)
         try:
-            matched = set(patterns.filter_names(pattern, rows))
+            matched = set(found.indices(rows))
         except patterns.PatternError as e:
-            raise errors.InvalidArgumentError("rows pattern %r: %s" % (pattern[:200], e)) from None
+            raise errors.InvalidArgumentError("rows pattern %r: %s" % (found.pattern[:200], e)) from None
     return [i for i, r in enumerate(rows) if r in wanted or i in matched]
 
 

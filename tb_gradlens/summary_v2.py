@@ -259,7 +259,9 @@ def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.D
     """Write precomputed divergence metrics (``numerics.divergence_metrics``).
 
     Args:
-      metrics: float32 ``[len(rows), len(DIVERGENCE_COLUMNS)]``.
+      metrics: float32 ``[len(rows), len(DIVERGENCE_COLUMNS)]``, or the
+        ``[len(rows), len(DIVERGENCE_METRICS)]`` of ``divergence_metrics``
+        (its stable-rounding and half-batch columns are then NaN: not measured).
       rows: variable paths (kind ``divergence``) or layer output names in
         forward order (kind ``activation_divergence``).
       extras: {"reference": {...}, "candidate": {...}} variant descriptions
@@ -270,15 +272,23 @@ def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.D
     if kind not in (metadata.DIVERGENCE, metadata.ACTIVATION_DIVERGENCE):
         raise ValueError("tb_gradlens.summary.divergence: kind %r is not a divergence kind" % (kind,))
     record = metadata.RecordMetadata(kind, list(rows), metadata.DIVERGENCE_COLUMNS, extras)
+    metrics = tf.cast(tf.convert_to_tensor(metrics), tf.float32)
+    if metrics.shape[-1] == len(metadata.DIVERGENCE_METRICS):
+        metrics = numerics.comparison_values(metrics)
     return _write_float_record(name, record, metrics, step)
 
 
 @tf.autograph.experimental.do_not_convert
 def loss_comparison(values, extras, step=None, name="compare"):
-    """Write a ``loss_comparison`` record (``numerics.loss_comparison``, [1, 4])."""
+    """Write a ``loss_comparison`` record (``numerics.comparison_values``, [1, 6];
+    the [1, 4] of ``numerics.loss_comparison`` gets NaN in the stable-rounding
+    and half-batch columns)."""
     record = metadata.RecordMetadata(
         metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS, extras
     )
+    values = tf.cast(tf.convert_to_tensor(values), tf.float32)
+    if values.shape[-1] == len(metadata.LOSS_COMPARISON_COLUMNS_V1):
+        values = numerics.comparison_values(values)
     return _write_float_record(name, record, values, step)
 
 
@@ -346,7 +356,7 @@ def replica_divergence(grads, variables, step=None, name="replicas", extras=None
 
 @tf.autograph.experimental.do_not_convert
 def write_replica_divergence(gathered, rows, step=None, name="replicas", extras=None):
-    """Write ``[R, V, 9]`` replica-vs-mean metrics as R ``divergence`` records."""
+    """Write ``[R, V, len(DIVERGENCE_COLUMNS)]`` replica-vs-mean values as R ``divergence`` records."""
     extras = extras or distribute.replica_extras()
     gathered = summary_values.with_static_shape(gathered, [len(extras), len(rows), len(metadata.DIVERGENCE_COLUMNS)])
     written = [

@@ -10,3 +10,27 @@ if ROOT not in sys.path:
 TESTS = os.path.dirname(os.path.abspath(__file__))
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def questions_tensorboard(tmp_path_factory):
+    """A real `tensorboard` serving frontend_questions_logs.py's logdir (one per session: the browser
+    test modules that ask the tab's questions share it)."""
+    import frontend_questions_logs as q
+    from frontend_page import require_browser
+    from tb_server import TensorBoardProcess
+
+    require_browser()
+    logdir = q.write_logdir(str(tmp_path_factory.mktemp("questions") / "logs"))
+    with TensorBoardProcess(logdir, load_fast=False) as tb:
+        tb.wait_for(
+            lambda d: {r["run"] for r in d.get("runs", [])} == q.RUNS
+            and all(t["max_step"] == q.TRAIN_STEPS - 1 for r in d["runs"] if r["run"] == "nan_dead_unused"
+                    for t in r["tags"])
+            and len(next(r for r in d["runs"] if r["run"] == "mixed_bfloat16")["tags"]) == 7,
+            "/data/plugin/gradlens/runs", timeout=120,
+        )
+        yield tb

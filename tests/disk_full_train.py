@@ -18,9 +18,11 @@ the warnings issued (message, step), ``safety.reported()``, the steps at
 which the disk was full, the losses, and exceptions raised by steps.
 """
 
+import atexit
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 import warnings
@@ -33,6 +35,12 @@ STEPS = 40
 FILL = (8, 22)  # the disk is full from the end of these steps ...
 FREE = (14, 28)  # ... to the end of these
 BATCH = 32
+# MODE "keras_stays_full": the disk fills at the end of step FILL[0] and stays full to the end.
+# MODE "keras_kill": the disk fills at FILL[0], frees at FREE[0] (no pause after), and the process
+# SIGKILLs itself at the end of step KILL (result.json is written just before).
+KILL = 15
+SCENARIOS = {"keras": (FILL, FREE), "loop": (FILL, FREE), "plain_loop": (FILL, FREE),
+             "keras_stays_full": (FILL[:1], ()), "keras_kill": (FILL[:1], FREE[:1])}
 
 
 def fill(mount):
@@ -48,26 +56,28 @@ def fill(mount):
     return path
 
 
-def free(path):
+def free(path, pause=True):
     os.remove(path)
-    time.sleep(1.1)  # the writer tries a new file at most once a second
+    if pause:
+        time.sleep(1.1)  # the writer tries a new file at most once a second
 
 
 class Disk:
     """Fills and frees the disk at the given steps; records when it was full."""
 
-    def __init__(self, mount):
+    def __init__(self, mount, fills=FILL, frees=FREE, pause=True):
         self.mount = mount
+        self.fills, self.frees, self.pause = fills, frees, pause
         self.filler = None
         self.full_steps = []
 
     def after_step(self, step):
         if self.filler is not None:
             self.full_steps.append(step)
-        if step in FILL:
+        if step in self.fills:
             self.filler = fill(self.mount)
-        elif step in FREE and self.filler is not None:
-            free(self.filler)
+        elif step in self.frees and self.filler is not None:
+            free(self.filler, self.pause)
             self.filler = None
 
 
@@ -81,7 +91,8 @@ def main(mode, mount, out_dir):
     from tb_gradlens import safety
 
     logdir = os.path.join(mount, "run")
-    disk = Disk(mount)
+    fills, frees = SCENARIOS[mode]
+    disk = Disk(mount, fills, frees, pause=mode != "keras_kill")
     caught = []
     errors = []
     losses = []
@@ -98,7 +109,15 @@ def main(mode, mount, out_dir):
     warnings.simplefilter("always", safety.GradLensWarning)
     x, y = real_models.digits(STEPS * BATCH, np.random.default_rng(0))
     model = real_models.build_compiled("mlp", "float32", optimizer="sgd")
-    if mode == "keras":
+    def save(path):
+        with open(path, "w") as f:
+            json.dump({"warnings": caught, "reported": safety.reported(), "full_steps": disk.full_steps,
+                       "losses": losses, "errors": errors}, f)
+
+    # At exit, after the writers' own exit hooks (registered later, run first): copy the run, save.
+    atexit.register(save, os.path.join(out_dir, "result.json"))
+    atexit.register(shutil.copytree, logdir, os.path.join(out_dir, "run"))
+    if mode.startswith("keras"):
         from tb_gradlens.keras import GradLensCallback
 
         class DiskCallback(keras.callbacks.Callback):
@@ -108,6 +127,9 @@ def main(mode, mount, out_dir):
             def on_train_batch_end(self, batch, logs=None):
                 losses.append(float(logs["loss"]))
                 disk.after_step(batch)
+                if mode == "keras_kill" and batch == KILL:
+                    save(os.path.join(out_dir, "result.json"))
+                    os.kill(os.getpid(), signal.SIGKILL)  # the copy of the run is made outside
 
         model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0,
                   callbacks=[GradLensCallback(logdir, gradient_every=1, update_every=1, compare_every=0), DiskCallback()])
@@ -137,10 +159,6 @@ def main(mode, mount, out_dir):
                 errors.append({"step": step, "error": "%s: %s" % (type(e).__name__, str(e)[:200])})
             disk.after_step(step)
         writer.close()
-    shutil.copytree(logdir, os.path.join(out_dir, "run"))
-    with open(os.path.join(out_dir, "result.json"), "w") as f:
-        json.dump({"warnings": caught, "reported": safety.reported(), "full_steps": disk.full_steps,
-                   "losses": losses, "errors": errors}, f)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,14 @@ Runs, written with tb_gradlens' own writers:
   wide             a divergence record of WIDE variables (row labels at 128 rows).
   no_loss          gradient statistics and no loss scalar (as model.fit runs
                    without a loss scalar): Compare must keep its pickers.
+  fit_mixed_bfloat16  a second bfloat16 run (sorting before mixed_bfloat16) trained
+                   like model.fit logs: the bf16-vs-float32 comparison within its
+                   limits, the loss every FIT_EVERY steps, update statistics of
+                   float32 weights: not the run a view opens on by default.
+  measured         a comparison judged by limits measured on each step (the
+                   stable-rounding column, record format 2): MEASURED_ROWS with a
+                   single exceedance (no alert), two harmed rows and one within.
+  wide             also gradient statistics of its WIDE variables.
 """
 
 import os
@@ -53,6 +61,38 @@ LAYERS = ("mlp/dense_1", "mlp/dense_2", "mlp/logits")
 LOSS_STEP = 120  # the loss's relative error exceeds its tolerance from here (1.5x)
 LOST_ROW, LOST_STEP = "mlp/dense_2/kernel", 30  # lost_update_bf16 0.4 from here (a bfloat16 weight)
 WIDE = 128
+FIT_EVERY = 5
+RUNS = {"float32", "float32_seed1", "mixed_bfloat16", "nan_dead_unused", "wide", "no_loss", "fit_mixed_bfloat16",
+        "measured"}
+
+# The "measured" run: rel_l2 against limits measured on each step (README "Alerts": limit =
+# max(u, 6 x the largest stable-rounding divergence of the last 4 comparisons), u = 2^-8 for
+# bfloat16): 6 x 0.01 = 0.06 up to step 70, 6 x 0.002 = 0.012 from step 80 on.
+MEASURED_STEPS = list(range(0, 100, 10))
+MEASURED_ROWS = ("net/a/kernel", "net/b/kernel", "net/c/kernel", "net/d/kernel")
+SINGLE_ROW, SINGLE_STEP = "net/a/kernel", 30  # above its limit at one comparison: not an alert
+HARMED_ROW, HARMED_STEP = "net/b/kernel", 60  # above at 60 and 70: harmed (an alert) from 60
+WITHIN_ROW = "net/c/kernel"
+SHIFT_ROW, SHIFT_STEP = "net/d/kernel", 80  # 0.02 throughout: 0.33x its limit, then 1.7x from 80 (harmed)
+
+
+def measured_stable(step):
+    return 0.01 if step < 50 else 0.002
+
+
+def measured_limit(step):
+    window = [s for s in MEASURED_STEPS if step - 30 <= s <= step]
+    return max(2.0**-8, 6 * max(measured_stable(s) for s in window))
+
+
+def measured_rel_l2(row, step):
+    if row == SINGLE_ROW:
+        return 0.09 if step == SINGLE_STEP else (0.005 if step >= 80 else 0.03)
+    if row == HARMED_ROW:
+        return 0.09 if step in (60, 70) else (0.01 if step >= 80 else 0.03)
+    if row == WITHIN_ROW:
+        return 0.008
+    return 0.02
 
 
 def rel_l2(row, step):
@@ -86,14 +126,20 @@ def loss_b(step):
 
 
 def q4_first_beyond():
-    """Independent answer: the first step where |b - a| / |a| exceeds max |noise - a| / |a| (float32 values)."""
+    """Independent answer (float32 values): windows of max(10, ceil(steps / 20)) steps; the first
+    of 3 windows in a row where the mean |b - a| / |a| is above 2x the noise run's mean; and that
+    noise mean (the one noise figure)."""
     f32 = np.float32
     a = np.array([f32(loss_a(s)) for s in Q4_STEPS], np.float64)
     n = np.array([f32(loss_noise(s)) for s in Q4_STEPS], np.float64)
     b = np.array([f32(loss_b(s)) for s in Q4_STEPS], np.float64)
-    floor = np.max(np.abs(n - a) / np.abs(a))
-    beyond = np.abs(b - a) / np.abs(a) > floor
-    return Q4_STEPS[int(np.argmax(beyond))], floor
+    rb, rn = np.abs(b - a) / np.abs(a), np.abs(n - a) / np.abs(a)
+    width = max(10, -(-len(a) // 20))
+    means = [(rb[i:i + width].mean(), rn[i:i + width].mean()) for i in range(0, len(a) - width + 1, width)]
+    for w in range(len(means) - 2):
+        if all(mb > 2 * mn for mb, mn in means[w:w + 3]):
+            return Q4_STEPS[w * width], means[w][1]
+    raise AssertionError("the Q4 logdir must be beyond its noise floor")
 
 
 def _train_nan_dead_unused(logdir):
@@ -149,7 +195,7 @@ def _write_comparisons(logdir):
     from tb_gradlens import summary
     from tb_gradlens import summary_v2
 
-    cols = metadata.DIVERGENCE_COLUMNS
+    cols = metadata.DIVERGENCE_COLUMNS_V1  # no stable-rounding column: the depth formula judges
     f32 = records.variant("float32", "float32", "float32", "float32")
     bf16 = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
     xla = records.variant("mixed_bfloat16+xla", "mixed_bfloat16", "bfloat16", "float32", jit_compile=True)
@@ -185,13 +231,16 @@ def _write_comparisons(logdir):
         summary.gradients([tf.ones([2])], [tf.Variable(tf.ones([2]), name="w")], step=0)
     writer.close()
     rows = ["model/block_%03d/%s" % (i // 2, "kernel" if i % 2 == 0 else "bias") for i in range(WIDE)]
+    wide = [tf.Variable(tf.ones([2]), name=row) for row in rows]
     writer = tf.summary.create_file_writer(os.path.join(logdir, "wide"))
     with writer.as_default():
         for step in range(0, 50, 10):
             m = np.zeros((WIDE, len(cols)), np.float32)
             m[:, 0] = np.linspace(1e-3, 0.2, WIDE)
             summary_v2.divergence(m, rows, records.comparison_extras(f32, bf16), step=step, name=bf16_name)
+            summary.gradients([tf.fill([2], 0.1 * (i + 1)) for i in range(WIDE)], wide, step=step)
     writer.close()
+    _write_fit_and_measured(logdir, f32, bf16, bf16_name)
     writer = tf.summary.create_file_writer(os.path.join(logdir, "no_loss"))
     with writer.as_default():
         summary.gradients([tf.ones([2])], [tf.Variable(tf.ones([2]), name="w")], step=0)
@@ -203,6 +252,48 @@ def _write_comparisons(logdir):
                 tf.summary.scalar("loss", fn(step), step=step)
             summary.gradients([tf.ones([2])], [tf.Variable(tf.ones([2]), name="w")], step=0)
         writer.close()
+
+
+def _write_fit_and_measured(logdir, f32, bf16, bf16_name):
+    import tensorflow as tf
+
+    from tb_gradlens import metadata
+    from tb_gradlens import records
+    from tb_gradlens import summary
+    from tb_gradlens import summary_v2
+
+    cols = metadata.DIVERGENCE_COLUMNS_V1
+    writer = tf.summary.create_file_writer(os.path.join(logdir, "fit_mixed_bfloat16"))
+    with writer.as_default():
+        for step in COMPARE_STEPS:
+            m = np.zeros((len(DIV_ROWS), len(cols)), np.float32)
+            m[:, cols.index("rel_l2")] = 0.1 * TOLERANCE
+            m[:, cols.index("cosine")] = 1.0
+            m[:, cols.index("norm_ratio")] = 1.0
+            summary_v2.divergence(m, DIV_ROWS, records.comparison_extras(f32, bf16, row_dtypes=ROW_DTYPES),
+                                  step=step, name=bf16_name)
+            u = np.zeros((len(DIV_ROWS), 3), np.float32)
+            u[:, 0], u[:, 1], u[:, 2] = 1e-4, 1e-3, 0.5  # float32 weights: what bfloat16 storage would lose
+            summary_v2.update_stats(u, DIV_ROWS, step=step, name="updates",
+                                    extras=records.update_extras(["float32"] * len(DIV_ROWS)))
+        for step in range(0, len(Q4_STEPS), FIT_EVERY):
+            tf.summary.scalar("loss", loss_b(step), step=step)
+        summary.gradients([tf.ones([2])], [tf.Variable(tf.ones([2]), name="w")], step=0)
+    writer.close()
+    full = metadata.DIVERGENCE_COLUMNS
+    writer = tf.summary.create_file_writer(os.path.join(logdir, "measured"))
+    with writer.as_default():
+        for step in MEASURED_STEPS:
+            m = np.full((len(MEASURED_ROWS), len(full)), np.nan, np.float32)
+            m[:, full.index("rel_l2")] = [measured_rel_l2(r, step) for r in MEASURED_ROWS]
+            m[:, full.index("cosine")] = 1.0
+            m[:, full.index("norm_ratio")] = 1.0
+            m[:, full.index("nonfinite")] = 0.0
+            m[:, full.index(metadata.STABLE_REL_L2)] = measured_stable(step)
+            summary_v2.divergence(m, MEASURED_ROWS, records.comparison_extras(
+                f32, bf16, row_dtypes=["bfloat16"] * len(MEASURED_ROWS)), step=step, name=bf16_name)
+        summary.gradients([tf.ones([2])], [tf.Variable(tf.ones([2]), name="w")], step=0)
+    writer.close()
 
 
 def write_logdir(logdir):

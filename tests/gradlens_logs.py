@@ -52,14 +52,14 @@ def loss_at(run, step):
 
 
 def divergence_at(step):
-    """float32 [2, len(DIVERGENCE_COLUMNS)]: rel_l2 grows; bias flushes from step 4.
+    """float32 [2, len(DIVERGENCE_COLUMNS_V1)] (a format version 1 record): rel_l2 grows; bias flushes from step 4.
 
     The record holds 2 gradient rows of a bfloat16 candidate: its limit is
     max(0.1, 96 * 2^-8 * sqrt(2)) = 0.53 (analysis.tolerances), first
     exceeded by dense/kernel at step 3; the bias's flush to zero (0.9) is
     above it from step 4."""
-    t = np.zeros((len(DIV_ROWS), len(metadata.DIVERGENCE_COLUMNS)), np.float32)
-    cols = metadata.DIVERGENCE_COLUMNS
+    t = np.zeros((len(DIV_ROWS), len(metadata.DIVERGENCE_COLUMNS_V1)), np.float32)
+    cols = metadata.DIVERGENCE_COLUMNS_V1
     t[0, cols.index("rel_l2")] = 0.2 * step  # > 0.53 from step 3
     t[1, cols.index("rel_l2")] = 0.01
     t[:, cols.index("cosine")] = 1.0
@@ -98,8 +98,8 @@ def write_logdir(logdir):
     """Write every run; returns logdir."""
     variables = [_Named(n, s) for n, s in zip(VARIABLES, SHAPES)]
     div_record = metadata.RecordMetadata(
-        metadata.DIVERGENCE, DIV_ROWS, metadata.DIVERGENCE_COLUMNS,
-        {"reference": REFERENCE, "candidate": CANDIDATE},
+        metadata.DIVERGENCE, DIV_ROWS, metadata.DIVERGENCE_COLUMNS_V1,
+        {"reference": REFERENCE, "candidate": CANDIDATE}, version=1,
     )
     upd_record = metadata.RecordMetadata(
         metadata.UPDATE_STATS, DIV_ROWS, metadata.UPDATE_STATS_COLUMNS,

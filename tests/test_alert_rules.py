@@ -23,7 +23,7 @@ U = float_formats.unit_roundoff("bfloat16")  # 2^-8
 T = analysis.DEFAULT_THRESHOLDS
 BF16 = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
 F32 = records.variant("float32", "float32", "float32", "float32")
-COLS = metadata.DIVERGENCE_COLUMNS
+COLS = metadata.DIVERGENCE_COLUMNS_V1  # format version 1: judged by the depth formula
 
 
 def table(rel, cosine=1.0, norm_ratio=1.0, flush=0.0, nonfinite=0.0):
@@ -70,7 +70,7 @@ def test_the_healthy_demo_rows_that_raised_warnings_are_within_their_budget():
     # Deeper layers may diverge more: value_rounding x u x depth, or less when
     # rise_factor x the layer's early baseline is below that.
     want = [min(T.value_rounding * U * d, T.rise_factor * base) for d, base in ((1, 0.0028), (2, 0.0038), (3, 0.0108))]
-    assert judged.limits[:3] == pytest.approx(want)
+    assert judged.limits[-1, :3] == pytest.approx(want)
 
 
 def layers(n):
@@ -88,7 +88,7 @@ def test_a_row_beyond_its_budget_alerts_from_its_first_step_with_its_limit():
     judged = analysis.judge(series, ctx)
     (alert,) = analysis.alerts_for_divergence(series, T, ctx)
     assert (alert.code, alert.variables, alert.step_first) == ("bf16_divergence", ["norm"], 20)
-    assert alert.limit == pytest.approx(T.value_rounding * U * 1) == judged.limits[0]
+    assert alert.limit == pytest.approx(T.value_rounding * U * 1) == judged.limits[0, 0]
     assert alert.view == {"name": "activation_divergence", "run": "run", "tag": series.tag,
                           "column": "rel_l2", "row": "norm", "step": 20}
     assert "the outputs of the layers norm" in alert.explanation and "depth 1" in alert.explanation
@@ -102,7 +102,7 @@ def test_a_float32_layer_after_bfloat16_layers_inherits_their_rounding():
                          comparison_extras(["bfloat16", "float32"]), rows=["logits", "softmax"])
     judged = analysis.judge(series, context(2, ["bfloat16", "float32"]))
     assert judged.dtypes == ["bfloat16", "bfloat16"]
-    assert judged.limits[1] == pytest.approx(T.value_rounding * U * 2)
+    assert judged.limits[0, 1] == pytest.approx(T.value_rounding * U * 2)
 
 
 def test_a_sustained_rise_over_the_early_baseline_alerts_a_single_spike_does_not():
@@ -135,7 +135,8 @@ def test_two_sides_that_round_alike_start_at_zero_and_are_judged_against_roundin
 
 
 def write_comparison(logdir, run, kind, rows, tables, extras, name="model_vs_float32"):
-    record = metadata.RecordMetadata(kind, rows, metadata.KIND_COLUMNS[kind], extras)
+    version = 1 if np.shape(tables[0])[-1] == len(metadata.kind_columns(kind, 1)) else 2
+    record = metadata.RecordMetadata(kind, rows, metadata.kind_columns(kind, version), extras, version)
     writer = tf.summary.create_file_writer(str(logdir / run))
     with writer.as_default():
         for step, t in enumerate(tables):
@@ -156,8 +157,8 @@ def test_a_gradient_whose_true_value_is_zero_is_not_judged_nor_the_headline(tmp_
     assert headline["worst_divergence"]["row"] == "mha/key/kernel"
     tag = source.entries("bf16")[0].tag
     limits = analysis.limits(source, "bf16", tag)
-    assert limits["limits"][1] is None and "rounding noise" in limits["basis"][1]
-    assert limits["limits"][0] == pytest.approx(T.gradient_rounding * U * np.sqrt(2))
+    assert limits["limits"][1] == [None] * 5 and "rounding noise" in limits["basis"][1]
+    assert limits["limits"][0] == pytest.approx([T.gradient_rounding * U * np.sqrt(2)] * 5)
 
 
 # ---------------------------------------------------------------------------
@@ -248,3 +249,28 @@ def test_alerts_that_repeat_per_run_are_grouped(tmp_path):
     alerts, _ = analysis.run_alerts(source_of(str(tmp_path)))
     (group,) = analysis.group_alerts(alerts)
     assert [a.run for a in group[1]] == ["a", "b"] and group[0] == alerts[0].to_json()["group"]
+
+
+def test_a_display_filter_never_changes_a_limit_or_a_verdict(tmp_path):
+    """Issue 25: with the variable regex 'dense_2' the Overview and the alerts judged against the
+    limit of depth 1 while the Divergence view kept the model's.  A filtered view now shows the
+    judgement of the whole record, restricted to the rows and steps it shows."""
+    from tb_gradlens import filtered_source
+
+    layers = ["dense_1", "dense_2", "dense_3", "dense_4"]
+    rel = [[0.003, 0.006, 0.012, 0.03]] * 6  # dense_4 at depth 4: 0.03 < 5 u 4 = 0.078, but > 5 u 1
+    write_comparison(tmp_path, "bf16", metadata.ACTIVATION_DIVERGENCE, layers, table(rel),
+                     comparison_extras(["bfloat16"] * 4))
+    source = source_of(str(tmp_path))
+    tag = source.entries("bf16")[0].tag
+    whole = analysis.limits(source, "bf16", tag)
+    assert analysis.run_alerts(source)[0] == []
+    for pattern, step_min in (("dense_4", None), ("dense_[34]", 20), (None, 30)):
+        shown = filtered_source.FilteredSource(source, pattern, step_min)
+        assert analysis.run_alerts(shown)[0] == []
+        (headline,) = analysis.overview(shown)
+        want = whole["limits"][layers.index(headline["worst_divergence"]["row"])][0]
+        assert headline["worst_divergence"]["limit"] == pytest.approx(want)
+        judged = tolerances.judge_entry(shown, shown.entry("bf16", tag))
+        kept = [layers.index(r) for r in shown.series("bf16", tag).record.rows]
+        np.testing.assert_allclose(judged.limits[0], [whole["limits"][r][0] for r in kept])

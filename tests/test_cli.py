@@ -143,7 +143,7 @@ def test_compare_a_statistic_with_noise_floor(logdir):
     np.testing.assert_allclose(data["a"], norms, rtol=1e-6)
     np.testing.assert_allclose(data["b"], norms, rtol=1e-6)
     assert data["summary"]["max_abs_rel_difference"] == 0.0
-    assert data["summary"]["exceeds_noise"] is False
+    assert data["summary"]["exceeds_noise"] is None  # 10 steps: too few for the verdict's windows
 
 
 def test_compare_unknown_run_and_bad_quantity(logdir):
@@ -281,8 +281,8 @@ def test_compare_without_a_loss_scalar_says_what_it_compares_instead(tmp_path):
 
     ref = records.variant("float32", "float32", "float32", "float32")
     cand = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
-    record = metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS,
-                                     records.comparison_extras(ref, cand))
+    record = metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS_V1,
+                                     records.comparison_extras(ref, cand), version=1)
     for run, scale in (("a", 1.0), ("b", 1.1)):
         writer = tf.summary.create_file_writer(str(tmp_path / run))
         with writer.as_default():
@@ -298,3 +298,35 @@ def test_compare_without_a_loss_scalar_says_what_it_compares_instead(tmp_path):
     assert "verdict: max |(B-A)/|A|| 0.1 at step 0 (no noise-floor run" in result.stdout
     accuracy_only = run_cli("compare", tmp_path, "a", "b", "--tag", "accuracy")
     assert accuracy_only.returncode == 3 and "no scalar tag 'accuracy'" in accuracy_only.stderr
+
+
+def _loss_runs(logdir, runs):
+    import tensorflow as tf
+
+    for run, values in runs.items():
+        with tf.summary.create_file_writer(str(logdir / run)).as_default():
+            for step, value in enumerate(values):
+                tf.summary.scalar("loss", float(value), step=step)
+
+
+def test_compare_fails_on_beyond_noise_as_a_ci_gate(tmp_path):
+    """Issue 25: `compare --fail-on beyond-noise` exits 1 only when B drifts beyond the noise
+    floor for several windows of steps; one wild step alone is no verdict."""
+    rng = np.random.default_rng(0)
+    steps = np.arange(60)
+    a = 2.0 / (1.0 + 0.1 * steps)
+    noisy = lambda: a * (1.0 + 0.01 * rng.normal(size=60))  # noqa: E731
+    spiked = noisy()
+    spiked[30] *= 1.5
+    _loss_runs(tmp_path, {"a": a, "noise": noisy(), "same": spiked, "drift": a * (1.0 + 0.003 * steps)})
+    within = run_cli("compare", tmp_path, "a", "same", "--noise-floor", "noise", "--fail-on", "beyond-noise")
+    assert within.returncode == 0, within.stderr
+    assert "verdict: within the noise floor" in within.stdout
+    beyond = run_cli("compare", tmp_path, "a", "drift", "--noise-floor", "noise", "--fail-on", "beyond-noise",
+                     "--json")
+    assert beyond.returncode == 1, beyond.stderr
+    summary = json.loads(beyond.stdout)["summary"]
+    assert summary["exceeds_noise"] is True and summary["noise"]["window"] == 10
+    assert run_cli("compare", tmp_path, "a", "drift", "--noise-floor", "noise").returncode == 0  # no gate asked
+    usage = run_cli("compare", tmp_path, "a", "drift", "--fail-on", "beyond-noise")
+    assert usage.returncode == 2 and "--noise-floor" in usage.stderr

@@ -18,6 +18,7 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c a
 import hostile_logs
 from tb_gradlens import crc32c
 from tb_gradlens import event_files
+from tb_gradlens import logdir_monitor
 
 
 @settings(max_examples=300, deadline=None)
@@ -137,7 +138,7 @@ def test_monitor_checks_a_bounded_amount_per_call(tmp_path):
     logdir = tmp_path / "logs"
     flipped, _ = hostile_logs.flipped_run(str(logdir / "flipped"))
     hostile_logs.two_writers_run(str(logdir / "two"))
-    monitor = event_files.LogdirMonitor(str(logdir), budget=1, interval=0)  # one file per call
+    monitor = logdir_monitor.LogdirMonitor(str(logdir), budget=1, interval=0)  # one file per call
     seen = [sorted(monitor.problems()) for _ in range(3)]
     assert seen == [["flipped"], ["flipped"], ["flipped", "two"]]
     (problem,) = monitor.problems()["flipped"]

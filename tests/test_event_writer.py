@@ -10,6 +10,7 @@ steps logged after the disk frees are readable by TensorBoard.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,15 +44,16 @@ PREFIX = _namespace_prefix()
 needs_tmpfs = pytest.mark.skipif(PREFIX is None, reason="cannot mount a tmpfs in a private namespace here")
 
 
-def train_on_a_filling_disk(mode, tmp_path):
+def train_on_a_filling_disk(mode, tmp_path, status=0):
     mount = tmp_path / "mnt"
     out = tmp_path / "out"
     mount.mkdir()
     out.mkdir()
-    command = "mount -t tmpfs -o size=%s tmpfs %s && exec %s %s %s %s %s" % (
-        TMPFS_SIZE, mount, sys.executable, SCRIPT, mode, mount, out)
+    # The run is copied off the private tmpfs after the process ended (also when it was killed).
+    command = "mount -t tmpfs -o size=%s tmpfs %s && { %s %s %s %s %s; s=$?; [ -d %s/run ] || cp -a %s/run %s/run; exit $s; }" % (
+        TMPFS_SIZE, mount, sys.executable, SCRIPT, mode, mount, out, out, mount, out)
     result = subprocess.run(PREFIX + ["sh", "-c", command], capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.returncode == status, result.stderr[-3000:]
     with open(out / "result.json") as f:
         return json.load(f), str(out / "run"), result.stderr
 
@@ -109,6 +111,40 @@ def test_readme_loop_with_create_file_writer_warns_and_keeps_steps(tmp_path):
 
 
 @needs_tmpfs
+def test_a_disk_that_stays_full_warns_and_counts_every_kept_record_it_drops(tmp_path):
+    """Issue 31: the disk fills at step 8 and never frees.  One warning when
+    writing fails, none saying it resumed, and at the end a warning naming how
+    many kept records are lost (counted in safety.reported()), never silence."""
+    import disk_full_train as plan
+
+    result, run_dir, _ = train_on_a_filling_disk("keras_stays_full", tmp_path)
+    messages = [w["message"] for w in result["warnings"]]
+    assert len([m for m in messages if "event file writer failed" in m]) == 1, messages
+    assert not [m for m in messages if "writing resumed" in m], messages
+    (dropped,) = [m for m in messages if "dropped" in m and "kept record" in m]
+    kept = plan.STEPS - 1 - plan.FILL[0] - 1  # steps logged after the failed flush
+    assert int(re.search(r"(\d+) kept records", dropped).group(1)) >= kept, dropped
+    assert result["reported"].get("tb_gradlens kept records", 0) >= 1, result["reported"]
+    steps = [s for f in readable_steps(run_dir) for s in f]
+    assert steps == list(range(plan.FILL[0] + 1))
+
+
+@needs_tmpfs
+def test_kept_steps_are_written_back_as_soon_as_the_disk_frees(tmp_path):
+    """Issue 31: a run SIGKILLed one step after its full disk freed has every
+    step logged since the disk filled on disk, but the one flush that failed:
+    the kept records go back at the first flush that finds space, not a retry
+    period later."""
+    import disk_full_train as plan
+
+    result, run_dir, _ = train_on_a_filling_disk("keras_kill", tmp_path, status=137)
+    steps = [s for f in readable_steps(run_dir) for s in f]
+    lost = sorted(set(range(plan.KILL + 1)) - set(steps))
+    assert len(lost) <= 1 and set(lost) <= set(result["full_steps"]), (lost, steps)
+    assert steps[-1] == plan.KILL
+
+
+@needs_tmpfs
 def test_what_tensorflow_alone_does_on_a_full_disk(tmp_path):
     """The fault, measured: TensorFlow's own writer tears the file, nothing is
     warned, and every step after the first failure is unreadable."""
@@ -159,22 +195,24 @@ def test_writer_is_a_drop_in_summary_writer(tmp_path):
 def test_memory_sink_keeps_replays_and_bounds_what_is_written_while_failing(tmp_path):
     import tensorflow as tf
 
-    from tb_gradlens import event_writer
+    from tb_gradlens import event_sink
 
     handle = tf.raw_ops.SummaryWriter(shared_name="sink_test", container="")
-    sink = event_writer._MemorySink(".sinktest.v2", max_queue=100, max_bytes=10**9)
+    sink = event_sink.MemorySink(".sinktest.v2", max_queue=100, max_bytes=10**9)
     for flush in range(3):  # three flushes while failing: three memory files
         sink.open(handle)
         for step in range(4):
             tf.raw_ops.WriteScalarSummary(writer=handle, step=10 * flush + step, tag="x", value=float(step))
         tf.raw_ops.CloseSummaryWriter(writer=handle)
-    assert len(sink.files()) == 3
-    sink.max_bytes = sum(tf.io.gfile.stat(p).length for p in sink.files()[1:])  # room for the last two
-    sink.bound()
-    assert sink.dropped == 5 and len(sink.files()) == 2  # 4 summaries + the file_version record
+        assert sink.collect() == 0
+    assert len(sink) == 12 and sink.files() == []
+    sink.max_bytes = sink.nbytes * 2 // 3  # room for the last eight
+    assert sink.collect() == 4 and len(sink) == 8  # the oldest dropped, counted
     tf.raw_ops.CreateSummaryFileWriter(writer=handle, logdir=str(tmp_path), max_queue=100, flush_millis=10**9,
                                        filename_suffix=".v2")
-    assert sink.replay(handle) == 8 and sink.files() == [] and sink.dropped == 0
+    assert sink.replay(handle) == 8 and len(sink) == 8  # kept until the writer saw them whole on disk
+    sink.forget(8)
+    assert len(sink) == 0 and sink.nbytes == 0
     tf.raw_ops.CloseSummaryWriter(writer=handle)
     (name,) = os.listdir(tmp_path)
     steps = [e.step for e in event_file_loader.EventFileLoader(str(tmp_path / name)).Load() if e.summary.value]

@@ -88,42 +88,57 @@ def test_smoothing_is_tensorboards_debiased_ema(js):
     np.testing.assert_allclose([g for g in got if g is not None], [w for w in want if w is not None], rtol=1e-12)
 
 
-def test_verdict_against_numpy(js):
-    rng = np.random.default_rng(3)
-    steps = list(range(40))
-    rel = (rng.normal(size=40) * 0.01).tolist()
-    rel[25] = 0.2
-    noise_steps = list(range(0, 40, 2))
-    noise = (rng.normal(size=20) * 0.05).tolist()
+def test_the_compare_verdict_is_the_servers(js):
+    """The tab shows the run comparison's verdict as the server decided it (no rule of its own)."""
+    summary = {"exceeds_noise": True, "first_exceeding_step": 30, "max_abs_rel_difference": 0.4,
+               "noise": {"level": 0.01, "ratio": 3.5, "window": 10, "rule": "r"}, "verdict": "beyond ..."}
     got = js("""const {verdict} = await import('/static/views/compare_verdict.js');
-      return verdict(args[0], args[1], {steps: args[2], rel: args[3]});""", steps, rel, noise_steps, noise)
-    shared = [s for s in steps if s in noise_steps]
-    max_b = max(abs(rel[s]) for s in shared)
-    max_n = max(abs(noise[noise_steps.index(s)]) for s in shared)
-    first = next((s for s in shared if abs(rel[s]) > max_n), None)
-    assert got["maxB"] == pytest.approx(max_b) and got["maxNoise"] == pytest.approx(max_n)
-    assert got["kind"] == ("beyond" if max_b > max_n else "within") and got["first"] == first
-    none = js("""const {verdict} = await import('/static/views/compare_verdict.js');
-      return verdict([0, 1], [0.1, -0.3], null);""")
-    assert none["kind"] == "no-noise" and none["maxB"] == pytest.approx(0.3)
+      return [verdict(args[0], true), verdict(args[0], false), verdict({...args[0], exceeds_noise: false}, true),
+              verdict({...args[0], exceeds_noise: null, noise: null}, true)];""", summary)
+    assert [g["kind"] for g in got] == ["beyond", "no-noise", "within", "undecided"]
+    assert got[0]["first"] == 30 and got[0]["level"] == 0.01 and got[0]["ratio"] == 3.5 and got[0]["maxB"] == 0.4
+    assert got[3]["level"] is None
 
 
-def test_exceedances_and_ranking_against_python(js):
-    rows = [[0.01, 0.05, 0.2, 0.3], [0.01, 0.5, 0.6, None], [0.0, 0.0, 0.0, 0.0], [0.0004, 0.002, 0.0005, 0.0]]
-    limits = [0.1, 0.1, 0.1, 0.001]
-    got = js("""const r = await import('/static/views/rank.js');
-      const values = args[0].map(row => Float64Array.from(row, v => v === null ? NaN : v));
-      const found = r.exceedances(values, args[1]);
-      return {found, worst: r.order(found, 'worst'), first: r.order(found, 'first')};""", rows, limits)
-    firsts, ratios = [], []
-    for row, limit in zip(rows, limits):
-        finite = [v for v in row if v is not None]
-        firsts.append(next((i for i, v in enumerate(row) if v is not None and v > limit), -1))
-        ratios.append(max(finite) / limit)
-    assert [f["first"] for f in got["found"]] == firsts
-    np.testing.assert_allclose([f["ratio"] for f in got["found"]], ratios)
-    assert got["worst"][0] == 1  # the row with a NaN ranks first
-    assert got["first"] == sorted(range(4), key=lambda r: (firsts[r] if firsts[r] >= 0 else 99, -ratios[r]))
+def test_limits_per_step_verdicts_and_ranking_against_python(js):
+    """Each value against the limit at its own step (the route's, at the logged step at or before it);
+    "above" and "harmed" are the route's, never the tab's own rule."""
+    answer = {"rows": ["a", "b", "c"], "steps": [0, 10, 20, 30], "column": "rel_l2", "rule": "r",
+              "limits": [[0.1, 0.1, 0.02, 0.02], [0.1, None, 0.1, 0.1], [0.5, 0.5, 0.5, 0.5]],
+              "above": [[20, 30], [10], []], "harmed": [[20, 30], [], []], "measured": [True, True, False],
+              "basis": ["6 x stable", "6 x stable", "depth"]}
+    values = [[0.05, 0.05, 0.05, 0.05], [0.01, 0.5, 0.02, None], [0.0, 0.1, 0.2, 0.3]]
+    series_steps = [0, 5, 10, 20, 25, 30]  # steps of a chart: the limit holds from its comparison on
+    got = js("""const l = await import('/static/views/limits.js');
+      const r = await import('/static/views/rank.js');
+      const lim = l.fromAnswer(args[0], ['c', 'a', 'b', 'missing']);
+      const along = (i) => Array.from(l.limitsAlong(lim, i, args[2]), (v) => (Number.isNaN(v) ? null : v));
+      const bad = args[1].map((row) => Float64Array.from(row, (v) => (v === null ? NaN : v)));
+      const rows = [1, 2, 0];  // a, b, c in lim's order
+      const steps = [0, 10, 20, 30];
+      const found = r.judged(bad, rows.map((i) => l.limitsAlong(lim, i, steps)),
+                             rows.map((i) => l.rowVerdict(lim, i)));
+      const ratios = l.ratios(bad, lim, rows, steps).map((x) => Array.from(x, (v) => (Number.isNaN(v) ? null : v)));
+      return {along: [0, 1, 2, 3].map(along), verdict: l.rowVerdict(lim, 1, 25, 40), found, ratios,
+              worst: r.order(found, 'worst'), first: r.order(found, 'first'),
+              basis: l.againstLimit(lim, true, 1, 25, 0.05)};""", answer, values, series_steps)
+    # c, a, b, and a row the route does not have (never judged).
+    assert got["along"][1] == [0.1, 0.1, 0.1, 0.02, 0.02, 0.02]
+    assert got["along"][2] == [0.1, 0.1, None, 0.1, 0.1, 0.1]
+    assert got["along"][3] == [None] * 6
+    assert got["verdict"] == {"above": [30], "harmed": [30], "firstAbove": 30, "firstHarmed": 30}
+    limits = [[0.1, 0.1, 0.02, 0.02], [0.1, None, 0.1, 0.1], [0.5, 0.5, 0.5, 0.5]]
+    want = [[None if v is None else (-1 if lim is None else v / lim) for v, lim in zip(row, lrow)]
+            for row, lrow in zip(values, limits)]
+    for g, w in zip(got["ratios"], want):
+        np.testing.assert_allclose([np.nan if x is None else x for x in g], [np.nan if x is None else x for x in w])
+    found = got["found"]
+    assert [f["firstAbove"] for f in found] == [20, 10, None] and [f["firstHarmed"] for f in found] == [20, None, None]
+    np.testing.assert_allclose([f["ratio"] for f in found], [2.5, 0.2, 0.6])  # a: 0.05 / 0.02 at step 20
+    assert [f["ratioAt"] for f in found] == [2, 2, 3]
+    assert got["worst"] == [1, 0, 2]  # b has a NaN: first; then by value / limit
+    assert got["first"] == [0, 1, 2]  # harmed first, then above
+    assert got["basis"] == ["2.5× its limit 0.02 at this step", "limit: 6 x stable"]
 
 
 def test_column_spans_place_steps_by_value(js):
@@ -138,16 +153,11 @@ def test_column_spans_place_steps_by_value(js):
         assert list(range(start[b], end[b])) == (inside or held), b
 
 
-def test_fallback_tolerances_by_compute_dtype(js):
-    entry = {"kind": "divergence", "rows": ["a", "b", "c"], "extras": {
-        "candidate": {"label": "mixed_bfloat16", "policy": "mixed_bfloat16"},
-        "reference": {"label": "float32", "policy": "float32"}, "row_dtypes": ["bfloat16", "float32", None]}}
-    got = js("""const {fallbackLimits} = await import('/static/views/limits.js');
-      return [fallbackLimits(args[0]), fallbackLimits({...args[0], kind: 'activation_divergence'}),
-              fallbackLimits({...args[0], extras: {...args[0].extras, comparison: 'replica_vs_mean'}})];""", entry)
-    assert got[0]["limits"] == [0.1, 0.001, 0.1] and got[0]["column"] == "rel_l2"
-    assert got[1]["limits"] == [0.01, 0.001, 0.01]
-    assert got[2]["limits"] == [None, None, None]
+def test_the_shared_zoom_reads_and_writes_the_url_key(js):
+    got = js("""const a = await import('/static/shared_axis.js');
+      return [a.parseZoom('40-120'), a.parseZoom('120-40'), a.parseZoom('x'), a.parseZoom(''),
+              a.zoomText([40.4, 119.6]), a.zoomText(null)];""")
+    assert got == [[40, 120], None, None, None, "40-120", ""]
 
 
 def test_comparisons_are_labelled_by_variants_bfloat16_vs_float32_first(js):
@@ -205,3 +215,35 @@ def test_file_problems_read_as_problems_of_the_runs_files(js):
         ["Run r", ["event file r/events.out.1: data checksum mismatch at record 10", "record g/grad_stats/1: not UTF-8 JSON"]],
         ["The logdir", ["logdir: symlink loop skipped: up -> .."]],
     ]
+
+
+def test_a_right_to_left_override_in_a_name_reorders_nothing_after_it(js):
+    """A tag holding an unclosed RIGHT-TO-LEFT OVERRIDE (U+202E): its record label
+    and a sentence naming it keep the text after the name in reading order, as
+    the browser lays it out (the '(' of "(3 variables)" left of its 'v')."""
+    out = js("""const dom = await import('/static/dom.js');
+      const records = await import('/static/views/records.js');
+      const tag = 'evil\\u202ename/grad_stats/0123abcd';
+      const label = records.recordLabel({tag, kind: 'grad_stats', rows: ['a', 'b', 'c']});
+      const shown = [dom.el('p', {text: label}), dom.el('p', {}, ['Run ', 'x\\u202ey', ' has no advice.'])];
+      const where = (node, text) => {
+        const range = document.createRange();
+        const at = node.firstChild.textContent.lastIndexOf(text);
+        range.setStart(node.firstChild, at);
+        range.setEnd(node.firstChild, at + 1);
+        return range.getBoundingClientRect().left;
+      };
+      for (const p of shown) document.body.appendChild(p);
+      const result = {label, paren: where(shown[0], '('), v: where(shown[0], 'variables'),
+                      h: shown[1].lastChild.textContent.indexOf('has'),
+                      has: (() => { const r = document.createRange(); const t = shown[1].lastChild;
+                                    const i = t.textContent.indexOf('has'); r.setStart(t, i); r.setEnd(t, i + 1);
+                                    return r.getBoundingClientRect().left; })(),
+                      no: (() => { const r = document.createRange(); const t = shown[1].lastChild;
+                                   const i = t.textContent.indexOf('no'); r.setStart(t, i); r.setEnd(t, i + 1);
+                                   return r.getBoundingClientRect().left; })()};
+      for (const p of shown) p.remove();
+      return result;""")
+    assert "evil\u202ename" in out["label"]
+    assert out["paren"] < out["v"], out
+    assert out["has"] < out["no"], out

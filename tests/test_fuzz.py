@@ -313,7 +313,9 @@ float_kinds = st.sampled_from(sorted(_extras))
 def float_records(draw):
     kind = draw(float_kinds)
     rows = draw(st.lists(st.text(max_size=6), min_size=1, max_size=3, unique=True))
-    content = {"version": 1, "kind": kind, "rows": rows, "columns": list(metadata.KIND_COLUMNS[kind])}
+    version = draw(st.integers(1, metadata.FORMAT_VERSION))
+    content = {"version": version, "kind": kind, "rows": rows,
+               "columns": list(metadata.kind_columns(kind, version))}
     content.update(draw(_extras[kind]))
     return content
 

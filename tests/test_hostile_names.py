@@ -42,8 +42,10 @@ RUNS = {
     "unicode": "rün-日本-😀",
     "control": "run\x07\x1b[2J",
     "nested": os.path.join("outer", "inner & <i>"),
+    "long": os.path.join(*["r" * 199] * 18),  # a 3,600-character run name (18 directories)
 }
-TAG_NAME = '<svg onload=alert(4)>"tag"'
+# A right-to-left override left open in a tag must reorder nothing after it.
+TAG_NAME = '<svg onload=alert(4)>"tag"\u202eevil'
 NAN_VARIABLE = HTML  # its gradient is NaN at step 1: alerts name it
 
 
@@ -153,7 +155,7 @@ def test_tab_shows_hostile_names_literally(tensorboard, browser):  # noqa: F811
             run = RUNS[key]
             p = _open(tb, page, view="gradients", run=run, tag=stats_tag(tb, run))
             rows = [r[0] for r in table_rows(p, ".gl-var-row")]
-            assert rows == list(VARIABLES), key  # every character, 10,000 of them included
+            assert sorted(rows) == sorted(VARIABLES), key  # every character, 10,000 of them included
             _no_injection(p, page)
         p = _open(tb, page, view="dtypes", run=RUNS["unicode"])
         assert [r[0] for r in table_rows(p, ".gl-layer-row")] == list(VARIABLES)
@@ -162,6 +164,36 @@ def test_tab_shows_hostile_names_literally(tensorboard, browser):  # noqa: F811
         p = _open(tb, page, view="overview")
         assert NAN_VARIABLE in p.text_content("body")
         _no_injection(p, page)
+    finally:
+        page.close()
+
+
+def _overflow(p):
+    """How many pixels the page is wider than the window (0: nothing off-screen)."""
+    return p.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+
+
+def _tallest_name(p):
+    """The height in pixels of the tallest table row or run-name heading part."""
+    return p.evaluate("""Math.max(0, ...[...document.querySelectorAll('tr, .gl-run-name, h2, h3, strong')]
+        .map((e) => e.getBoundingClientRect().height))""")
+
+
+def test_long_names_do_not_push_the_view_off_the_screen(tensorboard, browser):  # noqa: F811
+    """A 10,000-character variable and a 3,600-character run name are shown in a
+    few lines (in full on hover and in the page's text): no table row or heading
+    is taller than five lines, and nothing is wider than the window."""
+    _require_browser()
+    tb = tensorboard
+    page = Page(browser)
+    try:
+        run = RUNS["long"]
+        for state in ({"view": "overview"}, {"view": "gradients", "run": run, "tag": stats_tag(tb, run)},
+                      {"view": "dtypes", "run": run}, {"view": "compare", "runA": run, "runB": RUNS["html"]}):
+            p = _open(tb, page, **state)
+            assert _overflow(p) <= 0, state
+            assert _tallest_name(p) <= 5 * 20, state
+            assert run in p.text_content("body") or state["view"] == "compare", state
     finally:
         page.close()
 

@@ -41,6 +41,10 @@ def test_private_attributes_exist():
     assert "_omit_frequent_tracing_warning" in vars(tf.function(lambda x: x))
     policy = keras_private.ShadowPolicy("float32", "float32", "bfloat16")
     assert (policy.compute_dtype, policy.variable_dtype) == ("float32", "bfloat16")
+    norm = keras.layers.LayerNormalization()
+    norm.build((None, 3))
+    assert "_autocast" in vars(dense.kernel) and "_autocast" in vars(norm.gamma)
+    assert keras_private.is_autocast(dense.kernel) and not keras_private.is_autocast(norm.gamma)
 
 
 def test_random_functions_and_their_dtype_arguments():

@@ -46,7 +46,7 @@ def _content(**overrides):
         (b"\xff\xfe not utf8", "not UTF-8 JSON"),
         (b"{not json", "not UTF-8 JSON"),
         (b"[1, 2]", "must be a JSON object"),
-        (_content(version=2), "newer than this tb_gradlens reads"),
+        (_content(version=metadata.FORMAT_VERSION + 1), "newer than this tb_gradlens reads"),
         (_content(version=0), "invalid format version"),
         (_content(version="1"), "invalid format version"),
         (_content(kind="mystery"), "unknown kind 'mystery'"),

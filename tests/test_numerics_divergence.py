@@ -34,13 +34,13 @@ CASES = {
 def test_every_metric_matches_numpy(case, dtype, backend):
     c, r = (np.asarray(a, np.float32) for a in CASES[case])
     got = numerics.divergence_metrics([tf.constant(c)], [tf.constant(r)], [dtype], backend=backend).numpy()
-    assert got.shape == (1, len(metadata.DIVERGENCE_COLUMNS))
+    assert got.shape == (1, len(metadata.DIVERGENCE_METRICS))
     want = np_divergence(c, r, dtype)
     np.testing.assert_allclose(got[0], want.astype(np.float32), rtol=2e-6, equal_nan=True)
 
 
 def test_defined_edge_cases(backend):
-    cols = {n: i for i, n in enumerate(metadata.DIVERGENCE_COLUMNS)}
+    cols = {n: i for i, n in enumerate(metadata.DIVERGENCE_METRICS)}
     rows = numerics.divergence_metrics(
         [tf.zeros([3]), tf.ones([2]), tf.zeros([0]), tf.constant([np.nan])],
         [tf.zeros([3]), tf.zeros([2]), tf.zeros([0]), tf.constant([1.0])], backend=backend,
@@ -57,7 +57,7 @@ def test_flush_to_zero_sees_subnormals_on_cpu(backend):
     r = np.array([SUB, -SUB, 3 * SUB, 0.0], np.float32)
     c = np.array([0.0, 0.0, 3 * SUB, 0.0], np.float32)
     got = numerics.tensor_divergence(tf.constant(c), tf.constant(r), backend=backend).numpy()
-    assert got[list(metadata.DIVERGENCE_COLUMNS).index("flush_to_zero")] == 0.5
+    assert got[list(metadata.DIVERGENCE_METRICS).index("flush_to_zero")] == 0.5
     np.testing.assert_allclose(got, np_divergence(c, r, "float32"), rtol=1e-12)
 
 
@@ -292,7 +292,7 @@ def test_indexed_slices_pairs_give_the_metrics_of_their_dense_gradients(backend)
     graph = tf.function(lambda: numerics.divergence_metrics([c], [r], ["bfloat16"], backend=backend))().numpy()[0]
     for got in (eager, graph):
         np.testing.assert_allclose(got, want, rtol=2e-6, equal_nan=True)
-    cols = list(metadata.DIVERGENCE_COLUMNS)
+    cols = list(metadata.DIVERGENCE_METRICS)
     assert want[cols.index("nonfinite")] == 1 and want[cols.index("flush_to_zero")] > 0
 
 

@@ -75,7 +75,7 @@ def test_every_route_through_tensorboard(logdir, load_fast):
         a = np.array([np.float32(logs.loss_at("f32", s)) for s in logs.F32_STEPS], np.float64)
         b = np.array([np.float32(logs.loss_at("bf16", s)) for s in logs.F32_STEPS], np.float64)
         np.testing.assert_allclose(compare["rel_difference"], (b - a) / np.abs(a), rtol=1e-9)
-        assert compare["only_in_b"] == [6, 7] and compare["summary"]["exceeds_noise"] is True
+        assert compare["only_in_b"] == [6, 7] and compare["summary"]["exceeds_noise"] is None  # too few steps
 
         status, ctype, body = tb.get(PREFIX + "static/index.js")
         assert status == 200 and "javascript" in ctype

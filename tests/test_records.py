@@ -181,14 +181,15 @@ def test_records_written_the_old_way_are_analysed_without_guessing(tmp_path):
         "exact": {"label": "bf16", "policy": "mixed_bfloat16", "device": "default", "jit_compile": False},
         "free": {"label": "mine", "policy": "my_bf16_run", "device": "default", "jit_compile": False},
     }
-    cols = metadata.DIVERGENCE_COLUMNS
+    cols = metadata.DIVERGENCE_COLUMNS_V1  # records of an older tb_gradlens: format version 1
     value = np.zeros((1, len(cols)), np.float32)
     value[0, cols.index("rel_l2")] = 2.0
     value[0, cols.index("cosine")] = 0.5
     value[0, cols.index("norm_ratio")] = 1.0
     for run, cand in sides.items():
         record = metadata.RecordMetadata(metadata.ACTIVATION_DIVERGENCE, ["dense"], cols,
-                                         {"reference": old_ref, "candidate": cand, "floor": "0.1 * rms(reference)"})
+                                         {"reference": old_ref, "candidate": cand, "floor": "0.1 * rms(reference)"},
+                                         version=1)
         writer = tf.summary.create_file_writer(str(tmp_path / run))
         with writer.as_default():
             summary_v2.write_record("grads", record, tf.constant(value), 0)

@@ -1,26 +1,32 @@
 // Advisor: which layers to keep in float32, from the precision advisor's
-// records (route `advice`): a bar chart of each unit's attribution (the
-// gradient divergence it causes alone in 16 bits, the most harmful first,
-// on a log scale with the tolerance marked), the recommendation with the
-// divergence before -> after (verified), the code that applies it, what
-// could not be attributable, and the attribution over the rounds logged.
+// records (route `advice`): the recommendation with the harm index before
+// -> after (verified) and the row worst off, the one line of code that
+// applies it (with a Copy button), a bar per unit of what it does alone in
+// 16 bits on a log axis with its ticks and the tolerance labelled, what
+// could not be attributed, and the attribution over the rounds logged.
+// Advice is judged by the harm index (value / limit of the alerts' rules,
+// tolerance 1); older advice by the gradient's rel L2, shown as such.
 
 import {getJson, RouteError} from '../api.js';
-import {el} from '../dom.js';
+import {el, isolate} from '../dom.js';
 import {fmt, num} from '../format.js';
+import {logTicks, tickText} from '../scale.js';
 import {table} from '../table.js';
-import {chooseRun, emptyState, runsWithKind} from './common.js';
+import {emptyState, pickRun, runsWithKind} from './common.js';
 
 const KIND = 'advice';
+const HARM = 'harm_index';
 const HOW_TO = 'run the precision advisor: tb_gradlens.advise(model, (x, y), log_dir=...) once, or '
   + 'GradLensCallback(..., advisor=tb_gradlens.Advisor((x, y))) during training, then press Reload';
+const WHERE = {divergence: 'the gradient of', activation_divergence: 'the output of', loss_comparison: 'the'};
 
 export async function render(container, ctx) {
-  const {state, runs, navigate} = ctx;
-  const run = chooseRun(runs, state.run, KIND);
+  const {runs, navigate} = ctx;
+  const run = await pickRun(ctx, 'advisor', KIND);
+  if (!ctx.isCurrent()) return;
   if (run) ctx.showRun(run.run);
   if (!run || !runsWithKind([run], KIND).length) {
-    container.appendChild(emptyState(`Run ${run ? run.run : ''} has no advice: ${HOW_TO}.`,
+    container.appendChild(emptyState(`Run ${run ? isolate(run.run) : ''} has no advice: ${HOW_TO}.`,
       runsWithKind(runs, KIND), navigate));
     return;
   }
@@ -29,7 +35,7 @@ export async function render(container, ctx) {
     data = await getJson('advice', {run: run.run});
   } catch (error) {
     if (error instanceof RouteError && error.status === 404) {
-      container.appendChild(emptyState(`Run ${run.run} has no advice: ${HOW_TO}.`));
+      container.appendChild(emptyState(`Run ${isolate(run.run)} has no advice: ${HOW_TO}.`));
       return;
     }
     throw error;
@@ -41,12 +47,11 @@ export async function render(container, ctx) {
   }
   const advice = data.latest;
   if (!advice) {
-    container.appendChild(emptyState(`Run ${run.run} has no readable advice: ${HOW_TO}.`));
+    container.appendChild(emptyState(`Run ${isolate(run.run)} has no readable advice: ${HOW_TO}.`));
     return;
   }
-  container.appendChild(el('p', {class: 'gl-variants', text:
-    `Step ${advice.step}: gradient rel L2 of ${advice.candidate} against ${advice.reference} `
-    + `= ${fmt(advice.before)}; tolerance ${fmt(advice.tolerance)} (${advice.tolerance_basis}).`}));
+  container.appendChild(el('p', {class: 'gl-variants gl-advice-before-line', title: advice.tolerance_basis || ''},
+    beforeText(advice)));
   for (const n of advice.not_attributable || []) {
     container.appendChild(el('p', {class: 'gl-message gl-warning gl-not-attributable',
       text: `Not attributable: ${n.what}: ${n.reason}`}));
@@ -56,72 +61,186 @@ export async function render(container, ctx) {
   if (data.history && data.history.length > 1) container.appendChild(history(data.history, advice));
 }
 
+/** What the advice measures its passes by: the harm index, or (older advice) the gradient's rel L2. */
+export function metricName(advice) {
+  return advice.metric === HARM ? 'harm index' : 'gradient rel L2';
+}
+
+/** What a unit does alone in 16 bits, in the advice's metric. */
+export function alone(unit, advice) {
+  return num(advice.metric === HARM ? unit.harm_alone : unit.one_at_a_time);
+}
+
+/** What the model does with only the unit in float32, in the advice's metric. */
+function without(unit, advice) {
+  return num(advice.metric === HARM ? unit.harm_without : unit.leave_one_out);
+}
+
+/** "the gradient of dense_in/bias: 841 against its limit 0.771" of a worst row, or ''. */
+function worstText(worst) {
+  if (!worst) return '';
+  return `${WHERE[worst.kind] || worst.kind} ${worst.row}: ${fmt(worst.value)} against its limit ${fmt(worst.limit)}`;
+}
+
+function beforeText(advice) {
+  const parts = [`Step ${advice.step}: ${metricName(advice)} of ${advice.candidate} against ${advice.reference} `
+    + `= ${fmt(advice.before)}`];
+  if (advice.metric === HARM) {
+    if (advice.worst_before) parts.push(` (the row worst off: ${worstText(advice.worst_before)})`);
+    if (advice.gradient_before !== null && advice.gradient_before !== undefined) {
+      parts.push(`; gradient rel L2 ${fmt(advice.gradient_before)}`);
+    }
+    parts.push(`; tolerance ${fmt(advice.tolerance)}: every row within its limit (${advice.tolerance_basis}).`);
+  } else {
+    parts.push(`; tolerance ${fmt(advice.tolerance)} (${advice.tolerance_basis}).`);
+  }
+  return parts.join('');
+}
+
+/** The line of code that applies the recommendation (the whole code when it has no such line). */
+export function applyLine(code) {
+  const line = String(code || '').split('\n').find((l) => l.startsWith('tb_gradlens.keep_in_float32('));
+  return line || String(code || '');
+}
+
+/** A Copy button for `text`: the clipboard, or (refused) the text selected for Ctrl+C. */
+function copyButton(text, target) {
+  const button = el('button', {type: 'button', class: 'gl-tool gl-copy', text: 'Copy', title: 'Copy the code'});
+  button.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = 'Copied';
+    } catch (error) {
+      const range = document.createRange();
+      range.selectNodeContents(target);
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      button.textContent = 'Selected: press Ctrl+C';
+    }
+    setTimeout(() => {
+      button.textContent = 'Copy';
+    }, 2500);
+  });
+  return button;
+}
+
 function recommendation(advice) {
   const rec = advice.recommendation;
   const box = el('section', {class: 'gl-advice-recommendation', 'aria-label': 'Recommendation'});
   if (!rec) return box;
   if (!rec.float32.length) {
-    box.appendChild(el('p', {class: 'gl-message gl-advice-none',
-      text: 'Nothing to keep in float32: the divergence is within the tolerance.'}));
+    box.appendChild(el('p', {class: 'gl-message gl-advice-none', text: advice.metric === HARM
+      ? 'Nothing to keep in float32: every judged row is within its limit.'
+      : 'Nothing to keep in float32: the divergence is within the tolerance.'}));
     return box;
   }
   const share = num(rec.params_total) > 0 ? num(rec.params_16bit_after) / num(rec.params_total) : NaN;
+  const layers = rec.layers && rec.layers.length ? rec.layers : rec.float32;
   box.appendChild(el('h3', {text: 'Recommendation'}));
-  box.appendChild(el('p', {class: rec.met ? 'gl-advice-met' : 'gl-message gl-warning'}, [
-    'Keep ', el('b', {class: 'gl-advice-layers', text: rec.float32.join(', ')}), ' in float32: gradient rel L2 ',
+  const sentence = el('p', {class: rec.met ? 'gl-advice-met' : 'gl-message gl-warning'}, [
+    'Keep ', el('b', {class: 'gl-advice-layers', text: layers.join(', ')}), ` in float32: ${metricName(advice)} `,
     el('b', {class: 'gl-advice-before', text: fmt(advice.before)}), ' → ',
     el('b', {class: 'gl-advice-after', text: fmt(rec.after)}),
     ` (${rec.met ? 'within' : 'still above'} the tolerance ${fmt(advice.tolerance)}, verified by `
-      + `${rec.verifications} pass${rec.verifications === 1 ? '' : 'es'})`
-      + (Number.isFinite(share) ? `; ${(100 * share).toFixed(0)}% of parameters stay in 16 bits.` : '.'),
-  ]));
-  box.appendChild(el('p', {text: 'To apply it:'}));
-  box.appendChild(el('pre', {class: 'gl-advice-code', text: advice.code}));
+      + `${rec.verifications} pass${rec.verifications === 1 ? '' : 'es'})`,
+  ]);
+  if (advice.metric === HARM && rec.gradient_after !== null && rec.gradient_after !== undefined) {
+    sentence.append(`; gradient rel L2 ${fmt(advice.gradient_before)} → ${fmt(rec.gradient_after)}`);
+  }
+  if (rec.worst_after) sentence.append(`; the row worst off after: ${worstText(rec.worst_after)}`);
+  sentence.append(Number.isFinite(share) ? `; ${(100 * share).toFixed(0)}% of parameters stay in 16 bits.` : '.');
+  box.appendChild(sentence);
+  if (String(layers) !== String(rec.float32)) {
+    box.appendChild(el('p', {class: 'gl-note', text: `Narrowed inside ${rec.float32.join(', ')} to the layers that `
+      + 'matter (one half alone in float32 keeps the verified harm index).'}));
+  }
+  const line = applyLine(advice.code);
+  const code = el('pre', {class: 'gl-advice-code', text: line});
+  box.appendChild(el('p', {}, ['To apply it, after building the model (', el('code', {text: 'import tb_gradlens'}),
+    '):']));
+  box.appendChild(el('div', {class: 'gl-code-row'}, [code, copyButton(line, code)]));
+  if (line !== advice.code) {
+    box.appendChild(el('details', {class: 'gl-advice-more'}, [el('summary', {text: 'Other ways to apply it'}),
+      el('pre', {class: 'gl-advice-code-all', text: advice.code})]));
+  }
   return box;
+}
+
+/** Log-axis position (0..1) of v within [lo, hi] decades. */
+function position(v, lo, hi) {
+  if (!(v > 0)) return 0;
+  return Math.max(0, Math.min(1, (Math.log10(v) - lo) / (hi - lo || 1)));
 }
 
 function barChart(advice) {
   const units = advice.ranking.map((k) => advice.units[k]);
-  const values = units.map((u) => num(u.one_at_a_time)).filter((v) => Number.isFinite(v) && v > 0);
+  const values = units.map((u) => alone(u, advice)).filter((v) => Number.isFinite(v) && v > 0);
   const tolerance = num(advice.tolerance);
-  const all = values.concat(Number.isFinite(tolerance) && tolerance > 0 ? [tolerance] : []);
-  const lo = Math.log10(Math.min(...all, 1e-4)), hi = Math.log10(Math.max(...all, 1));
-  const position = (v) => (Number.isFinite(v) ? Math.max(0, Math.min(1, (Math.log10(v) - lo) / (hi - lo || 1))) : 1);
+  const all = values.concat(tolerance > 0 ? [tolerance] : []);
+  const least = Math.log10(Math.min(...all, 1));
+  const lo = Math.floor(least) - (least - Math.floor(least) < 0.15 ? 1 : 0); // the smallest bar still shows
+  const hi = Math.ceil(Math.log10(Math.max(...all, 1)));
+  const at = (v) => `${(100 * position(v, lo, hi)).toFixed(1)}%`;
+  const harm = advice.metric === HARM;
   const chart = el('section', {class: 'gl-advice-chart', 'aria-label': 'Attribution per layer'}, [
-    el('h3', {text: 'Attribution: gradient rel L2 with only this layer in 16 bits (log scale)'}),
+    el('h3', {text: harm ? 'Attribution: the harm index with only this layer in 16 bits (log scale; above the '
+      + 'tolerance, some row is beyond its limit)' : 'Attribution: gradient rel L2 with only this layer in 16 bits '
+      + '(log scale)'}),
   ]);
   const recommended = new Set((advice.recommendation || {float32: []}).float32);
+  const tolTitle = `tolerance ${fmt(tolerance)}: ${advice.tolerance_basis || ''}`;
   for (const u of units) {
-    const value = num(u.one_at_a_time);
+    const value = alone(u, advice);
     const bar = el('div', {class: 'gl-advice-bar-track'});
     if (u.attributable) {
-      bar.appendChild(el('div', {class: `gl-advice-bar${num(value) > tolerance ? ' gl-advice-over' : ''}`,
-        style: `width: ${(100 * position(value)).toFixed(1)}%`}));
+      bar.appendChild(el('div', {class: `gl-advice-bar${value > tolerance ? ' gl-advice-over' : ''}`,
+        style: `width: ${at(value)}`, title: `${metricName(advice)} ${fmt(value)}`}));
     }
-    if (Number.isFinite(tolerance) && tolerance > 0) {
-      bar.appendChild(el('div', {class: 'gl-advice-tolerance', title: `tolerance ${fmt(tolerance)}`,
-        style: `left: ${(100 * position(tolerance)).toFixed(1)}%`}));
+    if (tolerance > 0) {
+      bar.appendChild(el('div', {class: 'gl-advice-tolerance', title: tolTitle, style: `left: ${at(tolerance)}`}));
     }
     const detail = u.attributable
-      ? `${fmt(value)} alone in 16 bits; ${fmt(u.leave_one_out)} with it alone in float32; output error born `
-        + `${fmt(u.output_born)}, inherited ${fmt(u.output_inherited)}`
+      ? `${fmt(value)} alone in 16 bits; ${fmt(without(u, advice))} with it alone in float32`
+        + `${harm ? `; gradient rel L2 ${fmt(u.one_at_a_time)} alone` : ''}; output error born ${fmt(u.output_born)}, `
+        + `inherited ${fmt(u.output_inherited)}`
       : `not attributable: ${u.reason}`;
     chart.appendChild(el('div', {class: `gl-advice-row${recommended.has(u.name) ? ' gl-advice-recommended' : ''}`,
-      dataset: {unit: u.name}}, [
+      dataset: {unit: u.name, value: String(value)}}, [
       el('span', {class: 'gl-advice-unit', text: u.name}), bar, el('span', {class: 'gl-advice-detail', text: detail}),
     ]));
   }
+  chart.appendChild(axis(lo, hi, tolerance, tolTitle, at, harm));
   return chart;
+}
+
+/** The bars' log axis: a tick and label per power of ten, and the tolerance's tick labelled. */
+function axis(lo, hi, tolerance, tolTitle, at, harm) {
+  const track = el('div', {class: 'gl-advice-axis-track', role: 'img',
+    'aria-label': `log axis from ${tickText(10 ** lo)} to ${tickText(10 ** hi)}`});
+  const near = (t) => tolerance > 0 && Math.abs(parseFloat(at(t)) - parseFloat(at(tolerance))) < 8;
+  for (const t of logTicks(10 ** lo, 10 ** hi, 8)) {
+    if (near(t)) continue; // the tolerance's own label is there
+    track.appendChild(el('span', {class: 'gl-advice-tick', style: `left: ${at(t)}`, text: tickText(t)}));
+  }
+  if (tolerance > 0) {
+    track.appendChild(el('span', {class: 'gl-advice-tick gl-advice-tolerance-label', style: `left: ${at(tolerance)}`,
+      title: tolTitle, text: `tolerance ${fmt(tolerance)}`}));
+  }
+  return el('div', {class: 'gl-advice-row gl-advice-axis'}, [
+    el('span', {class: 'gl-advice-unit', text: harm ? 'harm index' : 'gradient rel L2'}), track,
+    el('span', {class: 'gl-advice-detail'}),
+  ]);
 }
 
 function history(points, advice) {
   const names = advice.ranking.map((k) => advice.units[k].name);
   return table({
-    caption: 'Attribution over the rounds logged (gradient rel L2 with only this layer in 16 bits)',
+    caption: `Attribution over the rounds logged (${metricName(advice)} with only this layer in 16 bits)`,
     columns: [{key: 'unit', label: 'layer'}].concat(points.map((p, i) => ({key: `s${i}`, label: `step ${p.step}`,
       numeric: true}))),
     rows: names.map((name) => Object.fromEntries([['unit', name]].concat(
-      points.map((p, i) => [`s${i}`, p.units[name] === undefined ? '' : fmt(p.units[name])])))),
+      points.map((p, i) => [`s${i}`, p.units[name] === undefined || p.units[name] === null ? '' : fmt(p.units[name])])))),
     rowClass: () => 'gl-advice-history-row',
   });
 }

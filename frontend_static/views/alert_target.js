@@ -30,7 +30,7 @@ export function alertTarget(alert) {
   const patch = {
     view: name, run: view.run || alert.run, focus: kind || '', alert: alert.id || '',
     row: view.row || (alert.variables && alert.variables[0]) || '',
-    step: step === null ? '' : String(step), tag: '', utag: '', metric: '', dstep: '',
+    step: step === null ? '' : String(step), tag: '', utag: '', metric: '', dstep: '', zoom: '',
   };
   if (name === 'divergence') {
     patch.tag = tag;

@@ -2,8 +2,11 @@
 // view controls every chart view has (rank, top K, smoothing, log y) and
 // reading series answers.
 
+import {getJson} from '../api.js';
 import {checkbox, el, labelled, numberInput, select} from '../dom.js';
 import {num} from '../format.js';
+import {VIEW_OF_KIND} from './alert_target.js';
+import {comparisonRank, comparisons} from './records.js';
 
 export const HOW_TO_LOG = {
   any: 'log with tb_gradlens.summary.gradients(grads, variables, step=step) inside '
@@ -30,6 +33,90 @@ export function chooseRun(runs, wanted, ...kinds) {
   const entry = runs.find((r) => r.run === wanted);
   if (entry) return entry;
   return runsWithKind(runs, ...kinds)[0] || runs[0] || null;
+}
+
+const SEVERITY = {error: 3, warning: 2, info: 1};
+
+/** The last step a run logged (its tags' largest max_step; -1 for none). */
+function lastStep(entry) {
+  return Math.max(-1, ...entry.tags.map((t) => (Number.isFinite(t.max_step) ? t.max_step : -1)));
+}
+
+/**
+ * The run a view opens on when its state names none, among the runs that
+ * have one of `kinds`: the one with the most severe alert this view shows
+ * (`relevant(alert)`), the most such alerts first; else the one comparing a
+ * 16-bit candidate against a float32 reference; then the longest record;
+ * then by name.  Not the alphabetically first run.
+ */
+export function defaultRun(runs, alerts, relevant, ...kinds) {
+  const pool = runsWithKind(runs, ...kinds);
+  if (!pool.length) return runs[0] || null;
+  const worst = new Map(pool.map((r) => [r.run, [0, 0]]));
+  for (const a of alerts || []) {
+    const seen = worst.get(a.run);
+    if (!seen || !relevant(a)) continue;
+    const level = SEVERITY[a.severity] || 0;
+    if (level > seen[0]) worst.set(a.run, [level, 1]);
+    else if (level === seen[0]) seen[1] += 1;
+  }
+  const rank = (r) => Math.min(9, ...comparisons(r).map((g) => comparisonRank(g.extras)));
+  const key = (r) => [-worst.get(r.run)[0], -worst.get(r.run)[1], rank(r), -lastStep(r)];
+  return [...pool].sort((a, b) => {
+    const ka = key(a);
+    const kb = key(b);
+    for (let i = 0; i < ka.length; i++) if (ka[i] !== kb[i]) return ka[i] - kb[i];
+    return a.run < b.run ? -1 : a.run > b.run ? 1 : 0;
+  })[0];
+}
+
+/**
+ * The run a view shows: the state's, else defaultRun (reading every run's
+ * alerts, which the Overview reads too).  `view` is the view's name.
+ */
+export async function pickRun(ctx, view, ...kinds) {
+  const {state, runs} = ctx;
+  const named = runs.find((r) => r.run === state.run);
+  if (named) return named;
+  let alerts = [];
+  try {
+    alerts = (await getJson('alerts')).alerts;
+  } catch (error) {
+    alerts = []; // the alerts are the Overview's to report; the view still opens
+  }
+  return defaultRun(runs, alerts, (a) => VIEW_OF_KIND[(a.view || {}).name] === view, ...kinds);
+}
+
+/** The runs ticked for overlay (state key overlay: comma-separated names) among `names`. */
+export function overlayRuns(state, names) {
+  const ticked = String(state.overlay || '').split(',').filter(Boolean);
+  return names.filter((n) => ticked.includes(n));
+}
+
+/**
+ * "Overlay runs": a checkbox per run of `names`, in its TensorBoard color
+ * (`colors`: run -> CSS color); ticking one overlays it in the view's
+ * "across runs" chart.  The ticks are kept across reloads (settings.js).
+ */
+export function overlayPicker(state, navigate, names, colors, current) {
+  const ticked = new Set(overlayRuns(state, names));
+  const box = el('fieldset', {class: 'gl-overlay', 'aria-label': 'Overlay runs'}, [
+    el('legend', {text: 'Overlay runs'}),
+  ]);
+  for (const name of names) {
+    const input = checkbox(ticked.has(name) || name === current, (on) => {
+      const next = new Set(String(state.overlay || '').split(',').filter(Boolean));
+      if (on) next.add(name);
+      else next.delete(name);
+      navigate({overlay: [...next].sort().join(',')});
+    }, 'gl-overlay-run');
+    input.dataset.run = name;
+    if (name === current) input.disabled = true; // the view's run is always drawn
+    box.appendChild(el('label', {class: 'gl-overlay-item', title: name === current ? 'the run this view shows'
+      : 'overlay this run'}, [input, el('span', {class: 'gl-swatch', style: `background:${colors.get(name)}`}),
+      el('span', {class: 'gl-overlay-name', text: name})]));
+  }
+  return box;
 }
 
 /** Empty-state block: what is missing and how to log it; optional run buttons. */

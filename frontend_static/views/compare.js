@@ -6,12 +6,12 @@
 // pickers always stay: a run without the quantity gets a message.
 
 import {RouteError, getJson, scalarTags} from '../api.js';
-import {el, labelled, select} from '../dom.js';
-import {fmt, num} from '../format.js';
+import {el, isolate, labelled, select} from '../dom.js';
+import {fmt, fmtRatio, num} from '../format.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {emptyState, markedStep, smoothingControls, smoothingOf, stepParams} from './common.js';
-import {defaultRuns, verdict} from './compare_verdict.js';
+import {defaultRuns, runPrecision, verdict} from './compare_verdict.js';
 import {prefixOf} from './records.js';
 
 const RECORD_KINDS = ['grad_stats', 'divergence', 'activation_divergence', 'loss_comparison', 'update_stats'];
@@ -26,7 +26,8 @@ export async function render(container, ctx) {
   const kind0 = state.qkind || 'scalar';
   const hasQuantity = (entry) => (kind0 === 'scalar' ? (scalars.get(entry.run) || []).includes(state.qtag || 'loss')
     : entry.tags.some((t) => t.kind === kind0));
-  const defaults = defaultRuns(runs, hasQuantity);
+  const defaults = defaultRuns(runs, hasQuantity, await sharedSteps(ctx, runs, hasQuantity, kind0));
+  if (!ctx.isCurrent()) return;
   const runA = names.includes(state.runA) ? state.runA : defaults.a;
   const runB = names.includes(state.runB) ? state.runB : defaults.b;
   const noise = state.noise === 'none' ? '' : names.includes(state.noise) ? state.noise : defaults.noise;
@@ -68,7 +69,7 @@ export async function render(container, ctx) {
       labelled('Row', select(tag.rows, row, (v) => navigate({qrow: v}), {class: 'gl-qrow'})),
       labelled('Column', select(tag.columns, column, (v) => navigate({qcol: v}), {class: 'gl-qcol'})));
     Object.assign(params, {tag: prefix, row, column});
-    what = `${kind} ${column} of ${row}`;
+    what = `${kind} ${column} of ${isolate(row)}`;
   }
   controls.push(...smoothingControls(state, navigate, 'log y (relative difference)'));
   container.appendChild(el('div', {class: 'gl-view-controls'}, controls));
@@ -84,8 +85,8 @@ export async function render(container, ctx) {
   const lacking = [runA, runB, noise].filter((name) => name && !holds(name));
   if (lacking.length) {
     const have = runs.filter((r) => holds(r.run)).map((r) => r.run);
-    container.appendChild(emptyState(`${lacking.map((n) => `Run ${n}`).join(' and ')} ${lacking.length > 1 ? 'have' : 'has'} `
-      + `no ${what}. Pick runs that have it${have.length ? ` (${have.join(', ')})` : ''}, or another quantity.`));
+    container.appendChild(emptyState(`${lacking.map((n) => `Run ${isolate(n)}`).join(' and ')} ${lacking.length > 1 ? 'have' : 'has'} `
+      + `no ${what}. Pick runs that have it${have.length ? ` (${have.map(isolate).join(', ')})` : ''}, or another quantity.`));
     return;
   }
   let data;
@@ -95,11 +96,33 @@ export async function render(container, ctx) {
     if (!(error instanceof RouteError) || ![400, 404].includes(error.status)) throw error;
     const have = kind === 'scalar' ? runs.filter((r) => (scalars.get(r.run) || []).includes(params.tag)) : [];
     container.appendChild(emptyState(`${error.message.replace(/^compare: \d+ /, '')}. Pick runs that have `
-      + `${what}${have.length ? ` (${have.map((r) => r.run).join(', ')})` : ''}, or another quantity.`));
+      + `${what}${have.length ? ` (${have.map((r) => isolate(r.run)).join(', ')})` : ''}, or another quantity.`));
     return;
   }
   if (!ctx.isCurrent()) return;
   renderAnswer(container, ctx, data, {runA, runB, noise, what});
+}
+
+/**
+ * shared(a, b): how many logged steps of the scalar quantity runs a and b
+ * have in common, when B is not chosen yet and several 16-bit runs could be
+ * B (else null: the first one is taken).
+ */
+async function sharedSteps(ctx, runs, hasQuantity, kind) {
+  const {state} = ctx;
+  const names = runs.map((r) => r.run);
+  if (names.includes(state.runB) || kind !== 'scalar') return null;
+  const low = runs.filter((r) => runPrecision(r) === 'low' && hasQuantity(r));
+  if (low.length < 2) return null;
+  const tag = state.qtag || 'loss';
+  const steps = new Map(await Promise.all(runs.filter(hasQuantity).map(async (r) => [r.run,
+    new Set(await getJson('scalars', {run: r.run, tag}).then((d) => d.steps, () => []))])));
+  return (a, b) => {
+    const mine = steps.get(a) || new Set();
+    let n = 0;
+    for (const s of steps.get(b) || []) if (mine.has(s)) n += 1;
+    return n;
+  };
 }
 
 function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
@@ -111,22 +134,24 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
   }
   const rel = data.rel_difference.map(num);
   const noiseRel = data.noise ? {steps: data.noise.steps, rel: data.noise.rel_difference.map(num)} : null;
-  const v = verdict(steps, rel, noiseRel);
+  const v = verdict(data.summary, Boolean(noise));
   container.appendChild(verdictLine(v, {runA, runB, noise, what}));
   const mark = markedStep(state, steps) ?? (v.kind === 'beyond' ? v.first : null);
   const abs = (list) => list.map((x) => Math.abs(x));
-  const relSeries = [{name: `|(B − A) / A|: ${runB} vs ${runA}`, steps, values: abs(rel)}];
+  const relSeries = [{name: `|(B − A) / A|: ${isolate(runB)} vs ${isolate(runA)}`, steps, values: abs(rel)}];
   if (noiseRel) {
-    relSeries.push({name: `noise floor: |(${noise} − A) / A|`, steps: noiseRel.steps, values: abs(noiseRel.rel),
+    relSeries.push({name: `noise floor: |(${isolate(noise)} − A) / A|`, steps: noiseRel.steps, values: abs(noiseRel.rel),
       dashed: true, color: '#9aa0a6'});
   }
   const pick = (s) => navigate({step: s});
   container.appendChild(el('div', {class: 'gl-grid2'}, [
     lineChart({title: `${what}: A and B`, yLabel: what, markStep: mark, smoothing: smoothingOf(state), onClick: pick,
-      series: [{name: `A: ${runA}`, steps, values: data.a.map(num)}, {name: `B: ${runB}`, steps, values: data.b.map(num)}]}),
+      note: 'A drawn wide and pale under B: where they coincide both show',
+      series: [{name: `A: ${isolate(runA)}`, steps, values: data.a.map(num), under: true},
+        {name: `B: ${isolate(runB)}`, steps, values: data.b.map(num)}]}),
     lineChart({title: 'relative difference |(B − A) / A| against the noise floor', yLabel: '|(B − A) / A|',
       yScale: state.logy === '0' ? 'linear' : 'log', markStep: mark, series: relSeries, onClick: pick,
-      limits: v.maxNoise > 0 ? [{value: v.maxNoise, label: `noise floor max ${fmt(v.maxNoise)}`}] : []}),
+      limits: v.level > 0 ? [{value: v.level, label: `noise run's mean ${fmt(v.level)}`}] : []}),
   ]));
   const last = steps.length - 1;
   const from = Math.max(0, last - 9);
@@ -143,24 +168,31 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
   }));
 }
 
-/** Q4 in one sentence. */
+/**
+ * Q4 in plain sentences: the server's verdict (the tab never judges), the
+ * one noise figure with the window it comes from, the rule on hover.
+ */
 function verdictLine(v, {runA, runB, noise, what}) {
-  const p = el('p', {class: `gl-headline gl-verdict gl-verdict-${v.kind}`});
+  const p = el('p', {class: `gl-headline gl-verdict gl-verdict-${v.kind}`, title: v.text});
   const maxB = () => el('span', {class: 'gl-max-rel', text: fmt(v.maxB)});
+  const level = () => el('span', {class: 'gl-noise-level', text: fmt(v.level)});
+  const ratio = v.ratio === null || !Number.isFinite(v.ratio) ? '' : `${fmtRatio(v.ratio)}×`;
+  const window = v.window ? ` of ${v.window} logged steps` : '';
   if (v.kind === 'beyond') {
-    p.append(el('strong', {class: 'gl-verdict-text', text: 'Beyond noise'}), ` from step `,
+    p.append(el('strong', {class: 'gl-verdict-text', text: 'Beyond noise'}), ' from step ',
       el('strong', {class: 'gl-verdict-step', text: String(v.first)}),
-      `: ${runB} differs from ${runA} in ${what} by more than ${noise} does (max |(B − A) / A| `, maxB(), ' vs noise floor ',
-      el('span', {class: 'gl-noise-max', text: fmt(v.maxNoise)}), `, over ${v.shared} common steps).`);
+      `: ${isolate(runB)} differs from ${isolate(runA)} in ${what} more than ${isolate(noise)} (${isolate(runA)} with another seed) does, in several `
+      + `windows${window} in a row. In the first, B's mean |(B − A) / A| is ${ratio} the noise run's mean `, level(), '.');
   } else if (v.kind === 'within') {
     p.append(el('strong', {class: 'gl-verdict-text', text: 'Within noise'}),
-      `: ${runB} differs from ${runA} in ${what} no more than ${noise} does (max |(B − A) / A| `, maxB(), ' vs noise floor ',
-      el('span', {class: 'gl-noise-max', text: fmt(v.maxNoise)}), `, over ${v.shared} common steps).`);
-  } else if (v.kind === 'no-overlap') {
-    p.append('The noise-floor run shares no step with A and B here: no verdict.');
+      `: ${isolate(runB)} differs from ${isolate(runA)} in ${what} no more than ${isolate(noise)} (${isolate(runA)} with another seed) does. `
+      + `In the window${window} closest to the rule, B's mean |(B − A) / A| is ${ratio} the noise run's mean `, level(),
+      '; the largest single step |(B − A) / A| is ', maxB(), '.');
+  } else if (v.kind === 'undecided') {
+    p.append(el('strong', {class: 'gl-verdict-text', text: 'No verdict'}), `: ${v.text}.`);
   } else {
-    p.append(`No noise-floor run: pick one (${runA}'s precision with another seed) to tell a real difference from noise;`
-      + ' max |(B − A) / A| ', maxB(), '.');
+    p.append(`No noise-floor run: pick one (${isolate(runA)}'s precision with another seed) to tell a real difference from noise;`
+      + ' the largest |(B − A) / A| is ', maxB(), '.');
   }
   p.dataset.kind = v.kind;
   return p;

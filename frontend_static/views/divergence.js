@@ -1,25 +1,33 @@
 // Divergence: how far a candidate (e.g. mixed_bfloat16) is from its
-// reference (float32), against the tolerance.  One comparison at a time
-// (picked by its variants, the bfloat16-vs-float32 one first): a sentence
-// naming the variable that exceeded its tolerance first and the worst, the
-// metric per step for the top-K variables with tolerance lines, a variables
-// x steps heatmap colored by value / tolerance, the variables at the marked
-// step, then the loss and the per-layer activations (divergence_sections.js).
+// reference (float32), against the limit the alert rules measured for each
+// row at each step (the `limits` route).  One comparison at a time (picked
+// by its variants, the bfloat16-vs-float32 one first): a sentence naming
+// the variable harmed first (an alert) or only above its limit, and the
+// worst; the metric per step for the top-K variables, each with its limit
+// as a dashed step line in its color; a variables x steps heatmap colored
+// by value / the limit at that step; the variables at the marked step; the
+// same variable across the runs ticked for overlay; then the loss and the
+// per-layer activations (divergence_sections.js).  Every verdict is the
+// route's: the tab never judges with a rule of its own.
 
 import {getJson} from '../api.js';
-import {el, labelled, select} from '../dom.js';
+import {el, isolate, labelled, message, select} from '../dom.js';
 import {fmt, fmtRatio} from '../format.js';
 import {heatmap} from '../heatmap.js';
 import * as colorers from '../heatmap_colors.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {
-  HOW_TO_LOG, chartControls, chooseRun, emptyState, filterParams, focusSection, markedStep, maxSteps,
-  runsWithKind, seriesColumn, smoothingOf, stepParams, topK,
+  HOW_TO_LOG, chartControls, emptyState, focusSection, markedStep, maxSteps, pickRun, runsWithKind, seriesColumn,
+  smoothingOf, stepParams, topK,
 } from './common.js';
 import {renderActivations, renderLoss} from './divergence_sections.js';
-import {basisText, columnLimits, limitLines, limitsFor} from './limits.js';
-import {badness, badnessLabel, exceedances, order} from './rank.js';
+import {overlayControls, renderDivergenceOverlay} from './overlay.js';
+import {
+  NOT_AN_ALERT, againstLimit, alertLimit, judges, limitAt, limitSeries, limitsAlong, limitsFor, ratios, rowVerdict,
+  stateRange,
+} from './limits.js';
+import {badness, badnessLabel, judged, order} from './rank.js';
 import {COMPARISON_KINDS, chooseComparison, comparisons, sideDetails, sideLabel} from './records.js';
 
 const METRICS = ['rel_l2', 'cosine', 'norm_ratio', 'max_abs', 'max_rel', 'ulp_rms', 'sign_flip',
@@ -27,16 +35,17 @@ const METRICS = ['rel_l2', 'cosine', 'norm_ratio', 'max_abs', 'max_rel', 'ulp_rm
 
 /** The alerts of the state's run, asked for while the runs listing loads. */
 export function prefetch(state) {
-  if (state.run) getJson('alerts', {run: state.run}).catch(() => null);
+  getJson('alerts', state.run ? {run: state.run} : {}).catch(() => null);
 }
 
 export async function render(container, ctx) {
   const {state, runs, navigate} = ctx;
-  const run = chooseRun(runs, state.run, ...COMPARISON_KINDS);
+  const run = await pickRun(ctx, 'divergence', ...COMPARISON_KINDS);
+  if (!ctx.isCurrent()) return;
   if (run) ctx.showRun(run.run);
   const list = comparisons(run);
   if (!list.length) {
-    container.appendChild(emptyState(`Run ${run ? run.run : ''} has no comparison logged: ${HOW_TO_LOG.divergence}.`,
+    container.appendChild(emptyState(`Run ${run ? isolate(run.run) : ''} has no comparison logged: ${HOW_TO_LOG.divergence}.`,
       runsWithKind(runs, ...COMPARISON_KINDS), navigate));
     return;
   }
@@ -47,7 +56,7 @@ export async function render(container, ctx) {
     labelled('Comparison', select(list.map((g) => [first(g), g.label]), first(cmp),
       (v) => navigate({tag: v, row: '', step: '', focus: '', alert: ''}), {class: 'gl-tag'})),
     labelled('Metric', select(METRICS, metric, (v) => navigate({metric: v}), {class: 'gl-metric'})),
-    ...chartControls(state, navigate, {rankLabels: [['worst', 'worst ÷ tolerance'], ['first', 'first to exceed']]}),
+    ...chartControls(state, navigate, {rankLabels: [['worst', 'worst ÷ limit'], ['first', 'first harmed']]}),
   ]));
   const e = cmp.extras || {};
   container.appendChild(el('h2', {class: 'gl-cmp-title'}, [
@@ -57,35 +66,36 @@ export async function render(container, ctx) {
     'candidate ', el('strong', {class: 'gl-candidate', text: sideLabel(e.candidate)}), ` (${sideDetails(e.candidate)})`,
     ' vs reference ', el('strong', {class: 'gl-reference', text: sideLabel(e.reference)}), ` (${sideDetails(e.reference)})`,
   ]));
-  const alerts = (await getJson('alerts', {run: run.run})).alerts;
+  const [{alerts}, picker] = await Promise.all([getJson('alerts', {run: run.run}),
+    overlayControls(ctx, run.run, ...COMPARISON_KINDS)]);
   if (!ctx.isCurrent()) return;
+  if (picker) container.querySelector('.gl-view-controls').appendChild(picker);
   const sections = {};
-  if (cmp.divergence) {
-    sections.divergence = el('section', {class: 'gl-section gl-sec-gradients'});
-    container.appendChild(sections.divergence);
-  }
-  if (cmp.loss_comparison) {
-    sections.loss_comparison = el('section', {class: 'gl-section gl-sec-loss'});
-    container.appendChild(sections.loss_comparison);
-  }
-  if (cmp.activation_divergence) {
-    sections.activation_divergence = el('section', {class: 'gl-section gl-sec-activations'});
-    container.appendChild(sections.activation_divergence);
+  for (const [kind, cls] of [['divergence', 'gl-sec-gradients'], ['loss_comparison', 'gl-sec-loss'],
+    ['activation_divergence', 'gl-sec-activations']]) {
+    if (!cmp[kind]) continue;
+    sections[kind] = el('section', {class: `gl-section ${cls}`});
+    container.appendChild(sections[kind]);
   }
   const args = {ctx, run: run.run, metric, alerts};
+  // A record that cannot be read costs its own section only (its message there), not the view.
+  const guarded = (kind, promise) => promise && promise.catch((error) => {
+    if (ctx.isCurrent()) sections[kind].appendChild(message('error', error.message || String(error)));
+  });
   await Promise.all([
-    cmp.divergence && renderGradients(sections.divergence, {...args, entry: cmp.divergence}),
-    cmp.loss_comparison && renderLoss(sections.loss_comparison, {...args, entry: cmp.loss_comparison}),
-    cmp.activation_divergence && renderActivations(sections.activation_divergence,
-      {...args, entry: cmp.activation_divergence}),
+    guarded('divergence', cmp.divergence && renderGradients(sections.divergence, {...args, entry: cmp.divergence, cmp})),
+    guarded('loss_comparison', cmp.loss_comparison && renderLoss(sections.loss_comparison,
+      {...args, entry: cmp.loss_comparison})),
+    guarded('activation_divergence', cmp.activation_divergence && renderActivations(sections.activation_divergence,
+      {...args, entry: cmp.activation_divergence})),
   ]);
   if (ctx.isCurrent() && sections[state.focus]) focusSection(sections[state.focus]);
 }
 
-/** The variables section: headline, chart, heatmap and the table at the marked step. */
-async function renderGradients(section, {ctx, run, metric, alerts, entry}) {
+/** The variables section: headline, chart, heatmap, the table at the marked step and the overlay across runs. */
+async function renderGradients(section, {ctx, run, metric, alerts, entry, cmp}) {
   const {state, navigate} = ctx;
-  const [tolerances, series, atStep] = await Promise.all([
+  const [limits, series, atStep] = await Promise.all([
     limitsFor(run, entry),
     getJson('series', {run, tag: entry.tag, rows: state.filter, columns: metric, ...stepParams(state),
       max_steps: maxSteps()}),
@@ -96,85 +106,129 @@ async function renderGradients(section, {ctx, run, metric, alerts, entry}) {
   ]);
   if (!ctx.isCurrent()) return;
   section.appendChild(el('h2', {text: `Gradients: ${metric} per variable`}));
+  if (!limits.ok) section.appendChild(el('p', {class: 'gl-message gl-error gl-limits-error', text: limits.message}));
   if (!series.steps.length || !series.rows.length) {
     section.appendChild(emptyState(series.rows.length ? 'No steps in this step range.'
       : 'No variable matches the variable regex.'));
     return;
   }
   const rowIndex = series.rows.map((name) => entry.rows.indexOf(name));
-  const allLimits = columnLimits(tolerances, alerts, entry.tag, metric, entry.rows.length);
-  const limits = rowIndex.map((i) => (allLimits && i >= 0 ? allLimits[i] : null));
-  const basis = rowIndex.map((i) => (i >= 0 && tolerances.column === metric ? tolerances.basis[i] || '' : ''));
+  const range = stateRange(state);
+  const byRoute = judges(limits, metric);
+  // Another column than the route's: the limit of an alert on it (flush_to_zero), the same at every step.
+  const constant = byRoute ? null : alertLimit(alerts, entry.tag, metric);
+  const limitRows = byRoute ? rowIndex.map((i) => limitsAlong(limits, i, series.steps))
+    : constant !== null ? series.rows.map(() => new Float64Array(series.steps.length).fill(constant)) : null;
+  const verdicts = byRoute ? rowIndex.map((i) => rowVerdict(limits, i, ...range)) : null;
   const values = seriesColumn(series, metric);
   const bad = values.map((row) => row.map((v) => badness(metric, v)));
-  const found = exceedances(bad, limits);
+  const found = judged(bad, limitRows, verdicts);
   const ranked = order(found, state.rank);
   const selected = series.rows.indexOf(state.row);
   const shown = ranked.slice(0, topK(state));
   if (selected >= 0 && !shown.includes(selected)) shown.push(selected);
   const mark = markedStep(state, series.steps);
-  section.appendChild(headline(found, series, metric));
-  const tolNote = limits.some((l) => l > 0) ? `tolerance ${basisText(limits, basis)}` : 'no tolerance for this metric';
+  section.appendChild(headline(found, series, metric, limits, byRoute, rowIndex, bad));
+  const lines = shown.map((i) => ({name: series.rows[i], steps: series.steps, values: values[i]}));
+  const limitLines = byRoute ? shown.map((i) => limitSeries(limits, rowIndex[i], series.rows[i], null, range))
+    .filter(Boolean) : [];
+  const note = byRoute ? 'dashed: each variable\'s limit at each step, in its color (hover for its basis)'
+    : constant !== null ? `the ${metric} alert's threshold ${fmt(constant)}` : `no limit for ${metric}`;
   section.appendChild(lineChart({
     title: `${metric} per step, ${state.rank === 'first' ? 'first' : 'worst'} ${shown.length} of ${series.rows.length} variables`,
-    note: tolNote, yLabel: metric, yScale: state.logy === '0' ? 'linear' : 'log',
-    series: shown.map((i) => ({name: series.rows[i], steps: series.steps, values: values[i]})),
-    limits: limitLines(limits, shown), markStep: mark, highlight: series.rows[selected],
-    smoothing: smoothingOf(state), onClick: (s) => navigate({step: s}),
+    note, yLabel: metric, yScale: state.logy === '0' ? 'linear' : 'log', series: [...lines, ...limitLines],
+    limits: constant !== null ? [{value: constant, label: `alert threshold ${fmt(constant)}`,
+      basis: `the ${metric} alert's threshold (it also needs the row's own rel_l2 below it, held)`}] : [],
+    markStep: mark, highlight: series.rows[selected], smoothing: smoothingOf(state), onClick: (s) => navigate({step: s}),
   }));
-  const colors = limits.some((l) => l > 0) ? colorers.tolerance(limits, bad, basisText(limits, basis))
-    : colorers.relative(bad, 'log');
+  const colored = byRoute ? ratios(bad, limits, rowIndex, series.steps) : null;
   section.appendChild(heatmap({
     title: `${badnessLabel(metric)}: variables × steps (click selects a variable and step)`,
-    rows: series.rows, steps: series.steps, values: bad, shown: values, colors, legendTitle: badnessLabel(metric),
+    rows: series.rows, steps: series.steps, values: colored || bad, shown: values,
+    colors: colored ? colorers.limitRatio() : colorers.relative(bad, 'log'), legendTitle: badnessLabel(metric),
     selectedRow: selected, markStep: mark,
-    describe: (r, i, v) => [`step ${series.steps[i]}`, `${metric} ${fmt(v)}`,
-      limits[r] > 0 ? `${fmtRatio(bad[r][i] / limits[r])}× tolerance ${fmt(limits[r])}` : 'no tolerance'],
+    describe: (r, i, v) => [`step ${series.steps[i]}`, `${metric} ${fmt(v)}`, ...againstLimit(limits, byRoute,
+      rowIndex[r], series.steps[i], bad[r][i])],
     onSelect: (r, i) => navigate({row: series.rows[r], step: series.steps[i]}),
   }));
-  renderStepTable(section, {ctx, metric, series, found, limits, data: atStep});
+  renderStepTable(section, {ctx, metric, series, found, limits, byRoute, rowIndex, data: atStep});
+  const focus = series.rows[selected >= 0 ? selected : ranked[0]];
+  await renderDivergenceOverlay(section, {ctx, run, cmp, kind: 'divergence', row: focus, column: metric});
 }
 
-/** Q1 in one sentence: which variable exceeded its tolerance first, how badly, and the worst. */
-function headline(found, series, metric) {
-  const withLimit = found.filter((f) => f.limit !== null);
-  const over = found.filter((f) => f.first >= 0).sort((a, b) => a.first - b.first || b.ratio - a.ratio);
-  const worst = [...found].filter((f) => !Number.isNaN(f.worst)).sort((a, b) => b.ratio - a.ratio)[0];
-  const p = el('p', {class: 'gl-headline gl-q1'});
-  if (over.length) {
-    const f = over[0];
-    const v = found[f.row];
-    p.append('First above its tolerance: ', el('strong', {class: 'gl-first-var', text: series.rows[f.row]}),
-      ` at step `, el('strong', {class: 'gl-first-step', text: String(series.steps[f.first])}),
-      ` (tolerance ${fmt(f.limit)}; worst ${fmt(v.worst)} = `, el('strong', {class: 'gl-first-ratio', text: `${fmtRatio(v.ratio)}×`}),
-      ` at step ${series.steps[v.worstAt]}). `);
-  } else if (withLimit.length) {
-    p.append(el('strong', {class: 'gl-within', text: 'No variable exceeds its tolerance'}), '. ');
+/**
+ * Q1 in one sentence, from the route's verdict: the variable harmed first
+ * (an alert), else the first one above its limit (not an alert), else all
+ * within; and the worst value / limit.
+ */
+function headline(found, series, metric, limits, byRoute, rowIndex, bad) {
+  const p = el('p', {class: 'gl-headline gl-q1', title: byRoute ? limits.rule : ''});
+  const earliest = (key) => found.filter((f) => f[key] !== null).sort((a, b) => a[key] - b[key] || b.ratio - a.ratio)[0];
+  const harmed = byRoute ? earliest('firstHarmed') : null;
+  const above = byRoute ? earliest('firstAbove') : null;
+  const worst = [...found].filter((f) => !Number.isNaN(f.ratio)).sort((a, b) => b.ratio - a.ratio)[0];
+  const at = (f, step) => {
+    const limit = limitAt(limits, rowIndex[f.row], step);
+    const i = series.steps.indexOf(step);
+    if (!(limit > 0)) return '';
+    return i >= 0 ? ` (${fmtRatio(bad[f.row][i] / limit)}× its limit ${fmt(limit)} there)` : ` (its limit there ${fmt(limit)})`;
+  };
+  const firstParts = (f, step) => [el('strong', {class: 'gl-first-var', text: series.rows[f.row]}),
+    ' at step ', el('strong', {class: 'gl-first-step', text: String(step)}), at(f, step)];
+  if (harmed) {
+    const n = found.filter((f) => f.firstHarmed !== null).length;
+    p.dataset.verdict = 'harmed';
+    p.append(el('strong', {class: 'gl-verdict-word', text: 'Harmed (an alert)'}), ': first ',
+      ...firstParts(harmed, harmed.firstHarmed), `; ${n} of ${found.length} variables harmed. `);
+  } else if (above) {
+    const n = found.filter((f) => f.firstAbove !== null).length;
+    p.dataset.verdict = 'above';
+    p.append(el('strong', {class: 'gl-verdict-word', text: 'No variable harmed'}), '; ',
+      ...firstParts(above, above.firstAbove), ` went above its limit (${n} of ${found.length} variables at some step): `
+      + `${NOT_AN_ALERT}. `);
+  } else if (byRoute) {
+    p.dataset.verdict = 'within';
+    p.append(el('strong', {class: 'gl-within', text: 'Every variable within its limit'}), '. ');
+  } else {
+    p.dataset.verdict = 'unjudged';
   }
   if (worst) {
+    const ratio = worst.judged ? [` = `, el('strong', {class: 'gl-first-ratio', text: `${fmtRatio(worst.ratio)}×`}),
+      ` its limit ${fmt(worst.limit)}`] : [];
+    const v = bad0(worst);
     p.append('Worst: ', el('strong', {class: 'gl-worst-var', text: series.rows[worst.row]}),
-      ` ${metric} ${fmt(worst.worst)}${worst.limit !== null ? ` = ${fmtRatio(worst.ratio)}× tolerance ${fmt(worst.limit)}` : ''}`
-      + ` at step ${series.steps[worst.worstAt]}. `);
+      ` ${metric} ${fmt(v)}`, ...ratio, ` at step ${series.steps[worst.ratioAt]}.`);
   }
-  if (withLimit.length) p.append(`${over.length} of ${found.length} variables exceed their tolerance.`);
   return p;
 }
 
-/** The variables at the marked (or last) step: every metric, ranked by value / tolerance. */
-function renderStepTable(section, {ctx, metric, series, found, limits, data}) {
+/** The value of a row's worst ratio (its badness at that step). */
+function bad0(f) {
+  return f.judged ? f.ratio * f.limit : f.worst;
+}
+
+/** Index of a row name in the limits' rows (-1: none). */
+function rowOf(limits, name) {
+  return limits && limits.ok ? limits.rows.indexOf(name) : -1;
+}
+
+/** The variables at the marked (or last) step: every metric, ranked by value / its limit there. */
+function renderStepTable(section, {ctx, metric, series, found, limits, byRoute, rowIndex, data}) {
   if (!data.steps.length) {
     section.appendChild(emptyState('No record at or before the marked step.'));
     return;
   }
-  section.appendChild(el('h3', {class: 'gl-step-title', text: `Variables at step ${data.steps[0]}`}));
+  const step = data.steps[0];
+  section.appendChild(el('h3', {class: 'gl-step-title', text: `Variables at step ${step}`}));
   const columns = data.columns.map((c) => seriesColumn(data, c));
   const rows = data.rows.map((name, r) => {
     const i = series.rows.indexOf(name);
     const f = found[i] || {};
     const value = columns[data.columns.indexOf(metric)][r][0];
-    const row = {variable: name, tolerance: limits[i] ?? null,
-      ratio: limits[i] > 0 ? badness(metric, value) / limits[i] : null,
-      first: f.first >= 0 ? series.steps[f.first] : null, worst: f.ratio};
+    const limit = byRoute && i >= 0 ? limitAt(limits, rowIndex[i], step) : NaN;
+    const row = {variable: name, limit: limit > 0 ? limit : null,
+      ratio: limit > 0 ? badness(metric, value) / limit : null,
+      first: f.firstAbove ?? null, harmed: f.firstHarmed ?? null, worst: f.judged ? f.ratio : null};
     data.columns.forEach((c, k) => {
       row[c] = columns[k][r][0];
     });
@@ -184,22 +238,26 @@ function renderStepTable(section, {ctx, metric, series, found, limits, data}) {
   const key = (r) => (r.ratio === null ? -1 : Number.isNaN(r.ratio) ? Infinity : r.ratio);
   rows.sort((a, b) => key(b) - key(a));
   const pick = rows.findIndex((r) => r.variable === selected);
-  if (pick >= 25) rows.unshift(...rows.splice(pick, 1));
+  if (pick >= 12) rows.unshift(...rows.splice(pick, 1));
+  const never = (v) => (v === null ? 'never' : String(v));
   section.appendChild(table({
     columns: [
       {key: 'variable', label: 'variable'},
       {key: metric, label: metric, numeric: true},
-      {key: 'ratio', label: '× tolerance', numeric: true, format: (v) => (v === null ? '–' : fmtRatio(v))},
-      {key: 'tolerance', label: 'tolerance', numeric: true, format: (v) => (v > 0 ? fmt(v) : 'none')},
-      {key: 'first', label: 'first above', numeric: true, format: (v) => (v === null ? 'never' : String(v))},
-      {key: 'worst', label: 'worst × tol', numeric: true, format: (v) => fmtRatio(v)},
+      {key: 'ratio', label: '× limit', numeric: true, format: (v) => (v === null ? '–' : fmtRatio(v))},
+      {key: 'limit', label: 'limit', numeric: true, format: (v) => (v > 0 ? fmt(v) : 'none')},
+      {key: 'first', label: 'first above', numeric: true, format: never},
+      {key: 'harmed', label: 'harmed from', numeric: true, format: never},
+      {key: 'worst', label: 'worst × limit', numeric: true, format: (v) => (v === null ? '–' : fmtRatio(v))},
       ...data.columns.filter((c) => c !== metric).map((c) => ({key: c, label: c, numeric: true})),
     ],
     rows,
-    sortValue: (row, key) => (key === 'ratio' && row.ratio === null ? -1 : row[key]),
-    maxRows: 25,
+    sortValue: (row, k) => (k === 'ratio' && row.ratio === null ? -1 : row[k]),
+    maxRows: 12,
+    showAll: true,
     rowKey: (row) => row.variable,
     rowClass: (row) => `gl-var-row${row.variable === selected ? ' gl-selected' : ''}`,
+    cellTitle: (row, k) => (k === 'limit' && byRoute ? limits.basis[rowOf(limits, row.variable)] || '' : ''),
     onSelect: (row) => ctx.navigate({row: row.variable}),
   }));
 }

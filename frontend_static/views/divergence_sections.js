@@ -1,125 +1,214 @@
 // The loss and the per-layer activations of one comparison (the
 // Divergence view's lower sections): the loss in both variants and its
-// relative error against the tolerance; the layers in depth order (input
-// to output) colored by value / tolerance, with the layer that exceeded
-// first named.
+// relative error against its limit at each step; the layers in depth order
+// (input to output) colored by value / the limit at that step, in one plain
+// sentence (the details on hover).  Verdicts are the limits route's.
 
 import {getJson} from '../api.js';
-import {el} from '../dom.js';
+import {el, isolate} from '../dom.js';
 import {fmt, fmtRatio} from '../format.js';
 import {heatmap} from '../heatmap.js';
 import * as colorers from '../heatmap_colors.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {emptyState, markedStep, maxSteps, seriesColumn, smoothingOf, stepIndex, stepParams} from './common.js';
-import {basisText, columnLimits, limitLines, limitsFor} from './limits.js';
-import {badness, badnessLabel, exceedances} from './rank.js';
+import {
+  NOT_AN_ALERT, againstLimit, judges, limitAt, limitSeries, limitsAlong, limitsFor, ratios, rowVerdict, stateRange,
+} from './limits.js';
+import {renderDivergenceOverlay} from './overlay.js';
+import {badness, badnessLabel, judged} from './rank.js';
 
-/** The loss of both variants and its relative error, with the tolerance line. */
-export async function renderLoss(section, {ctx, run, alerts, entry}) {
+/** The loss of both variants and its relative error, with its limit at each step. */
+export async function renderLoss(section, {ctx, run, entry}) {
   const {state, navigate} = ctx;
-  const [tolerances, series] = await Promise.all([
+  const [limits, series] = await Promise.all([
     limitsFor(run, entry),
     getJson('series', {run, tag: entry.tag, columns: 'reference,candidate,rel_error', ...stepParams(state),
       max_steps: maxSteps()}),
   ]);
   if (!ctx.isCurrent()) return;
   section.appendChild(el('h2', {text: 'Loss: candidate vs reference'}));
+  if (!limits.ok) section.appendChild(el('p', {class: 'gl-message gl-error gl-limits-error', text: limits.message}));
   if (!series.steps.length) {
     section.appendChild(emptyState('No steps in this step range.'));
     return;
   }
   const [ref, cand, rel] = ['reference', 'candidate', 'rel_error'].map((c) => seriesColumn(series, c)[0]);
-  const limits = columnLimits(tolerances, alerts, entry.tag, 'rel_error', 1) || [null];
-  const basis = tolerances.column === 'rel_error' ? tolerances.basis : [];
-  const [found] = exceedances([Float64Array.from(rel, (v) => badness('rel_error', v))], limits);
+  const byRoute = judges(limits, 'rel_error');
+  const range = stateRange(state);
+  const r = byRoute ? limits.rows.indexOf('loss') : -1;
+  const bad = Float64Array.from(rel, (v) => badness('rel_error', v));
+  const [found] = judged([bad], byRoute ? [limitsAlong(limits, r, series.steps)] : null,
+    byRoute ? [rowVerdict(limits, r, ...range)] : null);
   const mark = markedStep(state, series.steps);
   const e = series.extras || {};
   const names = [(e.reference && e.reference.label) || 'reference', (e.candidate && e.candidate.label) || 'candidate'];
-  const p = el('p', {class: 'gl-headline gl-loss-headline'});
-  if (found.first >= 0) {
-    p.append('The loss differs by more than its tolerance from step ',
-      el('strong', {class: 'gl-loss-first', text: String(series.steps[found.first])}),
-      ` (relative error ${fmt(found.worst)} = ${fmtRatio(found.ratio)}× tolerance ${fmt(found.limit)} at step `
-      + `${series.steps[found.worstAt]}).`);
-  } else if (found.limit !== null) {
-    p.append(`The loss stays within its tolerance ${fmt(found.limit)} (worst relative error ${fmt(found.worst)}).`);
+  const p = el('p', {class: 'gl-headline gl-loss-headline', title: byRoute ? limits.rule : ''});
+  const worst = found.judged ? ` (worst: ${fmtRatio(found.ratio)}× its limit at step ${series.steps[found.ratioAt]})` : '';
+  if (found.firstHarmed !== null) {
+    p.dataset.verdict = 'harmed';
+    p.append('The loss is harmed (an alert) from step ', el('strong', {class: 'gl-loss-first', text: String(found.firstHarmed)}),
+      `: its relative error is above its limit${worst}.`);
+  } else if (found.firstAbove !== null) {
+    p.dataset.verdict = 'above';
+    p.append('The loss went above its limit at step ', el('strong', {class: 'gl-loss-above', text: String(found.firstAbove)}),
+      `${worst}: ${NOT_AN_ALERT}.`);
+  } else if (byRoute) {
+    p.dataset.verdict = 'within';
+    p.append(`The loss stays within its limit${found.judged ? ` (at most ${fmtRatio(found.ratio)}× it)` : ''}.`);
   } else {
     p.append(`Worst relative error of the loss: ${fmt(found.worst)}.`);
   }
   section.appendChild(p);
   const pick = (s) => navigate({step: s});
+  const limit = byRoute ? limitSeries(limits, r, 'rel_error', null, range) : null;
   section.appendChild(el('div', {class: 'gl-grid2'}, [
     lineChart({title: 'loss in both variants', yLabel: 'loss', smoothing: smoothingOf(state), markStep: mark,
-      series: [{name: `reference: ${names[0]}`, steps: series.steps, values: ref},
-        {name: `candidate: ${names[1]}`, steps: series.steps, values: cand}], onClick: pick}),
+      note: 'the reference drawn wide and pale under the candidate: where they coincide both show',
+      series: [{name: `reference: ${isolate(names[0])}`, steps: series.steps, values: ref, under: true},
+        {name: `candidate: ${isolate(names[1])}`, steps: series.steps, values: cand}], onClick: pick}),
     lineChart({title: 'relative error of the loss', yLabel: 'rel_error', yScale: state.logy === '0' ? 'linear' : 'log',
-      note: found.limit !== null ? `tolerance ${basisText(limits, basis)}` : '', markStep: mark,
-      smoothing: smoothingOf(state), limits: limitLines(limits, [0]),
-      series: [{name: 'rel_error', steps: series.steps, values: rel}], onClick: pick}),
+      note: limit ? 'dashed: its limit at each step (hover for its basis)' : '', markStep: mark,
+      smoothing: smoothingOf(state),
+      series: [{name: 'rel_error', steps: series.steps, values: rel}, ...(limit ? [limit] : [])], onClick: pick}),
   ]));
 }
 
-/** Activation divergence per layer, rows in depth order, colored against the tolerance. */
-export async function renderActivations(section, {ctx, run, metric, alerts, entry}) {
+/** Activation divergence per layer, rows in depth order, colored against each layer's limit at each step. */
+export async function renderActivations(section, {ctx, run, metric, entry}) {
   const {state, navigate} = ctx;
   const column = entry.columns.includes(metric) ? metric : 'rel_l2';
-  const [tolerances, series] = await Promise.all([
+  const [limits, series] = await Promise.all([
     limitsFor(run, entry),
     getJson('series', {run, tag: entry.tag, columns: column, ...stepParams(state), max_steps: maxSteps()}),
   ]);
   if (!ctx.isCurrent()) return;
   section.appendChild(el('h2', {text: `Activations: ${column} per layer, input to output`}));
+  if (!limits.ok) section.appendChild(el('p', {class: 'gl-message gl-error gl-limits-error', text: limits.message}));
   if (!series.steps.length) {
     section.appendChild(emptyState('No steps in this step range.'));
     return;
   }
   const values = seriesColumn(series, column);
   const bad = values.map((row) => row.map((v) => badness(column, v)));
-  const limits = columnLimits(tolerances, alerts, entry.tag, column, series.rows.length)
-    || series.rows.map(() => null);
-  const basis = tolerances.column === column ? tolerances.basis : [];
-  const found = exceedances(bad, limits);
-  const over = found.filter((f) => f.first >= 0).sort((a, b) => a.first - b.first || a.row - b.row);
-  const p = el('p', {class: 'gl-headline gl-act-headline'});
-  if (over.length) {
-    const f = over[0];
-    p.append('First layer above its tolerance: ', el('strong', {class: 'gl-act-first', text: series.rows[f.row]}),
-      ` at step ${series.steps[f.first]} (depth ${f.row + 1}; tolerance ${fmt(f.limit)}, worst ${fmt(f.worst)} = `
-      + `${fmtRatio(f.ratio)}× at step ${series.steps[f.worstAt]}); ${over.length} of ${series.rows.length} layers exceed.`);
-  } else if (limits.some((l) => l > 0)) {
-    p.append(`No layer exceeds its tolerance (${basisText(limits, basis)}).`);
-  }
-  section.appendChild(p);
+  const byRoute = judges(limits, column);
+  const rowIndex = series.rows.map((name) => (byRoute ? limits.rows.indexOf(name) : -1));
+  const range = stateRange(state);
+  const found = judged(bad, byRoute ? rowIndex.map((i) => limitsAlong(limits, i, series.steps)) : null,
+    byRoute ? rowIndex.map((i) => rowVerdict(limits, i, ...range)) : null);
+  section.appendChild(activationSentence(found, series, limits, byRoute, rowIndex));
   const selected = series.rows.indexOf(state.row);
   const mark = markedStep(state, series.steps);
-  const colors = limits.some((l) => l > 0) ? colorers.tolerance(limits, bad, basisText(limits, basis))
-    : colorers.relative(bad, 'log');
+  const colored = byRoute ? ratios(bad, limits, rowIndex, series.steps) : null;
   section.appendChild(heatmap({
     title: `${badnessLabel(column)}: layers (depth order) × steps`, rows: series.rows, steps: series.steps,
-    values: bad, shown: values, colors, legendTitle: badnessLabel(column), selectedRow: selected, markStep: mark,
+    values: colored || bad, shown: values, colors: colored ? colorers.limitRatio() : colorers.relative(bad, 'log'),
+    legendTitle: badnessLabel(column), selectedRow: selected, markStep: mark,
     describe: (r, i, v) => [`depth ${r + 1}`, `step ${series.steps[i]}`, `${column} ${fmt(v)}`,
-      limits[r] > 0 ? `${fmtRatio(bad[r][i] / limits[r])}× tolerance ${fmt(limits[r])}` : 'no tolerance'],
+      ...againstLimit(limits, byRoute, rowIndex[r], series.steps[i], bad[r][i])],
     onSelect: (r, i) => navigate({row: series.rows[r], step: series.steps[i], focus: 'activation_divergence'}),
   }));
   if (selected >= 0) {
-    section.appendChild(lineChart({title: `${column} of layer ${series.rows[selected]}`, yLabel: column,
+    const limit = byRoute ? limitSeries(limits, rowIndex[selected], series.rows[selected], null, range) : null;
+    section.appendChild(lineChart({title: `${column} of layer ${isolate(series.rows[selected])}`, yLabel: column,
       yScale: state.logy === '0' ? 'linear' : 'log', markStep: mark, smoothing: smoothingOf(state),
-      highlight: series.rows[selected], limits: limitLines(limits, [selected]),
-      note: limits[selected] > 0 ? `tolerance ${basisText(limits, basis, [selected])}` : '',
-      series: [{name: series.rows[selected], steps: series.steps, values: values[selected]}],
+      highlight: series.rows[selected], note: limit ? 'dashed: its limit at each step (hover for its basis)' : '',
+      series: [{name: series.rows[selected], steps: series.steps, values: values[selected]}, ...(limit ? [limit] : [])],
       onClick: (s) => navigate({step: s})}));
   }
   const i = stepIndex(series.steps, mark);
+  const never = (v) => (v === null ? 'never' : String(v));
   section.appendChild(table({
     caption: `Layers at step ${series.steps[i]}`,
     columns: [{key: 'depth', label: 'depth', numeric: true}, {key: 'layer', label: 'layer'},
-      {key: 'value', label: column, numeric: true}, {key: 'ratio', label: '× tolerance', numeric: true, format: (v) => (v === null ? '–' : fmtRatio(v))},
-      {key: 'first', label: 'first above', numeric: true, format: (v) => (v === null ? 'never' : String(v))}],
-    rows: series.rows.map((layer, r) => ({depth: r + 1, layer, value: values[r][i],
-      ratio: limits[r] > 0 ? bad[r][i] / limits[r] : null,
-      first: found[r].first >= 0 ? series.steps[found[r].first] : null})),
+      {key: 'value', label: column, numeric: true},
+      {key: 'ratio', label: '× limit', numeric: true, format: (v) => (v === null ? '–' : fmtRatio(v))},
+      {key: 'limit', label: 'limit', numeric: true, format: (v) => (v === null ? 'none' : fmt(v))},
+      {key: 'first', label: 'first above', numeric: true, format: never},
+      {key: 'harmed', label: 'harmed from', numeric: true, format: never}],
+    rows: layerRows(series, {values, bad, found, limits, byRoute, rowIndex, i, selected: state.row}),
+    maxRows: 12,
+    showAll: true,
     rowKey: (row) => row.layer,
     rowClass: (row) => `gl-layer-row${row.layer === state.row ? ' gl-selected' : ''}`,
+    cellTitle: (row, key) => (key === 'limit' && byRoute ? limits.basis[rowIndex[row.depth - 1]] || '' : ''),
+    onSelect: (row) => navigate({row: row.layer, focus: 'activation_divergence'}),
   }));
+  if (selected >= 0) {
+    await renderDivergenceOverlay(section, {ctx, run, cmp: {label: comparisonOf(entry)}, kind: 'activation_divergence',
+      row: series.rows[selected], column});
+  }
+}
+
+/**
+ * The layers at step index i, in depth order; with many layers the table
+ * shows 12 first: the harmed or above their limit, then the closest to it,
+ * the selected one always among them (the rest by "Show all").
+ */
+function layerRows(series, {values, bad, found, limits, byRoute, rowIndex, i, selected}) {
+  const rows = series.rows.map((layer, r) => {
+    const limit = byRoute ? limitAt(limits, rowIndex[r], series.steps[i]) : NaN;
+    return {depth: r + 1, layer, value: values[r][i], limit: limit > 0 ? limit : null,
+      ratio: limit > 0 ? bad[r][i] / limit : null, first: found[r].firstAbove, harmed: found[r].firstHarmed};
+  });
+  if (rows.length <= 12) return rows;
+  const key = (row) => [row.layer === selected ? 0 : 1, row.harmed ?? Infinity, row.first ?? Infinity,
+    -(found[row.depth - 1].ratio || 0)];
+  const first = [...rows].sort((a, b) => {
+    const ka = key(a);
+    const kb = key(b);
+    for (let k = 0; k < ka.length; k++) if (ka[k] !== kb[k]) return ka[k] - kb[k];
+    return a.depth - b.depth;
+  }).slice(0, 12);
+  const shown = new Set(first);
+  return [...first.sort((a, b) => a.depth - b.depth), ...rows.filter((row) => !shown.has(row))];
+}
+
+/** The label of a record's comparison ("mixed_bfloat16 vs float32"). */
+function comparisonOf(entry) {
+  const e = entry.extras || {};
+  const side = (v) => String((v && (v.label || v.policy)) || '?');
+  return `${side(e.candidate)} vs ${side(e.reference)}`;
+}
+
+/**
+ * The layers in one plain sentence: the layer harmed first (an alert), else
+ * the first above its limit (not an alert), else that none is; with the
+ * worst layer by name.  Each layer's limits and basis are on hover.
+ */
+function activationSentence(found, series, limits, byRoute, rowIndex) {
+  const n = series.rows.length;
+  const details = series.rows.map((layer, r) => {
+    const f = found[r];
+    if (!byRoute || !f.judged) return `${layer}: no limit`;
+    const along = limits.limits[rowIndex[r]].filter((v) => v > 0);
+    const lo = Math.min(...along);
+    const hi = Math.max(...along);
+    return `${layer}: at most ${fmtRatio(f.ratio)}× its limit (limit ${lo === hi ? fmt(lo) : `${fmt(lo)}–${fmt(hi)}`}`
+      + ` over the steps; ${limits.basis[rowIndex[r]]})`;
+  });
+  const p = el('p', {class: 'gl-headline gl-act-headline', title: details.join('\n')});
+  const name = (f, cls) => el('strong', {class: cls, text: series.rows[f.row]});
+  const earliest = (key) => found.filter((f) => f[key] !== null).sort((a, b) => a[key] - b[key] || a.row - b.row)[0];
+  const worst = found.filter((f) => f.judged).sort((a, b) => b.ratio - a.ratio)[0];
+  const harmed = byRoute ? earliest('firstHarmed') : null;
+  const above = byRoute ? earliest('firstAbove') : null;
+  if (harmed) {
+    const count = found.filter((f) => f.firstHarmed !== null).length;
+    p.dataset.verdict = 'harmed';
+    p.append('Layer ', name(harmed, 'gl-act-first'), ` is harmed (an alert) from step ${harmed.firstHarmed}`
+      + `${count > 1 ? `, and ${count - 1} more of the ${n} layers` : ''}.`);
+  } else if (above) {
+    p.dataset.verdict = 'above';
+    p.append('No layer is harmed; ', name(above, 'gl-act-first'), ` went above its limit at step ${above.firstAbove}: `
+      + `${NOT_AN_ALERT}.`);
+  } else if (byRoute && worst) {
+    p.dataset.verdict = 'within';
+    p.append(`All ${n} layers stay within their limits; the closest is `, name(worst, 'gl-act-worst'),
+      ` at ${fmtRatio(worst.ratio)}× its limit.`);
+  } else {
+    p.dataset.verdict = 'unjudged';
+    p.append(`${n} layers; no limit for ${badnessLabel(series.columns[0])}.`);
+  }
+  return p;
 }

@@ -3,19 +3,20 @@
 // when the model output (what the loss sees) is not float32.
 
 import {getJson, RouteError} from '../api.js';
-import {el, labelled, select} from '../dom.js';
+import {el, isolate, labelled, select} from '../dom.js';
 import {table} from '../table.js';
-import {HOW_TO_LOG, chooseRun, emptyState, focusSection, runsWithKind} from './common.js';
+import {HOW_TO_LOG, emptyState, focusSection, pickRun, runsWithKind} from './common.js';
 
 const KIND = 'dtypes';
 const LOW_PRECISION = new Set(['bfloat16', 'float16', 'float8_e4m3fn', 'float8_e5m2']);
 
 export async function render(container, ctx) {
   const {state, runs, navigate} = ctx;
-  const run = chooseRun(runs, state.run, KIND);
+  const run = await pickRun(ctx, 'dtypes', KIND);
+  if (!ctx.isCurrent()) return;
   if (run) ctx.showRun(run.run);
   if (!runsWithKind([run], KIND).length) {
-    container.appendChild(emptyState(`Run ${run.run} has no dtype map: ${HOW_TO_LOG.dtypes}.`,
+    container.appendChild(emptyState(`Run ${isolate(run.run)} has no dtype map: ${HOW_TO_LOG.dtypes}.`,
       runsWithKind(runs, KIND), navigate));
     return;
   }
@@ -25,14 +26,14 @@ export async function render(container, ctx) {
     data = await getJson('dtypes', {run: run.run, rows: state.filter});
   } catch (error) {
     if (error instanceof RouteError && error.status === 404) {
-      container.appendChild(emptyState(`Run ${run.run} has no dtype map: ${HOW_TO_LOG.dtypes}.`));
+      container.appendChild(emptyState(`Run ${isolate(run.run)} has no dtype map: ${HOW_TO_LOG.dtypes}.`));
       return;
     }
     throw error;
   }
   if (!ctx.isCurrent()) return;
   if (!data.maps.length) {
-    container.appendChild(emptyState(`Run ${run.run} has no dtype map: ${HOW_TO_LOG.dtypes}.`));
+    container.appendChild(emptyState(`Run ${isolate(run.run)} has no dtype map: ${HOW_TO_LOG.dtypes}.`));
     return;
   }
   const steps = data.maps.map((m) => String(m.step));

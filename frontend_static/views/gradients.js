@@ -10,38 +10,44 @@
 // (optimizer_steps.js).
 
 import {getJson} from '../api.js';
-import {el, labelled, select} from '../dom.js';
+import {el, isolate, labelled, select} from '../dom.js';
 import {fmt} from '../format.js';
 import {heatmap} from '../heatmap.js';
 import * as colorers from '../heatmap_colors.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {
-  HOW_TO_LOG, chartControls, chooseRun, emptyState, filterParams, focusSection, markedStep, maxSteps,
+  HOW_TO_LOG, chartControls, emptyState, filterParams, focusSection, markedStep, maxSteps, pickRun,
   runsWithKind, seriesColumn, smoothingOf, stepParams, tagsOfKind, topK,
 } from './common.js';
 import {COLUMNS, cellTexts, gradientHealth} from './gradient_health.js';
 import {renderHistogram} from './histogram.js';
 import {renderOptimizerSteps} from './optimizer_steps.js';
+import {overlayControls, renderGradientOverlay} from './overlay.js';
 import {gradientOrder, gradientProblems} from './rank.js';
 import {chooseTag, recordLabel} from './records.js';
 import {renderUpdates} from './updates.js';
 
 const KIND = 'grad_stats';
+// The table at the marked step lists this many variables (the most troubled first) until asked for all:
+// with 128 variables the histogram under it was 128 rows away.
+const TABLE_ROWS = 12;
 const STATUS_TEXT = {1: 'ok', 2: 'dead: all-zero gradient', 3: 'None (disconnected)', 4: 'NaN/Inf'};
 
 /** The alerts of the state's run, asked for while the runs listing loads. */
 export function prefetch(state) {
   if (state.run) getJson('alerts', {run: state.run, ...filterParams(state)}).catch(() => null);
+  else getJson('alerts').catch(() => null);
 }
 
 export async function render(container, ctx) {
   const {state, runs, navigate} = ctx;
-  const run = chooseRun(runs, state.run, KIND);
+  const run = await pickRun(ctx, 'gradients', KIND);
+  if (!ctx.isCurrent()) return;
   if (run) ctx.showRun(run.run);
   const entry = chooseTag(run, KIND, state.tag);
   if (!entry) {
-    container.appendChild(emptyState(`Run ${run ? run.run : ''} has no gradient statistics: ${HOW_TO_LOG.grad_stats}.`,
+    container.appendChild(emptyState(`Run ${run ? isolate(run.run) : ''} has no gradient statistics: ${HOW_TO_LOG.grad_stats}.`,
       runsWithKind(runs, KIND), navigate));
     if (tagsOfKind(run, 'update_stats').length) await renderUpdates(container, {ctx, run});
     if (run && (tagsOfKind(run, 'optimizer_step').length || tagsOfKind(run, 'nonfinite_replay').length)) {
@@ -50,17 +56,20 @@ export async function render(container, ctx) {
     }
     return;
   }
-  container.appendChild(el('div', {class: 'gl-view-controls'}, [
+  const controls = el('div', {class: 'gl-view-controls'}, [
     labelled('Record', select(tagsOfKind(run, KIND).map((t) => [t.tag, recordLabel(t)]), entry.tag,
       (v) => navigate({tag: v, row: '', step: ''}), {class: 'gl-tag'})),
     ...chartControls(state, navigate, {logLabel: 'log y (norms)'}),
-  ]));
+  ]);
+  container.appendChild(controls);
   container.appendChild(el('h2', {}, ['Gradients in run ', el('span', {class: 'gl-run-name', text: run.run})]));
-  const [health, alerts] = await Promise.all([
+  const [health, alerts, picker] = await Promise.all([
     getJson('health', {run: run.run, tag: entry.tag, rows: state.filter, ...stepParams(state), buckets: maxSteps()}),
     getJson('alerts', {run: run.run, ...filterParams(state)}),
+    overlayControls(ctx, run.run, KIND),
   ]);
   if (!ctx.isCurrent()) return;
+  if (picker) controls.appendChild(picker);
   if (!health.steps.length || !health.rows.length) {
     container.appendChild(emptyState(health.rows.length ? 'No steps in this step range.'
       : 'No variable matches the variable regex.'));
@@ -88,7 +97,10 @@ export async function render(container, ctx) {
   const healthSection = el('section', {class: 'gl-section gl-sec-health'}, [healthMap(health, selected, mark, navigate)]);
   container.appendChild(healthSection);
   container.appendChild(charts(lines, health, shown, {mark, state, navigate}));
-  container.appendChild(stepTable(atStep, focused, navigate));
+  await renderGradientOverlay(container, {ctx, run, entry, row: focused, column: 'l2_norm', label: 'L2 norm ‖g‖₂',
+    yScale: state.logy === '0' ? 'linear' : 'log'});
+  if (!ctx.isCurrent()) return;
+  container.appendChild(stepTable(atStep, focused, navigate, ranked.map((r) => health.rows[r])));
   if (state.focus === 'grad_stats') focusSection(healthSection);
   // The histogram and the updates come after: the view is usable before they are drawn.
   const more = Promise.all([
@@ -112,7 +124,7 @@ function headline(alerts) {
   const dead = of('zero_gradient');
   const box = el('div', {class: 'gl-headline gl-grad-headline'});
   const line = (cls, parts) => box.appendChild(el('p', {class: cls}, parts));
-  const list = (names) => names.slice(0, 6).join(', ') + (names.length > 6 ? ` and ${names.length - 6} more` : '');
+  const list = (names) => names.slice(0, 6).map(isolate).join(', ') + (names.length > 6 ? ` and ${names.length - 6} more` : '');
   if (nonfinite) {
     line('gl-q2', ['First NaN/Inf: step ', el('strong', {class: 'gl-nan-step', text: String(nonfinite.step_first)}),
       ' in ', el('strong', {class: 'gl-nan-var', text: list(nonfinite.variables)}),
@@ -169,8 +181,12 @@ function charts(series, health, shown, {mark, state, navigate}) {
   ])]);
 }
 
-/** The variables at one step: status, l2, max |g|, zero fraction, NaN/Inf; None and NaN said in words. */
-function stepTable(series, selectedName, navigate) {
+/**
+ * The variables at one step: status, l2, max |g|, zero fraction, NaN/Inf;
+ * None and NaN said in words; in `order` (the most troubled first), the
+ * first TABLE_ROWS and the selected one until "Show all" is pressed.
+ */
+function stepTable(series, selectedName, navigate, order) {
   const col = Object.fromEntries(COLUMNS.map((c) => [c, seriesColumn(series, c)]));
   const h = gradientHealth(col);
   const rows = series.rows.map((name, r) => {
@@ -178,6 +194,9 @@ function stepTable(series, selectedName, navigate) {
     return {variable: name, status: texts.status, l2_norm: col.l2_norm[r][0], max_abs: col.max_abs[r][0],
       zero_fraction: col.zero_fraction[r][0], nonfinite: h.nonfinite[r][0], count: col.count[r][0], texts};
   });
+  const rank = new Map(order.map((name, i) => [name, i]));
+  const at = (row) => (row.variable === selectedName ? -1 : rank.has(row.variable) ? rank.get(row.variable) : Infinity);
+  rows.sort((a, b) => at(a) - at(b));
   const text = (key) => (v, row) => row.texts[key] ?? fmt(v);
   return table({
     caption: `Variables at step ${series.steps[0]} (click a step in a chart to move; select a variable for its histogram)`,
@@ -191,6 +210,8 @@ function stepTable(series, selectedName, navigate) {
       {key: 'count', label: 'elements', numeric: true},
     ],
     rows,
+    maxRows: TABLE_ROWS,
+    showAll: true,
     rowKey: (row) => row.variable,
     rowClass: (row) => `gl-var-row${row.variable === selectedName ? ' gl-selected' : ''}`,
     onSelect: (row) => navigate({row: row.variable}),

@@ -1,114 +1,139 @@
-// Tolerances: what a divergence value is measured against.  The `limits`
-// route gives, per row of a divergence-like record, the tolerance the alert
-// rules apply (column rel_l2; rel_error for the loss).  Where the route is
-// missing (404: an older backend) the tab falls back to fixed limits by the
-// candidate's compute dtype, the alert rules' defaults: bfloat16/float16
-// gradients 0.1, bfloat16/float16 values (activations, loss) 0.01, float32
-// 0.001.  Other columns (flush_to_zero, lost_update_bf16) get the `limit`
-// of an alert on them, when there is one.
+// Limits: what a divergence value is judged against, per row AND per step.
+// The `limits` route (docs/ROUTES.md) serves, for every row of a
+// divergence-like record and every step it logged, the limit the alert
+// rules apply (README "Alerts": measured on the step by the stable-rounding
+// pass, or the depth formula), where each row is above it and where it is
+// harmed (an alert: above for 2 comparisons in a row, or 10x above at one).
+// The tab draws and colors with these and takes its verdicts from them: it
+// never judges with a rule of its own.  A route that fails gives a message,
+// no limit and no verdict.
 
-import {getJson, RouteError} from '../api.js';
-import {fmt} from '../format.js';
-import {computeDtype} from './records.js';
-
-export const FALLBACK = {lowGradient: 0.1, lowValue: 0.01, float32: 1e-3};
-const LOW = new Set(['bfloat16', 'float16', 'mixed']);
+import {getJson} from '../api.js';
+import {fmt, fmtRatio} from '../format.js';
 
 /**
- * Fallback tolerances of a tag entry (runs route): {column, rows, limits, basis, rule, source}.
- * Rows computed in 16 bits (extras.row_dtypes, else extras.candidate's compute dtype) get
- * the low-precision limit of their kind; others the float32 limit.  Replica records: none.
+ * The limits of a divergence-like tag entry (runs route):
+ *   {ok: true, column, rows, steps, limits: [Float64Array per step] per row (NaN: not judged there),
+ *    above: [[step]] per row, harmed: [[step]] per row, measured, basis, rule}
+ * or {ok: false, column: null, message} when the route cannot answer.
  */
-export function fallbackLimits(entry) {
-  const extras = entry.extras || {};
-  const column = entry.kind === 'loss_comparison' ? 'rel_error' : 'rel_l2';
-  const candidate = computeDtype(extras.candidate);
-  const rowDtypes = Array.isArray(extras.row_dtypes) ? extras.row_dtypes : [];
-  const limits = [];
-  const basis = [];
-  entry.rows.forEach((_, r) => {
-    const dtype = rowDtypes[r] || candidate;
-    if (extras.comparison === 'replica_vs_mean') {
-      limits.push(null);
-      basis.push('replicas see different examples: no tolerance');
-    } else if (!dtype || LOW.has(dtype)) {
-      const gradient = entry.kind === 'divergence';
-      limits.push(gradient ? FALLBACK.lowGradient : FALLBACK.lowValue);
-      basis.push(`${dtype && dtype !== 'mixed' ? dtype : '16-bit'} ${gradient ? 'gradients' : 'values'}`);
-    } else {
-      limits.push(FALLBACK.float32);
-      basis.push(dtype);
-    }
-  });
+export async function limitsFor(run, entry) {
+  try {
+    return fromAnswer(await getJson('limits', {run, tag: entry.tag}), entry.rows);
+  } catch (error) {
+    return {ok: false, column: null, rows: entry.rows, message: `The limits of this record could not be read `
+      + `(${error.message || error}): no limit is drawn and nothing is judged here; the alerts of the Overview `
+      + 'still are.'};
+  }
+}
+
+/** A limits answer for the rows of a tag entry (its order; a row the route lacks is never judged). */
+export function fromAnswer(answer, rows = answer.rows) {
+  const byRow = new Map(answer.rows.map((row, i) => [row, i]));
+  const steps = answer.steps.map(Number);
+  const pick = (list, empty) => rows.map((row) => (byRow.has(row) && list ? list[byRow.get(row)] : empty));
   return {
-    column, rows: entry.rows, limits, basis, source: 'fallback',
-    rule: 'Fixed tolerances by compute dtype (bfloat16/float16 gradients 0.1, values 0.01, float32 0.001).',
+    ok: true, column: answer.column, rows, steps, rule: answer.rule || '',
+    limits: pick(answer.limits, null).map((list) => Float64Array.from(list || steps.map(() => null),
+      (v) => (v === null || v === undefined ? NaN : Number(v)))),
+    above: pick(answer.above, []).map((list) => (list || []).map(Number)),
+    harmed: pick(answer.harmed, []).map((list) => (list || []).map(Number)),
+    measured: pick(answer.measured, false).map(Boolean),
+    basis: pick(answer.basis, '').map((b) => b || ''),
   };
 }
 
-// Set when the backend has no limits route: asked once, then the fallback only.
-let routeMissing = false;
+/** True when `limits` judge `column` (the route's column: rel_l2, or rel_error for the loss). */
+export function judges(limits, column) {
+  return Boolean(limits && limits.ok && limits.column === column);
+}
 
-/** Tolerances of a divergence-like tag entry: the limits route, or the fallback on 404. */
-export async function limitsFor(run, entry) {
-  if (routeMissing) return fallbackLimits(entry);
-  try {
-    const answer = await getJson('limits', {run, tag: entry.tag});
-    const byRow = new Map(answer.rows.map((row, i) => [row, i]));
-    const pick = (list) => entry.rows.map((row) => (byRow.has(row) ? list[byRow.get(row)] : null));
-    return {
-      column: answer.column, rows: entry.rows, source: 'route', rule: answer.rule || '',
-      limits: pick(answer.limits).map((v) => (v === null || v === undefined ? null : Number(v))),
-      basis: pick(answer.basis || []).map((b) => b || ''),
-    };
-  } catch (error) {
-    if (error instanceof RouteError && error.status === 404) {
-      // The plugin's own 404s name what is missing ("... gradlens ..."); TensorBoard's do not.
-      if (!/gradlens/.test(error.message)) routeMissing = true;
-      return fallbackLimits(entry);
-    }
-    if (error instanceof RouteError && error.status === 400) {
-      return {column: null, rows: entry.rows, limits: entry.rows.map(() => null), basis: [], rule: '', source: 'none'};
-    }
-    throw error;
+/** Index of the last element of sorted `steps` at or before `step` (-1: none). */
+export function atOrBefore(steps, step) {
+  let lo = 0;
+  let hi = steps.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (steps[mid] <= step) lo = mid + 1;
+    else hi = mid;
   }
+  return lo - 1;
+}
+
+/** The limit of row r at `step`: the one of the logged comparison at or before it (NaN: none). */
+export function limitAt(limits, r, step) {
+  if (!limits || !limits.ok || r < 0 || !limits.limits[r]) return NaN;
+  const i = atOrBefore(limits.steps, step);
+  return i < 0 ? NaN : limits.limits[r][i];
+}
+
+/** Row r's limit at each of `steps` (a Float64Array; NaN where it has none). */
+export function limitsAlong(limits, r, steps) {
+  return Float64Array.from(steps, (s) => limitAt(limits, r, s));
 }
 
 /**
- * Per-row limits of `column` in `tolerances`, or the `limit` of an alert on
- * (tag, column) for every row, or null when nothing gives one.
+ * The route's verdict on row r within the step range [lo, hi] (a display
+ * filter restricts what is shown, never the verdict): the steps above the
+ * limit, those harmed, and the first of each (null: none).
  */
-export function columnLimits(tolerances, alerts, tag, column, nRows) {
-  if (tolerances && tolerances.column === column && tolerances.limits.some((v) => v > 0)) {
-    return tolerances.limits;
-  }
-  const alert = (alerts || []).find((a) => a.tag === tag && a.view && a.view.column === column
-    && Number.isFinite(Number(a.limit)) && a.limit !== null);
-  return alert ? new Array(nRows).fill(Number(alert.limit)) : null;
+export function rowVerdict(limits, r, lo = -Infinity, hi = Infinity) {
+  if (!limits || !limits.ok || r < 0) return {above: [], harmed: [], firstAbove: null, firstHarmed: null};
+  const inRange = (s) => s >= lo && s <= hi;
+  const above = (limits.above[r] || []).filter(inRange);
+  const harmed = (limits.harmed[r] || []).filter(inRange);
+  return {above, harmed, firstAbove: above.length ? above[0] : null, firstHarmed: harmed.length ? harmed[0] : null};
 }
 
-/** "0.1 (bfloat16 gradients), 0.001 (float32)": the distinct tolerances of some rows. */
-export function basisText(limits, basis, rows = null) {
-  const seen = new Map();
-  limits.forEach((limit, r) => {
-    if (!(limit > 0) || (rows && !rows.includes(r))) return;
-    const key = `${limit}`;
-    if (!seen.has(key)) seen.set(key, {limit, basis: basis[r] || ''});
+/** The step range [lo, hi] of a view's state (smin, smax). */
+export function stateRange(state) {
+  const lo = Number.parseInt(state.smin, 10);
+  const hi = Number.parseInt(state.smax, 10);
+  return [Number.isFinite(lo) ? lo : -Infinity, Number.isFinite(hi) ? hi : Infinity];
+}
+
+/**
+ * The dashed limit series of a line chart for row r of `limits`, in the
+ * color of the row's series, over the logged comparisons within [lo, hi]
+ * (a step line: a limit holds from its comparison to the next one).
+ */
+export function limitSeries(limits, r, name, color, [lo, hi] = [-Infinity, Infinity]) {
+  if (!limits || !limits.ok || r < 0) return null;
+  const steps = [];
+  const values = [];
+  limits.steps.forEach((s, i) => {
+    if (s < lo || s > hi) return;
+    steps.push(s);
+    values.push(limits.limits[r][i]);
   });
-  return [...seen.values()].map(({limit, basis: b}) => (b ? `${fmt(limit)} (${b})` : fmt(limit))).join(', ');
+  if (!values.some((v) => v > 0)) return null;
+  return {name: `limit of ${name}`, steps, values: Float64Array.from(values), color, dashed: true, stepped: true,
+    limitOf: name, basis: limits.basis[r] || '', smooth: false};
 }
 
-/**
- * Tolerance lines of a line chart: one per distinct limit among `rows`,
- * labelled with the value only (the chart's note says where each comes
- * from: a label with its basis ran across the series it marks).
- */
-export function limitLines(limits, rows) {
-  const seen = new Map();
-  for (const r of rows) {
-    const limit = limits[r];
-    if (!(limit > 0) || seen.has(limit)) continue;
-    seen.set(limit, {value: limit, label: `tolerance ${fmt(limit)}`});
-  }
-  return [...seen.values()];
+/** The value / limit of each row at each step (a heatmap's colors): -1 where a row has no limit at a step. */
+export function ratios(values, limits, rowIndex, steps) {
+  return values.map((row, r) => {
+    const along = limitsAlong(limits, rowIndex[r], steps);
+    return Float64Array.from(row, (v, i) => (along[i] > 0 ? v / along[i] : Number.isNaN(v) ? NaN : -1));
+  });
 }
+
+/** What an exceedance that is not an alert is, in words (the numbers are in the route's rule, on hover). */
+export const NOT_AN_ALERT = 'not an alert: the rules alert when a row stays above its limit or goes far above it';
+
+/** The limit of an alert on (tag, column), the same for every row (lost_update), or null. */
+export function alertLimit(alerts, tag, column) {
+  const alert = (alerts || []).find((a) => a.tag === tag && a.view && a.view.column === column
+    && a.limit !== null && Number.isFinite(Number(a.limit)));
+  return alert ? Number(alert.limit) : null;
+}
+
+/** Tooltip lines: the value against its limit at that step, and the limit's basis. */
+export function againstLimit(limits, byRoute, r, step, value) {
+  if (!byRoute) return ['no limit for this metric'];
+  const limit = limitAt(limits, r, step);
+  if (!(limit > 0)) return [`no limit at this step: ${limits.basis[r] || 'not judged'}`];
+  return [`${fmtRatio(value / limit)}× its limit ${fmt(limit)} at this step`, `limit: ${limits.basis[r]}`];
+}
+

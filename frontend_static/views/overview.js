@@ -1,8 +1,10 @@
 // Overview: every run's headline - the worst divergence against its
 // tolerance and which comparison, the first NaN/Inf step and where, the
 // disconnected (None) and dead (all-zero) variables by name, alert counts -
-// and the alerts list; an alert opens the view that shows its evidence.
-// The variable regex and step range apply (the routes' rows/step_min/step_max).
+// and the alerts list; an alert opens the view that shows its evidence; a
+// run with precision advice says what it advises, with a button to the
+// Advisor.  The variable regex and step range apply (the routes'
+// rows/step_min/step_max).
 
 import {getJson} from '../api.js';
 import {el} from '../dom.js';
@@ -10,7 +12,6 @@ import {fmt, fmtRatio, num, stepRange} from '../format.js';
 import {table} from '../table.js';
 import {alertStep, alertTarget} from './alert_target.js';
 import {filterParams} from './common.js';
-import {limitsFor} from './limits.js';
 import {problemsSection} from './problems.js';
 import {comparisonLabel} from './records.js';
 
@@ -33,8 +34,7 @@ export async function render(container, ctx) {
   ]);
   if (!ctx.isCurrent()) return;
   const runs = overview.runs.filter((r) => !runFilter || r.run === runFilter);
-  const ratios = await Promise.all(runs.map((r) => worstRatio(r, runEntries)));
-  if (!ctx.isCurrent()) return;
+  const ratios = runs.map(worstRatio);
 
   container.appendChild(el('h2', {text: 'Runs'}));
   const scope = [state.filter ? `variables matching /${state.filter}/` : '',
@@ -58,6 +58,9 @@ export async function render(container, ctx) {
     cellTitle: (row, key) => row.titles[key],
   }));
   for (const note of stepOffsetNotes(runs)) container.appendChild(note);
+  const advised = await adviceSection(runEntries.filter((e) => runs.some((r) => r.run === e.run)), navigate);
+  if (!ctx.isCurrent()) return;
+  if (advised) container.appendChild(advised);
 
   const groups = groupAlerts(alerts.alerts);
   const distinct = groups.length < alerts.alerts.length ? `, ${groups.length} distinct` : '';
@@ -78,21 +81,43 @@ export async function render(container, ctx) {
   if (problems) container.appendChild(problems);
 }
 
-/** The worst divergence's tolerance: {limit, basis} (null when unknown); the
- * overview states it (`limit`), older backends through the limits route. */
-async function worstRatio(run, runEntries) {
+/** The worst divergence's limit at its step: {limit} (null when not judged); the overview states it. */
+function worstRatio(run) {
   const w = run.worst_divergence;
-  if (w && Number(w.limit) > 0) return {limit: Number(w.limit), basis: ''};
-  const entry = w && runEntries.find((e) => e.run === run.run);
-  const tag = entry && entry.tags.find((t) => t.tag === w.tag);
-  if (!tag) return null;
-  try {
-    const tolerances = await limitsFor(run.run, tag);
-    const r = tag.rows.indexOf(w.row);
-    return r >= 0 && tolerances.limits[r] > 0 ? {limit: tolerances.limits[r], basis: tolerances.basis[r]} : null;
-  } catch (error) {
-    return null;
-  }
+  return w && Number(w.limit) > 0 ? {limit: Number(w.limit)} : null;
+}
+
+/**
+ * "Precision advice": for each listed run with advice records, what the
+ * advisor advises (the route's latest advice), as a button opening the
+ * Advisor view on that run; null when no run has advice.
+ */
+async function adviceSection(entries, navigate) {
+  const advised = entries.filter((e) => e.tags.some((t) => t.kind === 'advice'));
+  if (!advised.length) return null;
+  const answers = await Promise.all(advised.map((e) => getJson('advice', {run: e.run}).catch(() => null)));
+  const list = el('ul', {class: 'gl-advice-runs'});
+  advised.forEach((entry, i) => {
+    const latest = answers[i] && answers[i].latest;
+    list.appendChild(el('li', {}, [el('button', {
+      type: 'button', class: 'gl-advice-run', dataset: {run: entry.run}, title: 'Open the Advisor view on this run',
+      text: `${entry.run}: ${adviceSummary(latest)}`,
+      onclick: () => navigate({view: 'advisor', run: entry.run, tag: '', row: '', step: '', focus: '', alert: ''}),
+    })]));
+  });
+  return el('section', {class: 'gl-advice-overview'}, [el('h2', {text: 'Precision advice'}), list]);
+}
+
+/** One line of an advice: which layers to keep in float32, before -> after. */
+export function adviceSummary(latest) {
+  if (!latest) return 'advice logged but not readable (open the Advisor for why)';
+  const rec = latest.recommendation;
+  const metric = latest.metric === 'harm_index' ? 'harm index' : 'gradient rel L2';
+  if (!rec) return 'no recommendation (open the Advisor for why)';
+  if (!rec.float32.length) return `nothing to keep in float32 (${metric} ${fmt(latest.before)})`;
+  const layers = rec.layers && rec.layers.length ? rec.layers : rec.float32;
+  return `keep ${layers.join(', ')} in float32 (${metric} ${fmt(latest.before)} → ${fmt(rec.after)}`
+    + `${rec.met ? '' : ', still above the tolerance'})`;
 }
 
 /** "Run r: from step s the records are at train step + n": a training
@@ -124,12 +149,13 @@ function headline(r, tolerance, entry) {
   const kinds = new Set(((entry && entry.tags) || []).map((t) => t.kind));
   const hasComparison = ['divergence', 'activation_divergence', 'loss_comparison'].some((k) => kinds.has(k));
   const hasGradients = kinds.has('grad_stats');
-  let worst = hasComparison ? 'no divergence value (only NaN)' : 'no comparison logged';
+  let worst = hasComparison ? 'no divergence value (only NaN)'
+    : `no comparison logged${r.no_comparison ? `: ${r.no_comparison}` : ''}`;
   if (w) {
     const value = num(w.value);
     let against = '';
-    if (!Number.isFinite(value)) against = ` (not finite${tolerance ? `; tolerance ${fmt(tolerance.limit)}` : ''})`;
-    else if (tolerance) against = ` = ${fmtRatio(value / tolerance.limit)}× tolerance ${fmt(tolerance.limit)}`;
+    if (!Number.isFinite(value)) against = ` (not finite${tolerance ? `; its limit ${fmt(tolerance.limit)}` : ''})`;
+    else if (tolerance) against = ` = ${fmtRatio(value / tolerance.limit)}× its limit ${fmt(tolerance.limit)}`;
     worst = `${w.metric} ${fmt(value)}${against} · ${w.row} · step ${w.step}`;
   }
   const firstVars = r.first_nonfinite_variables || [];
@@ -184,7 +210,7 @@ function alertButton(alert, navigate) {
   const listed = variables.slice(0, 6).join(', ')
     + (variables.length > 6 ? ` and ${variables.length - 6} more` : '');
   const step = alertStep(alert);
-  const limit = alert.limit === null || alert.limit === undefined ? '' : ` · tolerance ${fmt(alert.limit)}`;
+  const limit = alert.limit === null || alert.limit === undefined ? '' : ` · limit ${fmt(alert.limit)}`;
   return el('button', {
     type: 'button', class: `gl-alert gl-alert-${alert.severity}`,
     dataset: {code: alert.code || '', run: alert.run || ''},

@@ -1,7 +1,8 @@
 // Ranking rows (pure functions): which variables a chart shows when it
 // cannot show them all.  "worst" puts the largest value relative to its
-// tolerance first; "first" puts the row that exceeded its tolerance (or,
-// for gradients, went wrong) at the earliest step first.
+// limit first; "first" puts the row harmed (an alert), then above its limit,
+// at the earliest step first (the limits route's verdict), or for gradients
+// the one that went wrong first.
 
 import {num} from '../format.js';
 
@@ -27,18 +28,21 @@ export function badnessLabel(metric) {
 }
 
 /**
- * Per row: worst value, worst relative to its limit, the step index of the
- * worst, and the first step index above the limit (-1 if never).  NaN never
- * counts as above a limit (it has its own alert); +Inf does.
- * @param {Float64Array[]} values badness[row][step]
- * @param {Array<number|null>} limits per row (null: no tolerance)
+ * Per row: its worst value and where, its worst value / limit (each value
+ * against the limit at its own step) and where, and the route's verdict:
+ * the first step above its limit and the first harmed one (an alert), null
+ * when never.  NaN is never above a limit (it has its own alert); +Inf is.
+ * @param {Float64Array[]} values badness[row][stepIndex]
+ * @param {Array<Float64Array|null>} limits limit[row][stepIndex] (NaN: none at that step; null: no limit)
+ * @param {Array<Object>|null} verdicts per row {firstAbove, firstHarmed, above, harmed} (limits.js rowVerdict)
  */
-export function exceedances(values, limits) {
+export function judged(values, limits, verdicts = null) {
   return values.map((row, r) => {
-    const limit = limits && limits[r] > 0 ? limits[r] : null;
+    const along = limits && limits[r];
     let worst = -Infinity;
     let worstAt = -1;
-    let first = -1;
+    let ratio = -Infinity;
+    let ratioAt = -1;
     for (let i = 0; i < row.length; i++) {
       const v = row[i];
       if (Number.isNaN(v)) continue;
@@ -46,29 +50,35 @@ export function exceedances(values, limits) {
         worst = v;
         worstAt = i;
       }
-      if (first < 0 && limit !== null && v > limit) first = i;
+      const limit = along ? along[i] : NaN;
+      if (limit > 0 && v / limit > ratio) {
+        ratio = v / limit;
+        ratioAt = i;
+      }
     }
-    const finiteWorst = worstAt < 0 ? NaN : worst;
+    const v = (verdicts && verdicts[r]) || {};
+    const judgedRow = ratioAt >= 0;
     return {
-      row: r, worst: finiteWorst, worstAt, first, limit,
-      ratio: limit === null ? finiteWorst : finiteWorst / limit,
-      nonfinite: row.some((v) => !Number.isFinite(v)),
+      row: r, worst: worstAt < 0 ? NaN : worst, worstAt, judged: judgedRow,
+      ratio: judgedRow ? ratio : worstAt < 0 ? NaN : worst, ratioAt: judgedRow ? ratioAt : worstAt,
+      limit: judgedRow ? along[ratioAt] : null,
+      firstAbove: v.firstAbove ?? null, firstHarmed: v.firstHarmed ?? null,
+      nAbove: (v.above || []).length, nHarmed: (v.harmed || []).length,
+      nonfinite: row.some((x) => !Number.isFinite(x)),
     };
   });
 }
 
-/** Row indices ordered by `rank` ('worst' | 'first') from exceedances(). */
+/** Row indices ordered by `rank`: 'worst' (value / limit) or 'first' (harmed, then above its limit, earliest). */
 export function order(found, rank) {
   // A NaN/Inf in the comparison is worse than any finite distance.
   const byWorst = (a, b) => Number(b.nonfinite) - Number(a.nonfinite)
     || (Number.isNaN(b.ratio) ? -Infinity : b.ratio) - (Number.isNaN(a.ratio) ? -Infinity : a.ratio) || a.row - b.row;
+  const step = (s) => (s === null || s === undefined ? Infinity : s);
   const sorted = [...found];
   if (rank === 'first') {
-    sorted.sort((a, b) => {
-      const fa = a.first < 0 ? Infinity : a.first;
-      const fb = b.first < 0 ? Infinity : b.first;
-      return fa - fb || byWorst(a, b);
-    });
+    sorted.sort((a, b) => step(a.firstHarmed) - step(b.firstHarmed) || step(a.firstAbove) - step(b.firstAbove)
+      || byWorst(a, b));
   } else {
     sorted.sort(byWorst);
   }

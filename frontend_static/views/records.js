@@ -4,6 +4,8 @@
 // hash-suffixed tag.  The default comparison is the low-precision candidate
 // against a float32 reference (the question users ask first).
 
+import {isolate} from '../dom.js';
+
 export const COMPARISON_KINDS = ['divergence', 'activation_divergence', 'loss_comparison'];
 
 // Keras policy names and the compute dtype they stand for (records.py).
@@ -100,7 +102,7 @@ export function chooseComparison(list, tag) {
 /** "gradients (6 variables)" of a grad_stats/update_stats tag entry. */
 export function recordLabel(entry) {
   const n = entry.rows.length;
-  return `${prefixOf(entry.tag, entry.kind)} (${n} ${n === 1 ? 'variable' : 'variables'})`;
+  return `${isolate(prefixOf(entry.tag, entry.kind))} (${n} ${n === 1 ? 'variable' : 'variables'})`;
 }
 
 /** The tag entry of `kind` in `runEntry` named `tag`, else the first one. */

@@ -65,15 +65,21 @@ def advise(model, data, log_dir=None, tolerance=None, max_units=MAX_UNITS, trace
     Every unit (a top-level layer with the layers inside it; grouped into
     at most ``max_units`` blocks) is measured alone in float32
     (leave-one-out) and alone in 16 bits (one-at-a-time) on the same
-    weights, batch and random draws; the recommendation is verified by a
-    pass with exactly that policy map.  Nothing in the model changes.
+    weights, batch and random draws.  Each pass is judged by the alerts'
+    own rule on this batch: every variable's gradient, every layer output
+    and the loss against the limit stable 16-bit rounding gives it (the
+    harm index: the largest value / limit).  The recommendation (the units
+    that bring the predicted harm index to ``tolerance``) is verified by a
+    pass with exactly that policy map, and a recommended group of layers is
+    narrowed to the layers that matter, each narrowing verified by a pass.
+    Nothing in the model changes.
 
     Args:
       model: a compiled, built Keras 3 model with 16-bit layers.
       data: one batch ``(x, y[, sample_weight])`` or a dataset (its first batch).
       log_dir: also write the ``advice`` record there (at ``step``).
-      tolerance: the gradient divergence (rel L2 vs float32) to reach;
-        None: the calibrated tolerance the alerts use.
+      tolerance: the harm index to reach (None: 1, every judged row within
+        the limit the alerts give it).
       max_units: units at most (consecutive layers grouped beyond it).
       traced: run each pass as a ``tf.function`` (slower once, faster when
         repeated); eager by default.
@@ -104,3 +110,22 @@ def _write(payload, log_dir, step, name):
             summary_v2.advice(payload, step=step, name=name)
         writer.flush()
         writer.close()
+
+
+def keep_in_float32(model, paths):
+    """Set the dtype policy of the layers at ``paths`` (``Layer.path``, as the
+    advisor names them; a group's every layer) to float32, on a built model:
+    the advisor's recommendation in one line.  A path the model does not
+    have raises ValueError (nothing is changed then)."""
+    from tb_gradlens import keras_private
+
+    by_path = {}
+    for layer in keras_private.flatten_layers(model)[1:]:
+        by_path.setdefault(getattr(layer, "path", None) or layer.name, layer)
+    missing = [p for p in paths if p not in by_path]
+    if missing:
+        raise ValueError("tb_gradlens.keep_in_float32: the model has no layer at %s (its layers: %s)"
+                         % (", ".join(repr(p) for p in missing), ", ".join(list(by_path)[:8])))
+    for p in paths:
+        for layer in keras_private.flatten_layers(by_path[p]):
+            layer.dtype_policy = "float32"

@@ -11,16 +11,8 @@
   that appears or disappears).
 """
 
-import re
+from tb_gradlens.compare.graph_dtypes import sixteen_bit_ops
 
-import tensorflow as tf
-
-from tb_gradlens import keras_private
-
-# Ops that move or store a value without computing with it.
-_NOT_COMPUTING = frozenset(("Placeholder", "ReadVariableOp", "Identity", "IdentityN", "Const", "NoOp", "Cast"))
-_SIXTEEN = (tf.bfloat16, tf.float16)
-_UNIQUIFIED = re.compile(r"^(.*)_\d+$")
 
 REPLICAS = ("a strategy with %d replicas: each replica computes its share of the batch and the advisor "
             "does not run a distributed round (run tb_gradlens.advise on the model outside the strategy)")
@@ -34,34 +26,6 @@ def several_replicas(model):
     strategy with several replicas, or None."""
     replicas = model.distribute_strategy.num_replicas_in_sync
     return REPLICAS % replicas if replicas > 1 else None
-
-
-def _layer_of(op_name, by_name):
-    parts = op_name.split("/")[:-1]
-    for part in reversed(parts[1:]):  # parts[0] is the model's own scope
-        for name in (part, _UNIQUIFIED.sub(r"\1", part)):
-            if name in by_name:
-                return by_name[name]
-    return None
-
-
-def sixteen_bit_ops(graph, model):
-    """``{id(layer): (layer, dtype name, [op names])}`` of the layers with
-    16-bit computing ops in ``graph`` (a float32 pass), forward ops only;
-    ops under no layer are keyed by None."""
-    by_name = {layer.name: layer for layer in keras_private.flatten_layers(model)[1:]}
-    found = {}
-    for op in graph.get_operations():
-        if op.type in _NOT_COMPUTING or op.name.startswith("gradient_tape/"):
-            continue
-        dtypes = [t.dtype for t in op.outputs if t.dtype in _SIXTEEN]
-        if not dtypes:
-            continue
-        layer = _layer_of(op.name, by_name)
-        key = None if layer is None else id(layer)
-        entry = found.setdefault(key, (layer, dtypes[0].name, []))
-        entry[2].append(op.name)
-    return found
 
 
 def raw_op_reasons(units, graph, model):

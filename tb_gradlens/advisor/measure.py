@@ -6,33 +6,72 @@ pass (dropout masks, noise):
 * the **candidate**: the model as configured (it draws the randomness, as
   the training step draws it);
 * the **reference**: every layer in float32;
+* the **stable** pass: the reference rounded between layers as the
+  candidate rounds (``compare.stable``): with the two above it gives every
+  judged row its limit, by the alerts' rule (``judging``);
 * per unit u, **leave-one-out**: u alone in float32, every other layer as
   configured; and **one-at-a-time**: u alone as configured, every other
   layer in float32.
 
-The gradient divergence of a pass is the rel L2 of its gradients (all
-trainable weights) against the reference's (``recommend.rel_l2``).  At the
-output of u (its last layer output row), the candidate's divergence is
-split into the error **born** in u (the one-at-a-time pass: u's inputs are
-exact, only u rounds) and the error it **inherits** (the leave-one-out
+A pass is judged by its harm index (the largest value / limit over the
+rows; ``judging.Judge``) and, for context, by its gradient divergence (the
+rel L2 of all its gradients against the reference's, ``recommend.rel_l2``).
+At the output of u (its last layer output row), the candidate's divergence
+is split into the error **born** in u (the one-at-a-time pass: u's inputs
+are exact, only u rounds) and the error it **inherits** (the leave-one-out
 pass: u is exact, its inputs carry what the layers before it did).
 """
 
 import collections
 import time
 
+import numpy as np
+import tensorflow as tf
+
+from tb_gradlens.advisor import judging
 from tb_gradlens.advisor import limits
 from tb_gradlens.advisor import recommend
+from tb_gradlens.analysis import codes
 from tb_gradlens.advisor.passes import ALL
+from tb_gradlens.advisor.passes import STABLE
 from tb_gradlens.advisor.passes import MappedPass
+from tb_gradlens.compare import keras_passes
 
+# Per unit: the gradient divergences and harm indices of its leave-one-out
+# ("without": it alone in float32) and one-at-a-time ("alone") passes, the
+# rows' values of its one-at-a-time and leave-one-out passes (``alone_rows``,
+# ``without_rows``, for the recommendation), the born / inherited / total divergence at its output row,
+# and why it is not attributable (None: it is).
 UnitResult = collections.namedtuple(
-    "UnitResult", ("leave_one_out", "one_at_a_time", "born", "inherited", "total", "row", "reason"))
+    "UnitResult", ("leave_one_out", "one_at_a_time", "harm_without", "harm_alone", "alone_rows", "without_rows",
+                   "born", "inherited", "total", "row", "reason"))
 
 MAX_VERIFY_MAPS = 8
+# What a pass with some layers switched may raise when the switch breaks the
+# step (another number of random draws, a model mixing its layers' outputs in
+# dtypes that no longer match): the unit is then not attributable.
+SWITCH_ERRORS = (ValueError, TypeError, tf.errors.InvalidArgumentError)
 KEPT = "; kept as configured in every pass, the float32 reference included"
 
-Baseline = collections.namedtuple("Baseline", ("candidate", "reference", "draws", "divergence", "loss_rel_error"))
+# The baseline of a batch: its passes, the Judge of their rows, the
+# candidate's Harm, gradient divergence and loss relative error.
+Baseline = collections.namedtuple("Baseline", ("candidate", "reference", "draws", "judge", "harm", "divergence",
+                                               "loss_rel_error"))
+# A verified map: its harm index, where it is worst, its gradient divergence
+# and its rows' values (``flat``; None when the pass broke the step).
+Verified = collections.namedtuple("Verified", ("harm", "worst", "divergence", "rows"))
+
+
+def held_harm(judge, outcome, again):
+    """The Harm of two draws of one pass's rounding, each row at the smaller
+    of its two values: beyond its limit only where both draws are."""
+    first, second = judge.values(outcome), judge.values(again)
+    return judge.harm(values={k: np.fmin(first[k], second[k]) for k in first})
+
+
+def flat(values):
+    """The rows of every judged kind in one vector (``judging.KINDS`` order)."""
+    return np.concatenate([np.asarray(values[k], np.float64) for k in judging.KINDS])
 
 
 def output_row(unit, rows):
@@ -60,7 +99,14 @@ class Measurer:
         self.units = units
         self.traced = traced
         self.candidate = MappedPass(model, (), traced)
-        self.reference = MappedPass(model, ALL, traced)
+        # A second draw of the candidate's rounding: a row is beyond its limit on
+        # a batch only when both draws are, as an alert needs two comparisons.
+        self.candidate_again = MappedPass(model, (), traced, realization=1)
+        self.reference = MappedPass(model, ALL, traced, sampling_noise=True)
+        # As many realizations of the stable rounding as the alerts' limits
+        # take the largest of (over their last comparisons): one batch here.
+        self.stables = [MappedPass(model, STABLE, traced, realization=k)
+                        for k in range(codes.DEFAULT_THRESHOLDS.stable_window)]
         self._unit_passes = {}
         self._maps = {}
         self.passes = 0
@@ -92,11 +138,12 @@ class Measurer:
             try:
                 outcome, _ = self._run(MappedPass(self.model, unit.layers, self.traced), batch, draws)
                 reason = limits.structure_change(candidate, outcome)
-            except ValueError as error:  # another number of random draws
+            except SWITCH_ERRORS as error:  # another number of random draws, dtypes that no longer match
                 reason = limits.STRUCTURE % error
             if reason is not None:
                 self.kept_as_configured[k] = reason + KEPT
-        self.reference = MappedPass(self.model, tuple(self._all_layers_but(None)), self.traced)
+        self.reference = MappedPass(self.model, tuple(self._all_layers_but(None)), self.traced,
+                                    sampling_noise=True)
 
     def _unit_pass(self, k, kind):
         key = (k, kind)
@@ -116,43 +163,66 @@ class Measurer:
         if self.raw_reasons is None:
             graph = self.reference.graph(*batch, draws=draws)
             self.raw_reasons, self.unscoped_ops = limits.raw_op_reasons(self.units, graph, self.model)
+        stables = [self._run(p, batch, draws)[0] for p in self.stables]
+        gradient_dtypes = keras_passes.owner_compute_dtypes(self.model, self.model.trainable_variables)
+        judge = judging.Judge(self.model, candidate, reference, stables, gradient_dtypes)
+        again, _ = self._run(self.candidate_again, batch, draws)
         divergence = recommend.rel_l2(candidate.gradients, reference.gradients)
         loss_rel = abs(candidate.loss - reference.loss) / max(abs(reference.loss), 1e-30)
-        return Baseline(candidate, reference, draws, divergence, loss_rel)
+        return Baseline(candidate, reference, draws, judge, held_harm(judge, candidate, again), divergence, loss_rel)
 
     def unit(self, k, batch, base):
         """The UnitResult of unit ``k`` on the batch of ``base``."""
         row = output_row(self.units[k], base.candidate.rows)
         total = _output_divergence(base.candidate, base.reference, row)
-        reason = self.raw_reasons[k] or self.kept_as_configured.get(k)
-        if reason is not None:
-            return UnitResult(None, None, None, None, total, row, reason)
+        if k in self.kept_as_configured:
+            return self._unmeasured(total, row, self.kept_as_configured[k])
+        raw = self.raw_reasons[k]
+        # A unit computing in 16 bits whatever its policy is measured alone (its
+        # error stays in every prediction) but never switched.
         results = {}
-        for kind in ("leave_one_out", "one_at_a_time"):
+        for kind in ("one_at_a_time",) if raw else ("leave_one_out", "one_at_a_time"):
             try:
                 outcome, _ = self._run(self._unit_pass(k, kind), batch, base.draws)
-            except ValueError as error:  # another number of random draws
-                return UnitResult(None, None, None, None, total, row, limits.STRUCTURE % error)
+            except SWITCH_ERRORS as error:  # another number of random draws, dtypes that no longer match
+                return self._unmeasured(total, row, limits.STRUCTURE % error)
             reason = limits.structure_change(base.candidate, outcome)
             if reason is not None:
-                return UnitResult(None, None, None, None, total, row, reason)
+                return self._unmeasured(total, row, reason)
             results[kind] = outcome
-        loo, alone = results["leave_one_out"], results["one_at_a_time"]
+        loo, alone = results.get("leave_one_out"), results["one_at_a_time"]
+        alone_harm = base.judge.harm(alone)
+        without = None if loo is None else base.judge.harm(loo)
         return UnitResult(
-            recommend.rel_l2(loo.gradients, base.reference.gradients),
+            None if loo is None else recommend.rel_l2(loo.gradients, base.reference.gradients),
             recommend.rel_l2(alone.gradients, base.reference.gradients),
+            None if without is None else without.index, alone_harm.index, flat(alone_harm.values),
+            None if without is None else flat(without.values),
             _output_divergence(alone, base.reference, row),
-            _output_divergence(loo, base.reference, row),
-            total, row, None,
+            None if loo is None else _output_divergence(loo, base.reference, row),
+            total, row, raw,
         )
 
-    def verify(self, kept, batch, base):
-        """The gradient divergence with exactly the units ``kept`` in float32."""
-        key = tuple(sorted(kept))
+    @staticmethod
+    def _unmeasured(total, row, reason):
+        return UnitResult(None, None, None, None, None, None, None, None, total, row, reason)
+
+    def verify(self, layers, batch, base, tolerance):
+        """The Verified pass with exactly ``layers`` (every unit's kept in
+        float32 as configured) in float32; above ``tolerance``, a second draw
+        of its rounding decides with it (``held_harm``)."""
+        key = tuple(sorted(id(layer) for layer in layers))
         if key not in self._maps:
             if len(self._maps) >= MAX_VERIFY_MAPS:  # bounded memory over a long training
                 self._maps.clear()
-            layers = tuple(layer for k in key for layer in self.units[k].layers)
-            self._maps[key] = MappedPass(self.model, layers, self.traced)
-        outcome, _ = self._run(self._maps[key], batch, base.draws)
-        return recommend.rel_l2(outcome.gradients, base.reference.gradients)
+            self._maps[key] = [MappedPass(self.model, tuple(layers), self.traced, realization=k) for k in (0, 1)]
+        try:
+            outcome, _ = self._run(self._maps[key][0], batch, base.draws)
+        except SWITCH_ERRORS:
+            return Verified(float("inf"), None, float("inf"), None)
+        harm = base.judge.harm(outcome)
+        if harm.index > tolerance:
+            again, _ = self._run(self._maps[key][1], batch, base.draws)
+            harm = held_harm(base.judge, outcome, again)
+        return Verified(harm.index, harm.worst, recommend.rel_l2(outcome.gradients, base.reference.gradients),
+                        flat(harm.values))

@@ -20,6 +20,7 @@ from tb_gradlens import keras_private
 from tb_gradlens.compare import dtype_maps
 
 ALL = "all"
+STABLE = "stable"  # the float32 reference rounded between layers as the model as configured rounds
 
 
 @contextlib.contextmanager
@@ -37,17 +38,25 @@ def computing_in_float32(layers):
             layer.dtype_policy = policy
 
 
+def _host(gradients):
+    # (An Embedding's gradient is IndexedSlices: made dense.)
+    return [None if g is None else np.asarray(tf.cast(tf.convert_to_tensor(g), tf.float64)) for g in gradients]
+
+
 class Outcome:
     """What a pass computed, on the host: the loss, the gradients (float64
-    NumPy), the layer outputs by row name and the row order."""
+    NumPy), the layer outputs by row name and the row order; for a pass
+    with the half batch (``KerasPass(sampling_noise=True)``) its loss and
+    gradients too (else None)."""
 
-    def __init__(self, loss, gradients, rows, outputs):
+    def __init__(self, loss, gradients, rows, outputs, half_loss=None, half_gradients=None):
         self.loss = float(np.asarray(loss, np.float64))
-        # (An Embedding's gradient is IndexedSlices: made dense.)
-        self.gradients = [None if g is None else np.asarray(tf.cast(tf.convert_to_tensor(g), tf.float64))
-                          for g in gradients]
+        self.gradients = _host(gradients)
+        self.half_loss = None if half_loss is None else float(np.asarray(half_loss, np.float64))
+        self.half_gradients = None if half_gradients is None else _host(half_gradients)
         self.rows = list(rows)
         self.outputs = {name: t for name, t in zip(rows, outputs)}
+        self.dtypes = {name: tf.as_dtype(t.dtype).name for name, t in zip(rows, outputs)}
         self.shapes = [tuple(t.shape) for t in outputs]
 
     def output(self, row):
@@ -57,22 +66,33 @@ class Outcome:
 
 class MappedPass:
     """One step with the layers of ``float32_layers`` in float32 (``ALL``:
-    the float32 reference; empty: the model as configured).
+    the float32 reference; ``STABLE``: the stable-rounding pass of the model
+    as configured, ``compare.stable``; empty: the model as configured);
+    ``realization`` k > 0: another draw of its 16-bit rounding
+    (``compare.DitheredPass``).
 
     ``traced`` runs it as a ``tf.function`` (traced once, reused at later
     calls: the Keras callback's rounds); otherwise eagerly (a one-off run,
     where tracing every map would cost more than running it).
     """
 
-    def __init__(self, model, float32_layers=(), traced=True):
+    def __init__(self, model, float32_layers=(), traced=True, realization=0, sampling_noise=False):
         self.model = model
         self.float32_layers = float32_layers
-        variant = compare.Variant("float32") if float32_layers == ALL else compare.Variant(None)
-        self.keras_pass = compare.KerasPass(model, variant, activations=True)
+        if float32_layers == STABLE:
+            self.keras_pass = compare.StableRoundingPass(model, "float32", None, activations=True,
+                                                         realization=realization)
+        elif float32_layers == ALL:
+            self.keras_pass = compare.KerasPass(model, compare.Variant("float32"), activations=True,
+                                                sampling_noise=sampling_noise)
+        else:
+            self.keras_pass = compare.DitheredPass(model, compare.Variant(None), None, activations=True,
+                                                   realization=realization)
+            self.keras_pass.sampling_noise = sampling_noise
         self.traced = traced
 
     def _switched(self):
-        if self.float32_layers == ALL or not self.float32_layers:
+        if self.float32_layers in (ALL, STABLE) or not self.float32_layers:
             return contextlib.nullcontext()
         return computing_in_float32(self.float32_layers)
 
@@ -80,10 +100,11 @@ class MappedPass:
         """``(Outcome, draws)``: draws None draws the randomness, a list replays it."""
         with self._switched():
             if self.traced:
-                loss, grads, outputs, drawn = self.keras_pass(x, y, sample_weight, None, draws)
+                out = self.keras_pass(x, y, sample_weight, None, draws)
             else:
-                loss, grads, outputs, drawn = self.keras_pass.run_eagerly(x, y, sample_weight, None, draws)
-        return Outcome(loss, grads, self.keras_pass.activation_rows, outputs), drawn
+                out = self.keras_pass.run_eagerly(x, y, sample_weight, None, draws)
+        loss, grads, outputs, drawn = out[:4]
+        return Outcome(loss, grads, self.keras_pass.activation_rows, outputs, *out[4:6]), drawn
 
     def graph(self, x, y=None, sample_weight=None, draws=None):
         """The traced graph of this pass (to look for 16-bit ops in it)."""

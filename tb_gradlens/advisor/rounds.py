@@ -1,40 +1,43 @@
 """An attribution round: every unit measured (possibly over several steps),
-then the recommendation, verified, as one ``advice`` record.
+then the recommendation, verified and narrowed, as one ``advice`` record.
 
 A round measures ``units_per_step`` units per ``measure`` call (each call:
-the candidate and reference passes of that step, then two passes per
-unit); the call that measures the last unit also makes the recommendation
-(``recommend.greedy``) and verifies it with one pass with exactly that
-policy map (more, up to ``max_verifications``, adding the next-ranked unit
-while the verified divergence stays above the tolerance).  A round costs
-``2 * units + 2 * calls + verifications`` passes.
+the baseline passes of that step, then two passes per unit); the call that
+measures the last unit also makes the recommendation (``recommend.greedy``:
+the first unit on its measured leave-one-out rows, later ones on rows
+predicted from those) and verifies it with one pass with exactly that
+policy map (more, up to ``max_verifications``, adding the unit that lowers
+the harm predicted from the last verified rows most while the verified
+harm index stays above the tolerance), then narrows each recommended group
+of layers to the layers that matter (``narrowing``, one pass per half
+tried).  A round costs ``2 * units + (3 + stable_window) * calls +
+verifications + narrowing`` passes (a call's baseline: the model as
+configured twice, two draws of its rounding; the reference; the stable
+pass's realizations).
+
+The harm index of a pass is the largest value / limit over its rows (every
+variable's gradient, every layer output, the loss), the limits being those
+the alerts give the same rows on this batch (``judging``): the tolerance,
+1 by default, is "every row within what stable rounding explains".
 """
 
 import time
 
-from tb_gradlens import keras_private
-from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.advisor import limits
+from tb_gradlens.advisor import narrowing
 from tb_gradlens.advisor import recommend
 from tb_gradlens.advisor import units as units_module
 from tb_gradlens.advisor.measure import Measurer
+from tb_gradlens.advisor.measure import flat
 from tb_gradlens.compare import dtype_maps
 
 MAX_VERIFICATIONS = 3
+MAX_NARROWING_PASSES = 16
 NOT_ATTRIBUTABLE_UNSCOPED = "operations outside any Keras layer"
-
-
-def default_tolerance(model, depth):
-    """(limit, basis) the alerts judge a 16-bit gradient row against at
-    ``depth`` (``analysis.tolerances``): the calibrated tolerance."""
-    from tb_gradlens.analysis import codes
-    from tb_gradlens.analysis import tolerances
-
-    computes = {layer.compute_dtype for layer in keras_private.flatten_layers(model)}
-    dtype = "float16" if "float16" in computes else "bfloat16"
-    rule = tolerances.row_rule(metadata.DIVERGENCE, dtype, "float32", depth, codes.DEFAULT_THRESHOLDS)
-    return rule.limit, "calibrated %s gradient tolerance: %s" % (dtype, rule.basis)
+DEFAULT_TOLERANCE = 1.0
+TOLERANCE_BASIS = ("every judged row (each variable's gradient, each layer output, the loss) within the limit "
+                   "the alerts give it on this batch: %g x what stable 16-bit rounding gives there")
 
 
 class Round:
@@ -43,7 +46,7 @@ class Round:
     Args:
       measurer: the ``Measurer`` (its passes are reused by later rounds).
       writer: who measures, for the record.
-      tolerance: the gradient divergence to reach (None: ``default_tolerance``).
+      tolerance: the harm index to reach (None: 1, every row within its limit).
       units_per_step: units measured per ``measure`` call (None: all).
       max_verifications: verification passes at most.
     """
@@ -85,53 +88,80 @@ class Round:
             payload["cost"]["seconds"] = round(self.seconds, 4)
         return payload
 
-    def _tolerance(self, base):
+    def _tolerance(self):
+        from tb_gradlens.analysis import codes
+
         if self.tolerance is not None:
-            return float(self.tolerance), "given by the user"
-        return default_tolerance(self.measurer.model, max(1, len(base.candidate.rows)))
+            return float(self.tolerance), "given by the user (harm index: value / limit)"
+        return DEFAULT_TOLERANCE, TOLERANCE_BASIS % codes.DEFAULT_THRESHOLDS.stable_factor
 
     def _finish(self, batch, base, step):
         measurer = self.measurer
-        units = measurer.units
-        tolerance, basis = self._tolerance(base)
-        alone = [r.one_at_a_time for r in self.results]
-        loo = [r.leave_one_out for r in self.results]
+        units = list(measurer.units)
+        tolerance, basis = self._tolerance()
+        limits_ = flat(base.judge.limits)
+        total = flat(base.harm.values)
+        alone = [r.alone_rows if r.alone_rows is not None else total * 0.0 for r in self.results]
         ok = [r.reason is None for r in self.results]
-        kept, predicted = recommend.greedy(base.divergence, alone, loo, ok, tolerance)
-        after, verifications = base.divergence, 0
+        without = [r.without_rows for r in self.results]
+        kept, predicted = recommend.greedy(total, alone, limits_, ok, tolerance, without)
+        verified, verifications = None, 0
         if kept:
-            after, verifications = measurer.verify(kept, batch, base), 1
-            while after > tolerance and verifications < self.max_verifications:
-                more = recommend.next_units(kept, alone, loo, ok)
+            verified, verifications = self._verify([units[k].tops for k in kept], batch, base), 1
+            while verified.harm > tolerance and verified.rows is not None \
+                    and verifications < self.max_verifications:
+                more, _, _ = recommend.next_unit(kept, verified.rows, alone, limits_, ok, kept)
                 if more is None:
                     break
                 kept.append(more)
-                after, verifications = measurer.verify(kept, batch, base), verifications + 1
-        model = measurer.model
-        kept_units = [units[k] for k in kept]
+                verified = self._verify([units[k].tops for k in kept], batch, base)
+                verifications += 1
+        groups, narrowed = [units[k].tops for k in kept], 0
+        if verified is not None and any(len(g) > 1 for g in groups):
+            groups, narrowed = narrowing.narrow(
+                groups, lambda trial: self._verify(trial, batch, base).harm, tolerance, verified.harm,
+                MAX_NARROWING_PASSES)
+            if narrowed:
+                verified = self._verify(groups, batch, base)
+                narrowed += 1
+        return self._payload(batch, base, step, groups, predicted, verified, verifications + narrowed,
+                             tolerance, basis)
+
+    def _verify(self, groups, batch, base):
+        layers = [layer for tops in groups for layer in units_module.unit_of(tops).layers]
+        return self.measurer.verify(layers, batch, base, self._tolerance()[0])
+
+    def _payload(self, batch, base, step, groups, predicted, verified, verifications, tolerance, basis):
+        measurer, model = self.measurer, self.measurer.model
+        kept_units = [units_module.unit_of(tops) for tops in groups]
+        after = base.harm.index if verified is None else verified.harm
         recommendation = records.advice_recommendation(
             [u.name for u in kept_units],
             [path for u in kept_units for path in u.paths],
             {"predicted": predicted, "after": after,
+             "gradient_after": base.divergence if verified is None else verified.divergence,
              "params_16bit_before": units_module.params_in_16_bits(model),
              "params_16bit_after": units_module.params_in_16_bits(model, kept_units),
              "params_total": units_module.model_params(model)},
-            after <= tolerance, verifications)
+            after <= tolerance, verifications,
+            worst_after=(base.harm if verified is None else verified).worst)
         not_attributable = []
         if measurer.unscoped_ops:
             _, dtype, ops = measurer.unscoped_ops
             not_attributable.append({"what": NOT_ATTRIBUTABLE_UNSCOPED,
                                      "reason": limits.RAW_OPS % (dtype, ", ".join(ops[:3]))})
         return records.advice(
-            self.writer, candidate_label(model), tolerance, basis, base.divergence, base.loss_rel_error,
-            [self._unit_entry(k) for k in range(len(units))], recommendation, not_attributable,
+            self.writer, candidate_label(model), tolerance, basis, base.harm.index, base.loss_rel_error,
+            [self._unit_entry(k) for k in range(len(measurer.units))], recommendation, not_attributable,
             {"passes": measurer.passes - self.passes_before, "steps": [self.first_step, step],
-             "units_per_step": self.units_per_step, "units": len(units), "traced": measurer.traced,
-             "batch_size": batch_size(batch)})
+             "units_per_step": self.units_per_step, "units": len(measurer.units), "traced": measurer.traced,
+             "batch_size": batch_size(batch)},
+            gradient_before=base.divergence, worst_before=base.harm.worst)
 
     def _unit_entry(self, k):
         unit, r = self.measurer.units[k], self.results[k]
         numbers = {"leave_one_out": r.leave_one_out, "one_at_a_time": r.one_at_a_time,
+                   "harm_without": r.harm_without, "harm_alone": r.harm_alone,
                    "output_total": r.total, "output_born": r.born, "output_inherited": r.inherited}
         return records.advice_unit(unit.name, unit.paths, unit.classes, unit.params, numbers,
                                    self.steps[k], r.row, r.reason)

@@ -19,7 +19,8 @@ from tb_gradlens import keras_private
 SIXTEEN_BIT = ("bfloat16", "float16")
 MAX_UNITS = 16
 
-Unit = collections.namedtuple("Unit", ("name", "layers", "paths", "classes", "params"))
+# ``tops``: the top-level layers of the unit; ``layers``: those and every layer inside them.
+Unit = collections.namedtuple("Unit", ("name", "layers", "paths", "classes", "params", "tops"))
 
 
 def layer_path(layer):
@@ -68,7 +69,12 @@ def _unit(name, tops):
                 seen.add(id(layer))
                 layers.append(layer)
     return Unit(name, tuple(layers), tuple(layer_path(t) for t in tops),
-                tuple(type(t).__name__ for t in tops), _params(layers))
+                tuple(type(t).__name__ for t in tops), _params(layers), tuple(tops))
+
+
+def unit_of(tops):
+    """The Unit of some top-level layers (named as a group when there are several)."""
+    return _unit(group_name(tops), tops)
 
 
 def top_blocks(model):

@@ -13,6 +13,7 @@ import json
 from tensorboard import errors
 
 from tb_gradlens import metadata
+from tb_gradlens.records.advice_records import HARM_INDEX
 
 FLOAT32 = '"float32"'
 
@@ -26,13 +27,20 @@ def _points(source, run):
     return out
 
 
+def _alone(unit, advice):
+    """What a unit does alone in 16 bits: its harm index (older advice: its
+    gradient divergence)."""
+    value = unit.get("harm_alone") if advice.metric == HARM_INDEX else unit["one_at_a_time"]
+    return value if value is not None and value == value else None
+
+
 def ranked_units(advice):
-    """Indices of the advice's units, the most harmful first (the error
-    each causes alone), units not attributable last."""
+    """Indices of the advice's units, the most harmful first (what each
+    does alone in 16 bits), units not attributable last."""
     def key(k):
         u = advice.units[k]
-        alone = u["one_at_a_time"]
-        return (not u["attributable"], -(alone if alone is not None and alone == alone else float("inf")), k)
+        alone = _alone(u, advice)
+        return (not u["attributable"], -(alone if alone is not None else float("inf")), k)
 
     return sorted(range(len(advice.units)), key=key)
 
@@ -42,22 +50,31 @@ def _layer_expression(path):
     return "model" + "".join(".get_layer(%s)" % json.dumps(p) for p in parts)
 
 
+MAX_LINES = 8  # layers set one line each; more: the one-line helper only
+
+
 def apply_code(advice):
-    """Python lines that keep the recommended layers in float32 on a built
-    model, and the same as a policy map (layer path -> policy)."""
+    """Python that keeps the recommended layers in float32 on a built model:
+    one line (``tb_gradlens.keep_in_float32``), and for a few layers the
+    same layer by layer; and the policy map (layer path -> policy)."""
     rec = advice.recommendation
     if rec is None or not rec["layers"]:
-        return "# tb_gradlens advisor: nothing to keep in float32 (the divergence is within the tolerance)"
-    lines = ["# tb_gradlens advisor: keep these layers in float32 (gradient rel L2 %s -> %s, tolerance %s)"
-             % (_num(advice.before), _num(rec["after"]), _num(advice.tolerance))]
-    lines += ["%s.dtype_policy = %s" % (_layer_expression(p), FLOAT32) for p in rec["layers"]]
-    inner = [p for u in advice.units if u["name"] in rec["float32"] for p in u["layers"]
-             if len(u["classes"]) > 1]
-    if inner:
-        lines.append("# (each of these is a group of layers: set every layer in it)")
+        return "# tb_gradlens advisor: nothing to keep in float32 (%s)" % (
+            "every judged row is within its limit" if advice.metric == HARM_INDEX
+            else "the divergence is within the tolerance")
+    lines = ["# tb_gradlens advisor: keep these layers in float32 (%s %s -> %s, tolerance %s)"
+             % (_metric_name(advice), _num(advice.before), _num(rec["after"]), _num(advice.tolerance)),
+             "tb_gradlens.keep_in_float32(model, %s)" % json.dumps(rec["layers"])]
+    if len(rec["layers"]) <= MAX_LINES:
+        lines.append("# or layer by layer:")
+        lines += ["%s.dtype_policy = %s" % (_layer_expression(p), FLOAT32) for p in rec["layers"]]
     lines.append("# or, where the layers are created: dtype=%s; as a policy map:" % FLOAT32)
     lines.append("# " + json.dumps({p: "float32" for p in rec["layers"]}))
     return "\n".join(lines)
+
+
+def _metric_name(advice):
+    return "harm index" if advice.metric == HARM_INDEX else "gradient rel L2"
 
 
 def _num(value):
@@ -66,11 +83,23 @@ def _num(value):
     return "%.3g" % value
 
 
+def _worst(worst):
+    if not worst:
+        return ""
+    return " (worst: %s %s %s > limit %s)" % (
+        {"divergence": "gradient of", "activation_divergence": "output of",
+         "loss_comparison": "the"}.get(worst["kind"], worst["kind"]), worst["row"], _num(worst["value"]),
+        _num(worst["limit"]))
+
+
 def text_lines(advice, step=None):
     """The advice in a few lines of text (CLI ``advise`` and ``report``)."""
     at = "" if step is None else " (step %d)" % step
-    lines = ["precision advisor%s: gradient rel L2 of %s vs float32 = %s, tolerance %s"
-             % (at, advice.candidate, _num(advice.before), _num(advice.tolerance))]
+    harm = advice.metric == HARM_INDEX
+    lines = ["precision advisor%s: %s of %s vs float32 = %s%s, tolerance %s"
+             % (at, _metric_name(advice), advice.candidate, _num(advice.before),
+                _worst(advice.worst_before) if harm and (advice.before or 0) > (advice.tolerance or 1) else "",
+                _num(advice.tolerance))]
     for n in advice.not_attributable:
         lines.append("  not attributable: %s: %s" % (n["what"], n["reason"]))
     rec = advice.recommendation
@@ -80,7 +109,7 @@ def text_lines(advice, step=None):
         else:
             share = (rec["params_16bit_after"] / rec["params_total"]) if rec["params_total"] else None
             lines.append("  recommendation: keep %s in float32 -> verified %s (%s the tolerance)%s"
-                         % (", ".join(rec["float32"]), _num(rec["after"]),
+                         % (", ".join(rec["layers"]), _num(rec["after"]),
                             "within" if rec["met"] else "still above",
                             "" if share is None else "; %.0f%% of parameters stay in 16 bits" % (100 * share)))
     for k in ranked_units(advice)[:5]:
@@ -89,7 +118,8 @@ def text_lines(advice, step=None):
             lines.append("  %-24s not attributable: %s" % (u["name"], u["reason"]))
             continue
         lines.append("  %-24s alone in 16 bits %s, alone in float32 %s; output: born %s, inherited %s"
-                     % (u["name"], _num(u["one_at_a_time"]), _num(u["leave_one_out"]),
+                     % (u["name"], _num(_alone(u, advice)),
+                        _num(u.get("harm_without") if harm else u["leave_one_out"]),
                         _num(u["output_born"]), _num(u["output_inherited"])))
     return lines
 
@@ -97,6 +127,7 @@ def text_lines(advice, step=None):
 def _advice_json(advice):
     return {"writer": advice.writer, "metric": advice.metric, "reference": advice.reference,
             "candidate": advice.candidate, "tolerance": advice.tolerance,
+            "gradient_before": advice.gradient_before, "worst_before": advice.worst_before,
             "tolerance_basis": advice.tolerance_basis, "before": advice.before,
             "loss_rel_error": advice.loss_rel_error, "units": [dict(u) for u in advice.units],
             "ranking": ranked_units(advice), "recommendation": advice.recommendation,
@@ -116,8 +147,8 @@ def run_advice(source, run):
         tag, point = good[-1]
         latest = dict(_advice_json(point["advice"]), step=point["step"], tag=tag,
                       code=apply_code(point["advice"]))
-    history = [{"step": p["step"], "units": {u["name"]: u["one_at_a_time"] for u in p["advice"].units}}
-               for _, p in good]
+    history = [{"step": p["step"], "metric": p["advice"].metric,
+                "units": {u["name"]: _alone(u, p["advice"]) for u in p["advice"].units}} for _, p in good]
     return {"run": run, "latest": latest, "history": history,
             "errors": [p["error"] for _, p in points if "error" in p]}
 

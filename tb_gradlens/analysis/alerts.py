@@ -143,16 +143,19 @@ def alerts_for_histogram(series, thresholds=_DEFAULT, gradient_dtypes=()):
     rows, steps = series.record.rows, series.steps
     if len(steps) == 0:
         return []
-    counts = series.values.astype(np.float64)
-    total = counts.sum(axis=2)
+    counts = series.values  # float32 [S, R, bins]: summed in float64, never copied whole
+    total = counts.sum(axis=2, dtype=np.float64)
     near = np.zeros(total.shape)
     dtypes = []
     for r in range(len(rows)):
         dtype = gradient_dtypes[r] if r < len(gradient_dtypes) else None
-        dtype = dtype if dtype in float_formats.LOW_PRECISION + ("float32",) else "float32"
+        dtypes.append(dtype if dtype in float_formats.LOW_PRECISION + ("float32",) else "float32")
+    for dtype in set(dtypes):  # one slice per dtype, not per row (10^5 rows)
+        index = np.array([r for r, d in enumerate(dtypes) if d == dtype], np.intp)
         top = float_formats.get(dtype).min_normal + int(thresholds.underflow_binades)
-        near[:, r] = counts[:, r, : max(0, top - metadata.MIN_EXPONENT)].sum(axis=1)
-        dtypes.append(dtype)
+        bins = max(0, top - metadata.MIN_EXPONENT)
+        near[:, index] = (counts[:, :, :bins].sum(axis=2, dtype=np.float64)[:, index] if len(index) == len(rows)
+                          else counts[:, index, :bins].sum(axis=2, dtype=np.float64))
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(total > 0, near / total, 0.0)
         zero = np.where(total > 0, counts[:, :, metadata.N_EXP_BINS] / total, 0.0)
@@ -178,19 +181,23 @@ def alerts_for_histogram(series, thresholds=_DEFAULT, gradient_dtypes=()):
 # ---------------------------------------------------------------------------
 
 
-def alerts_for_divergence(series, thresholds=_DEFAULT, context=None, benign_steps=(), replay=None):
+def alerts_for_divergence(series, thresholds=_DEFAULT, context=None, judgement=None, benign_steps=(),
+                          replay=None):
     """Divergence, flush-to-zero and non-finite alerts of a divergence-like Series.
 
-    ``context``: the ComparisonContext of its comparison (depth and dtypes
-    of the sibling records; default: this record alone).  ``benign_steps``
-    and ``replay``: as in ``alerts_for_grad_stats``.
+    ``judgement``: its ``tolerances.Judgement`` (``judge_entry``, made on the
+    whole record); else judged here with ``context``, the ComparisonContext
+    of its comparison (depth and dtypes of the sibling records; default:
+    this record alone).  ``benign_steps`` and ``replay``: as in
+    ``alerts_for_grad_stats``.
     """
     record, steps = series.record, series.steps
     if len(steps) == 0:
         return []
-    if context is None:
-        context = tolerances.ComparisonContext((), (), max(1, len(record.rows)))
-    judgement = tolerances.judge(series, context, thresholds)
+    if judgement is None:
+        if context is None:
+            context = tolerances.ComparisonContext((), (), max(1, len(record.rows)))
+        judgement = tolerances.judge(series, context, thresholds)
     info = records.read_comparison(record, series.tag)
     names = (info.candidate.label, info.reference.label)
     out = []
@@ -202,7 +209,31 @@ def alerts_for_divergence(series, thresholds=_DEFAULT, context=None, benign_step
         counts = (~np.isfinite(ref)).astype(np.float32) + (~np.isfinite(cand))
         return out + nonfinite_alert(series, counts, "candidate", benign_steps, replay)
     out += _flush_alert(series, judgement, thresholds, names)
+    if record.kind == metadata.DIVERGENCE:
+        out += _hardcoded_alert(series, names)
     return out + nonfinite_alert(series, series.column("nonfinite"), "nonfinite", benign_steps, replay)
+
+
+def _hardcoded_alert(series, names):
+    """Layers the reference computed in 16 bits whatever their policy (one
+    alert per comparison, from its gradient record): an info, since no
+    comparison can say whether their error harms (Keras' Normalization
+    with a given mean and variance keeps them in the compute dtype it was
+    built in, as keras.applications' ConvNeXt does; a raw tf.bfloat16 op
+    may lose every digit)."""
+    found = records.read_reference_16_bit(series.record, series.tag)
+    if not found:
+        return []
+    layers = sorted(found)
+    a, b = int(series.steps[0]), int(series.steps[-1])
+    dtype = sorted(set(found.values()))[0]
+    return [Alert(
+        codes.INFO, codes.HARDCODED_16_BIT, series.run, series.tag, a, b, layers,
+        texts.HARDCODED.format(vars=texts.names(layers, range(len(layers))), dtype=dtype, ref=names[1], a=a, b=b),
+        texts.HARDCODED_FIX,
+        codes.view(series, "rel_l2", None, a),
+        [{"variable": layer, "dtype": found[layer]} for layer in layers],
+    )]
 
 
 def _divergence_alert(series, judgement, flags, code, names):
@@ -214,23 +245,32 @@ def _divergence_alert(series, judgement, flags, code, names):
     a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
     r0 = index[0]
     worst_row = index[np.argmax(np.where(np.isnan(found["worst"][index]), np.inf, found["worst"][index]))]
+    first_limits = [_limit_at(judgement, found["first"][r], r) for r in range(len(rows))]
     explanation = texts.DIVERGENCE.format(
         cand=names[0], ref=names[1], quantity=texts.QUANTITY[kind].format(vars=texts.names(rows, index)),
         differ="differs" if kind == metadata.LOSS_COMPARISON else "differ",
         metric=judgement.column.replace("_", " "), worst=float(found["worst"][worst_row]),
-        ws=int(steps[found["worst_index"][worst_row]]), limit=judgement.limits[r0],
+        ws=int(steps[found["worst_index"][worst_row]]), limit=first_limits[r0],
         basis=judgement.basis[r0], a=a,
     )
     details = _row_details(
         rows, steps, found, index, steps=found["count"].astype(int).tolist(),
         worst=found["worst"].tolist(), worst_step=[int(steps[i]) for i in found["worst_index"]],
-        limit=judgement.limits, basis=judgement.basis,
+        limit=first_limits, basis=judgement.basis,
     )
     return [Alert(
         codes.WARNING, code, series.run, series.tag, a, b, [rows[i] for i in index], explanation,
         texts.DIVERGENCE_FIX[code], codes.view(series, judgement.column, rows[r0], a), details,
-        limit=judgement.limits[r0],
+        limit=first_limits[r0],
     )]
+
+
+def _limit_at(judgement, step_index, row):
+    """The limit of ``row`` at a step index (None where it is not judged)."""
+    if step_index < 0:
+        return None
+    value = judgement.limits[step_index, row]
+    return float(value) if np.isfinite(value) else None
 
 
 def _flush_alert(series, judgement, thresholds, names):
@@ -244,8 +284,8 @@ def _flush_alert(series, judgement, thresholds, names):
         if not (flush > thresholds.flush_to_zero).any():
             return []
         limits = np.maximum(thresholds.flush_to_zero, np.nan_to_num(judgement.values, nan=0.0, posinf=np.inf))
-        judged = np.array([v is not None for v in judgement.limits])
-        flags = (flush > limits) & ~judgement.noise & judged[None, :]
+        judged = np.isfinite(judgement.limits)
+        flags = (flush > limits) & ~judgement.noise & judged
     found = detectors.hits(flush, detectors.sustained(flags, thresholds.rise_steps))
     index = _by_first(found)
     if not len(index):
@@ -285,7 +325,7 @@ def alerts_for_update_stats(series, thresholds=_DEFAULT):
     dtypes = records.read_update(record, series.tag)
     out = []
     for severity, wanted in ((codes.WARNING, float_formats.LOW_PRECISION), (codes.INFO, (None,))):
-        mask = np.array([d in wanted for d in dtypes])
+        mask = np.array([d in wanted for d in dtypes], dtype=bool)
         with np.errstate(invalid="ignore"):
             flags = (series.column("lost_update_bf16") > thresholds.lost_update) & mask[None, :]
         found = detectors.hits(series.column("lost_update_bf16"), flags)

@@ -12,7 +12,7 @@ from tb_gradlens import metadata
 __all__ = [
     "ERROR", "WARNING", "INFO", "SEVERITIES", "SEVERITY_ORDER", "NONE_GRADIENT", "ZERO_GRADIENT",
     "NONFINITE", "BF16_DIVERGENCE", "F16_DIVERGENCE", "F32_F64_MISMATCH", "DIVERGENCE", "FLUSH_TO_ZERO",
-    "UNDERFLOW", "LOST_UPDATE", "BF16_MODEL_OUTPUT", "INDEX_OUT_OF_RANGE", "LOSS_SCALE_SKIP",
+    "UNDERFLOW", "LOST_UPDATE", "BF16_MODEL_OUTPUT", "HARDCODED_16_BIT", "INDEX_OUT_OF_RANGE", "LOSS_SCALE_SKIP",
     "LOSS_SCALE_FAILURE", "CODES", "PRECISION_CODES", "DIVERGENCE_KINDS",
     "DEFAULT_COLUMN", "Thresholds", "DEFAULT_THRESHOLDS", "Alert",
 ]
@@ -35,12 +35,13 @@ FLUSH_TO_ZERO = "flush_to_zero"
 UNDERFLOW = "underflow"
 LOST_UPDATE = "lost_update"
 BF16_MODEL_OUTPUT = "bf16_model_output"
+HARDCODED_16_BIT = "hardcoded_16_bit"
 INDEX_OUT_OF_RANGE = "index_out_of_range"
 LOSS_SCALE_SKIP = "loss_scale_skip"
 LOSS_SCALE_FAILURE = "loss_scale_failure"
 CODES = (
     NONE_GRADIENT, ZERO_GRADIENT, NONFINITE, BF16_DIVERGENCE, F16_DIVERGENCE, F32_F64_MISMATCH,
-    DIVERGENCE, FLUSH_TO_ZERO, UNDERFLOW, LOST_UPDATE, BF16_MODEL_OUTPUT, INDEX_OUT_OF_RANGE,
+    DIVERGENCE, FLUSH_TO_ZERO, UNDERFLOW, LOST_UPDATE, BF16_MODEL_OUTPUT, HARDCODED_16_BIT, INDEX_OUT_OF_RANGE,
     LOSS_SCALE_SKIP, LOSS_SCALE_FAILURE,
 )
 
@@ -69,15 +70,29 @@ DEFAULT_COLUMN = {
 class Thresholds:
     """The user-settable limits of the alert rules (README "## Alerts").
 
-    Fixed floors (a computed tolerance is never below them; raise one to
-    silence a rule, set it to 0 to leave only the measured rules):
+    Beyond harmless rounding (``harm``; rows a stable-rounding pass measured):
+      stable_factor: a row's limit is stable_factor x its stable-rounding
+        divergence (at least one rounding u of the candidate's dtype).
+      half_batch_fraction: a gradient row's (and the loss's) limit is also
+        at least this fraction of its sampling noise, the distance of the
+        half batch's reference gradient from the batch's: an error well
+        below what another batch changes is no harm to the training.
+      stable_window: ... taking the largest of each over this many logged
+        comparisons.
+      held_comparisons: a row is harmed when above its limit this many
+        logged comparisons in a row, or ...
+      immediate_factor: ... this many times above it at one.
+
+    Fixed floors of the depth formula (rows no stable-rounding pass
+    measured: a computed tolerance is never below them; raise one to
+    silence a rule, set it to 0 to leave only the budgets):
       low_precision_gradient_rel_l2: gradients of a bfloat16/float16
         candidate (JAX tests bfloat16 gradients at 1e-1).
       low_precision_value_rel_l2: activations and the loss of a
         bfloat16/float16 candidate (TensorFlow tests bfloat16 values at 1e-2).
       float32_rel_l2: a float32 candidate (from float64, or another device).
 
-    Measured rules:
+    The depth formula:
       gradient_rounding, value_rounding: C in the rounding budgets
         C * u * sqrt(depth) of gradients and the loss and C * u * depth of
         activations; u the unit roundoff of the candidate's effective dtype.
@@ -87,6 +102,13 @@ class Thresholds:
       noise_factor: a gradient whose reference is within noise_factor x the
         rounding noise of its own computation is not judged (its true
         value is zero: the rel L2 of two noises is not a signal).
+
+    Two runs against a noise-floor run (``runs.compare_runs``):
+      run_noise_factor, run_noise_windows, run_noise_window: run B is beyond
+        the noise floor when its mean |(B-A)/|A|| over a window of logged
+        steps (at least run_noise_window, about 20 windows per run) is above
+        run_noise_factor x the noise run's in the same window, in
+        run_noise_windows windows in a row.
 
     Other rules:
       zero_gradient_steps: K consecutive logged steps of an all-zero gradient.
@@ -103,6 +125,11 @@ class Thresholds:
         (``analysis.loss_scale``).
     """
 
+    stable_factor: float = 4.0
+    half_batch_fraction: float = 0.5
+    stable_window: int = 4
+    held_comparisons: int = 2
+    immediate_factor: float = 10.0
     low_precision_gradient_rel_l2: float = 0.1
     low_precision_value_rel_l2: float = 0.01
     float32_rel_l2: float = 1e-3
@@ -112,6 +139,9 @@ class Thresholds:
     baseline_steps: int = 5
     rise_steps: int = 2
     noise_factor: float = 64.0
+    run_noise_factor: float = 2.0
+    run_noise_windows: int = 3
+    run_noise_window: int = 10
     zero_gradient_steps: int = 5
     flush_to_zero: float = 0.01
     underflow: float = 0.01

@@ -104,3 +104,21 @@ def step_offsets(source, run):
                 out.append({"writer": status.writer, "offset": int(status.step_offset), "step": int(point["step"])})
     return sorted(out, key=lambda o: o["step"])
 
+
+
+def comparison_note(source, run):
+    """Why ``run`` holds no comparison, when one of its writers said so (a
+    lens status's unsupported comparison kinds, e.g. "every layer computes
+    in float32: nothing to compare against"); None when it holds one, or
+    nothing says why."""
+    if any(e.kind in (metadata.DIVERGENCE, metadata.ACTIVATION_DIVERGENCE, metadata.LOSS_COMPARISON)
+           for e in source.entries(run)):
+        return None
+    reason = None
+    for entry in source.entries_of_kind(run, metadata.LENS_STATUS):
+        for point in source.lens_statuses(run, entry.tag):
+            status = point.get("status")
+            for u in (status.unsupported if status is not None else ()):
+                if metadata.DIVERGENCE in u.kinds or metadata.LOSS_COMPARISON in u.kinds:
+                    reason = u.reason
+    return reason

@@ -60,12 +60,10 @@ def tag_alerts(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
         def compute():
             return alerts.alerts_for_dtype_maps(entry, source.dtype_maps(entry.run, entry.tag))
     elif entry.kind in codes.DIVERGENCE_KINDS:
-        context = tolerances.context_of(source, entry)
-        key += (context,)
-
         def compute():
-            return alerts.alerts_for_divergence(source.series(entry.run, entry.tag), thresholds, context,
-                                                benign, replay)
+            judgement = tolerances.judge_entry(source, entry, thresholds)
+            return alerts.alerts_for_divergence(source.series(entry.run, entry.tag), thresholds,
+                                                judgement=judgement, benign_steps=benign, replay=replay)
     elif entry.kind == metadata.GRAD_HISTOGRAM:
         dtypes = _gradient_dtypes(source, entry)
         key += (dtypes,)

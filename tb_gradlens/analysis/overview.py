@@ -11,6 +11,8 @@ from tensorboard import errors
 
 from tb_gradlens import metadata
 from tb_gradlens.analysis import codes
+from tb_gradlens.analysis import harm
+from tb_gradlens.analysis.coverage import comparison_note
 from tb_gradlens.analysis import findings
 from tb_gradlens.analysis import replays
 from tb_gradlens.analysis.coverage import step_offsets
@@ -32,11 +34,12 @@ def _rank(found):
         return (-1, 0.0)
     if not np.isfinite(found["value"]) or found["nonfinite"]:
         return (1, -found["step"])
-    return (0, found["value"])
+    return (0, found["ratio"] if found["ratio"] is not None else -np.inf)
 
 
 def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
-    """The worst judged divergence of any divergence-like record of ``run``.
+    """The worst judged divergence of any divergence-like record of ``run``:
+    the largest value against its limit (``ratio``).
 
     Returns ``{"metric","value","row","step","tag","kind","reference",
     "candidate","limit","nonfinite"}`` or None when the run has no judged
@@ -49,10 +52,9 @@ def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
         if entry.kind not in codes.DIVERGENCE_KINDS:
             continue
         try:
-            context = tolerances.context_of(source, entry)
             found = source.cached(
-                ("worst", thresholds, context, benign), entry,
-                lambda e=entry, c=context: _Found(_worst_of(source.series(e.run, e.tag), c, thresholds, benign)),
+                ("worst", thresholds, benign), entry,
+                lambda e=entry: _Found(_worst_of(source, e, thresholds, benign)),
             ).value
         except errors.InvalidArgumentError:
             continue
@@ -61,15 +63,16 @@ def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
     return best
 
 
-def _worst_of(series, context, thresholds, benign=()):
+def _worst_of(source, entry, thresholds, benign=()):
+    series = source.series(entry.run, entry.tag)
     if len(series.steps) == 0:
         return None
     if tolerances.is_replica_disagreement(series.record):
         return None  # replicas see different examples: not a divergence
-    judgement = tolerances.judge(series, context, thresholds)
-    judged = np.array([v is not None for v in judgement.limits])
+    judgement = tolerances.judge_entry(source, entry, thresholds)
+    judged = np.isfinite(judgement.limits)
     skip = np.isin(series.steps, np.asarray(benign, np.int64))[:, None]  # loss-scale skips: never applied
-    values = np.where(judgement.noise | ~judged[None, :] | skip, -np.inf, judgement.values)
+    values = np.where(judgement.noise | ~judged | skip, -np.inf, judgement.values)
     bad = (_nonfinite_counts(series) > 0) & ~skip
     if bad.any():
         s = int(np.argmax(bad.any(axis=1)))
@@ -78,7 +81,8 @@ def _worst_of(series, context, thresholds, benign=()):
         return _headline(series, judgement, s, r, value if not np.isfinite(value) else np.nan, True)
     if not np.isfinite(values).any() and not np.isposinf(values).any():
         return None
-    ranked = np.where(np.isnan(values), -np.inf, values)
+    ratios = harm.ratio(values, judgement.limits)
+    ranked = np.where(np.isnan(ratios), -np.inf, ratios)
     s, r = np.unravel_index(int(np.argmax(ranked)), values.shape)
     return _headline(series, judgement, int(s), int(r), float(values[s, r]), bool(np.isinf(values[s, r])))
 
@@ -91,7 +95,8 @@ def _nonfinite_counts(series):
 
 
 def _headline(series, judgement, s, r, value, nonfinite):
-    limit = judgement.limits[r]
+    limit = judgement.limits[s, r]
+    limit = limit if np.isfinite(limit) else None
     return {
         "metric": judgement.column,
         "value": float(value),
@@ -102,13 +107,15 @@ def _headline(series, judgement, s, r, value, nonfinite):
         "reference": series.record.extras.get("reference"),
         "candidate": series.record.extras.get("candidate"),
         "limit": None if limit is None else float(limit),
+        "ratio": None if limit is None or not np.isfinite(value) else float(value) / float(limit),
         "nonfinite": bool(nonfinite),
     }
 
 
 def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
-    """The headline of every run: worst divergence, first NaN, dead variables,
-    alert counts, and the step offsets its writers applied
+    """The headline of every run: worst divergence (and, for a run without
+    comparisons, why, when its writers said: ``no_comparison``), first NaN,
+    dead variables, alert counts, and the step offsets its writers applied
     (``coverage.step_offsets``)."""
     out = []
     for run in source.runs():
@@ -127,6 +134,7 @@ def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
         out.append({
             "run": run,
             "worst_divergence": worst_divergence(source, run, thresholds),
+            "no_comparison": comparison_note(source, run),
             "first_nonfinite_step": first_nf.step_first if first_nf else None,
             "first_nonfinite_variables": list(first_nf.variables) if first_nf else [],
             "disconnected_variables": _union(a.variables for a in alerts if a.code == codes.NONE_GRADIENT),

@@ -183,3 +183,15 @@ def names(rows, index, limit=4):
     if len(picked) <= limit:
         return ", ".join(picked)
     return "%s and %d more" % (", ".join(picked[:limit]), len(picked) - limit)
+
+HARDCODED = (
+    "The layers {vars} compute in {dtype} whatever their dtype policy (raw TensorFlow ops with a hard-coded "
+    "16-bit dtype, found in the traced {ref} pass): the {ref} reference computes them in {dtype} too, so no "
+    "comparison measures their error, and switching their policy (the precision advisor) changes nothing "
+    "(steps {a}-{b})."
+)
+HARDCODED_FIX = (
+    "If it matters, compute in the layer's own dtype: cast to self.compute_dtype (or keras.ops.cast(x, self.compute_dtype)) "
+    "instead of a hard-coded tf.bfloat16/tf.float16, so its dtype policy decides; then the comparisons measure "
+    "it and dtype='float32' on the layer keeps it in float32."
+)

@@ -1,41 +1,29 @@
-"""The tolerance each compared row is judged against: what rounding explains.
+"""The limit each compared row is judged against, step by step.
 
-TensorFlow-free.  A bfloat16 gradient or activation always differs from its
-float32 reference: every operation rounds, and the errors accumulate through
-depth and reductions.  A divergence alert is for what that does not explain.
-Per row of a divergence-like record (``judge``):
+TensorFlow-free.  Every row of a ``divergence``, ``activation_divergence``
+or ``loss_comparison`` record is judged by one of two rules:
 
-* effective dtype: the least precise compute dtype the row's value went
-  through in the candidate (an activation: its own layer and every layer
-  before it in forward order; a gradient or the loss: every layer);
-* rounding budget, with u the unit roundoff of the effective dtype
-  (``float_formats``): ``value_rounding * u * depth`` for an activation at
-  forward position ``depth`` (each layer adds its rounding to what it
-  inherits and amplifies that by its conditioning), and
-  ``gradient_rounding * u * sqrt(depth)`` for gradients and the loss at the
-  model's depth (sums over the batch whose error is dominated by the
-  reduction, growing slowly with depth); x sqrt(2) when both sides round
-  alike (another device, XLA).  The shapes and the constants were measured
-  on the alert zoo (BENCHMARKS.md): the constants are about 3x the largest
-  ratio seen on healthy models;
-* early baseline (activations): a row whose divergence rises
-  ``rise_factor``-fold above its median over its first ``baseline_steps``
-  logged comparisons (at least u/4, so a row that starts at exactly 0 is
-  judged against rounding), for ``rise_steps`` logged comparisons in a row,
-  is judged by that rise even while under its budget;
-* reference noise (gradients): a row whose reference is within
-  ``noise_factor`` x the rounding noise of its own computation (rel L2 at
-  least ``(u_candidate / u_reference) / noise_factor``) has a true value of
-  zero: attention key biases, biases before BatchNorm.  Its rel L2 is the
-  ratio of two noises, not a signal, and it is not judged;
-* the fixed floors of ``Thresholds`` bound every limit from below.
+* **measured** (``harm``): where the record holds the stable-rounding
+  pass's divergence (format version 2, a candidate that rounds more than
+  its reference), the limit at each step is ``stable_factor`` x the
+  largest stable divergence of the row over the last ``stable_window``
+  logged comparisons, at least one rounding (u) of the candidate's dtype;
+  the loss's stable divergence is at least the model output's;
+* **depth formula** (``rounding_budget``): elsewhere (older records, two
+  sides that round alike, ``compare_fn``), the rounding budget of the row's
+  effective dtype at its depth, with its early-baseline and
+  reference-noise rules.
 
-A record that does not state a compute dtype is judged against the fixed
-16-bit floor, and says so.
+A row is harmed where it is beyond its limit for ``held_comparisons``
+logged comparisons in a row (or ``immediate_factor`` x beyond it at one).
+
+Judgements are made on the whole record, whatever rows and steps a view
+shows (``judge_entry`` restricts a judgement to a filtered source's rows
+and steps afterwards): a display filter never changes a limit or a verdict.
 """
 
 import collections
-import math
+import dataclasses
 
 import numpy as np
 from tensorboard import errors
@@ -44,12 +32,19 @@ from tb_gradlens import float_formats
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import codes
-from tb_gradlens.analysis import detectors
+from tb_gradlens.analysis import harm
+from tb_gradlens.analysis import rounding_budget
+from tb_gradlens.analysis.rounding_budget import precision_bits
 
 # One judged divergence-like series; arrays are [S, R] or [R].
+#   values, limits (NaN: not judged there), above (value > limit at that
+#   step), hit (harmed: held, or far above), noise (formula rows: a
+#   reference at its own rounding noise); per row basis, codes, dtypes,
+#   depths and measured (judged by the stable-rounding pass).
 Judgement = collections.namedtuple(
     "Judgement",
-    ("column", "values", "hit", "noise", "limits", "basis", "codes", "dtypes", "depths", "rule"),
+    ("column", "values", "hit", "above", "noise", "limits", "basis", "codes", "dtypes", "depths", "measured",
+     "rule"),
 )
 
 # What a comparison's records state, for every record of it (metadata only).
@@ -57,7 +52,14 @@ ComparisonContext = collections.namedtuple(
     "ComparisonContext", ("activation_dtypes", "gradient_dtypes", "depth")
 )
 
-_RULES = {
+MEASURED_RULE = (
+    "%(column)s above the larger of %(stable_factor)g x the divergence of the stable-rounding pass (the reference "
+    "rounded to the candidate's dtype between layers) and, for gradients and the loss, %(half_batch_fraction)g x "
+    "their sampling noise (the half batch's reference against the batch's), each the largest of the last "
+    "%(stable_window)d logged comparisons, and at least one rounding of the candidate's dtype; harmed (an alert) "
+    "when above for %(held_comparisons)d logged comparisons in a row or %(immediate_factor)g x above at one."
+)
+_FORMULA_RULES = {
     metadata.DIVERGENCE: (
         "rel_l2 above the larger of the fixed floor and the rounding budget C*u*sqrt(depth) of the "
         "candidate's effective dtype; gradients whose reference is within noise_factor x its own "
@@ -74,6 +76,16 @@ _RULES = {
     ),
 }
 REPLICA_RULE = "Replicas see different examples: their disagreement is not judged (NaN/Inf only)."
+STABLE_COLUMN = {
+    metadata.DIVERGENCE: metadata.STABLE_REL_L2,
+    metadata.ACTIVATION_DIVERGENCE: metadata.STABLE_REL_L2,
+    metadata.LOSS_COMPARISON: metadata.STABLE_REL_ERROR,
+}
+# The sampling noise of a row (gradients and the loss only).
+HALF_BATCH_COLUMN = {
+    metadata.DIVERGENCE: metadata.HALF_BATCH_REL_L2,
+    metadata.LOSS_COMPARISON: metadata.HALF_BATCH_REL_ERROR,
+}
 
 
 def is_replica_disagreement(record):
@@ -81,12 +93,6 @@ def is_replica_disagreement(record):
     replicas see different examples, so their disagreement (rel_l2 near 1
     is ordinary) is gradient noise, not precision loss."""
     return records.read_comparison(record).comparison == records.REPLICA_VS_MEAN
-
-
-def precision_bits(dtype):
-    """Mantissa bits of a dtype name (None when unknown)."""
-    f = float_formats.FORMATS.get(dtype)
-    return None if f is None else f.mantissa_bits
 
 
 def least_precise(dtypes):
@@ -145,71 +151,39 @@ def _row_depths(kind, n_rows, context):
     return [context.depth] * n_rows
 
 
-def _floor(kind, dtype, thresholds):
-    if dtype is None or dtype in float_formats.LOW_PRECISION:
-        if kind == metadata.DIVERGENCE:
-            return thresholds.low_precision_gradient_rel_l2, "low_precision_gradient_rel_l2"
-        return thresholds.low_precision_value_rel_l2, "low_precision_value_rel_l2"
-    return thresholds.float32_rel_l2, "float32_rel_l2"
+def _stable_scale(series, kind, output_stable):
+    """[S, R] the stable-rounding divergence of each row (NaN: not measured)."""
+    column = STABLE_COLUMN[kind]
+    if column not in series.record.columns:
+        return np.full((len(series.steps), len(series.record.rows)), np.nan)
+    stable = series.column(column).astype(np.float64)
+    if kind == metadata.LOSS_COMPARISON and output_stable is not None:
+        stable = harm.loss_scale(stable, np.asarray(output_stable, np.float64)[:, None])
+    return stable
 
 
-RowRule = collections.namedtuple("RowRule", ("code", "limit", "basis", "u", "same", "floor"))
+def _half_batch(series, kind):
+    """[S, R] the sampling noise of each row (NaN: not measured or none)."""
+    column = HALF_BATCH_COLUMN.get(kind)
+    if column is None or column not in series.record.columns:
+        return np.full((len(series.steps), len(series.record.rows)), np.nan)
+    return series.column(column).astype(np.float64)
 
 
-def row_rule(kind, cand, ref, depth, thresholds):
-    """The RowRule of one row: its code, limit before any rise rule, basis,
-    unit roundoff u, whether both sides round alike, and its floor."""
-    floor, floor_name = _floor(kind, cand, thresholds)
-    if cand is None:
-        return RowRule(codes.DIVERGENCE, floor,
-                       "compute dtype not recorded: the fixed 16-bit floor %s = %.3g" % (floor_name, floor),
-                       None, False, floor)
-    bits_c, bits_r = precision_bits(cand), precision_bits(ref)
-    same = bits_r is not None and bits_c >= bits_r
-    code = codes.DIVERGENCE if same else codes.PRECISION_CODES.get(cand, codes.DIVERGENCE)
-    u = float_formats.unit_roundoff(cand if bits_r is None or bits_c <= bits_r else ref)
-    if kind == metadata.ACTIVATION_DIVERGENCE:
-        factor, growth, shape = thresholds.value_rounding, float(depth), "%d" % depth
-    else:
-        factor, growth, shape = thresholds.gradient_rounding, math.sqrt(depth), "sqrt(%d)" % depth
-    budget = factor * u * growth * (math.sqrt(2.0) if same else 1.0)
-    if budget >= floor:
-        basis = "%s rounding at depth %d: %g x u x %s%s = %.3g" % (
-            cand, depth, factor, shape, " x sqrt(2), both sides round" if same else "", budget)
-        return RowRule(code, budget, basis, u, same, floor)
-    return RowRule(code, floor, "fixed floor %s = %.3g" % (floor_name, floor), u, same, floor)
+def _measured_basis(kind, thresholds, dtype, u):
+    noise = ("; at least %g x its sampling noise (the half batch's distance from the batch)"
+             % thresholds.half_batch_fraction) if kind in HALF_BATCH_COLUMN else ""
+    return ("%g x the stable-rounding divergence (%s rounding between layers)%s; the largest of the last %d "
+            "logged comparisons; at least u = %.3g" % (
+                thresholds.stable_factor, dtype, noise, thresholds.stable_window, u))
 
 
-def _noise(kind, values, series, rules, cand, ref, thresholds):
-    """[S, R] flags where a gradient row's reference is rounding noise, and
-    per row the rel_l2 from which it is (NaN for rows this rule does not cover).
+def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=None):
+    """The Judgement of a divergence-like Series (see the module doc).
 
-    Both sides rounding alike, two noises of one size are uncorrelated and
-    as large: rel_l2 >= 0.5, |cosine| < 0.5 and norm_ratio in [0.5, 2]."""
-    n_rows = values.shape[1]
-    levels = np.full(n_rows, np.nan)
-    alike = np.zeros(n_rows, bool)
-    if kind == metadata.DIVERGENCE:
-        for r, rule in enumerate(rules):
-            if cand[r] is None or precision_bits(ref[r]) is None:
-                continue
-            if rule.same:
-                levels[r], alike[r] = 0.5, True
-            else:
-                levels[r] = (float_formats.unit_roundoff(cand[r]) / float_formats.unit_roundoff(ref[r])
-                             / thresholds.noise_factor)
-    with np.errstate(invalid="ignore"):
-        noise = values >= levels[None, :]
-        if alike.any():
-            cosine = np.abs(series.column("cosine").astype(np.float64))
-            ratio = series.column("norm_ratio").astype(np.float64)
-            uncorrelated = (cosine < 0.5) & (ratio >= 0.5) & (ratio <= 2.0)
-            noise &= np.where(alike[None, :], uncorrelated, True)
-    return noise, levels
-
-
-def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS):
-    """The Judgement of a divergence-like Series (see the module doc)."""
+    ``output_stable`` ([S], loss records only): the stable divergence of the
+    model output at the same steps, the least the loss's scale is.
+    """
     record = series.record
     kind = record.kind
     info = records.read_comparison(record, series.tag)
@@ -218,83 +192,79 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS):
     n_steps, n_rows = values.shape
     cand, ref = _row_dtypes(kind, info, n_rows, context)
     depths = _row_depths(kind, n_rows, context)
+    nothing = np.zeros((n_steps, n_rows), bool)
     if info.comparison == records.REPLICA_VS_MEAN:
-        nothing = np.zeros((n_steps, n_rows), bool)
-        return Judgement(column, values, nothing, nothing, [None] * n_rows, [REPLICA_RULE] * n_rows,
-                         [codes.DIVERGENCE] * n_rows, cand, depths, REPLICA_RULE)
-    rules = [row_rule(kind, cand[r], ref[r], depths[r], thresholds) for r in range(n_rows)]
-    limits = np.array([rule.limit for rule in rules], np.float64)
+        return Judgement(column, values, nothing, nothing, nothing, np.full((n_steps, n_rows), np.nan),
+                         [REPLICA_RULE] * n_rows, [codes.DIVERGENCE] * n_rows, cand, depths,
+                         np.zeros(n_rows, bool), REPLICA_RULE)
+    rules = [rounding_budget.row_rule(kind, cand[r], ref[r], depths[r], thresholds) for r in range(n_rows)]
+    stable = _stable_scale(series, kind, output_stable)
+    measured = np.isfinite(stable).any(axis=0) & np.array(
+        [c is not None and (precision_bits(r) is None or precision_bits(c) < precision_bits(r))
+         for c, r in zip(cand, ref)], dtype=bool)
+    limits = np.tile(np.array([rule.limit for rule in rules], np.float64), (n_steps, 1))
     basis = [rule.basis for rule in rules]
+    if measured.any():
+        u = np.array([float_formats.unit_roundoff(c) if m else np.nan for c, m in zip(cand, measured)])
+        env = harm.envelope(stable, thresholds.stable_window)
+        scaled = harm.measured_limit(env, thresholds.stable_factor, u[None, :])
+        noise = harm.envelope(_half_batch(series, kind), thresholds.stable_window)
+        scaled = np.fmax(scaled, np.where(np.isfinite(scaled), thresholds.half_batch_fraction * noise, np.nan))
+        use = measured[None, :] & np.isfinite(scaled)
+        limits = np.where(use, scaled, limits)
+        for r in np.nonzero(measured)[0]:
+            basis[r] = _measured_basis(kind, thresholds, cand[r], u[r])
+    above = harm.exceeds(values, limits)
+    hit = harm.harmed(values, limits, thresholds.held_comparisons, thresholds.immediate_factor) & measured[None, :]
+    formula = ~measured
     with np.errstate(invalid="ignore"):
-        hit = values > limits[None, :]
-    if kind == metadata.ACTIVATION_DIVERGENCE:
-        hit = _with_rise(values, series.steps, rules, thresholds, hit, limits, basis)
-    noise, levels = _noise(kind, values, series, rules, cand, ref, thresholds)
-    hit &= ~noise
-    out_limits = [float(v) for v in limits]
+        formula_hit = (values > limits) & formula[None, :]
+    if kind == metadata.ACTIVATION_DIVERGENCE and formula.any():
+        formula_hit = rounding_budget.with_rise(values, series.steps, rules, thresholds, formula_hit, limits,
+                                                basis, formula)
+    noise, levels = rounding_budget.noise(kind, values, series, [r if f else None for r, f in zip(rules, formula)],
+                                          cand, ref, thresholds)
+    hit = hit | (formula_hit & ~noise)
+    above &= ~noise
     counts = noise.sum(axis=0)
     for r in np.nonzero(counts * 2 > n_steps)[0]:
         basis[r] = ("reference at the rounding noise of its own computation (rel_l2 >= %.3g) at %d of %d "
                     "steps: true gradient 0, not judged there" % (levels[r], counts[r], n_steps))
-        out_limits[r] = None
-    return Judgement(column, values, hit, noise, out_limits, basis, [rule.code for rule in rules], cand,
-                     depths, _RULES[kind])
+        limits[:, r] = np.nan
+    rule = (MEASURED_RULE % dict(dataclasses.asdict(thresholds), column=column) if measured.all()
+            else _FORMULA_RULES[kind])
+    return Judgement(column, values, hit, above, noise, limits, basis, [rule_.code for rule_ in rules], cand,
+                     depths, measured, rule)
 
 
-def _with_rise(values, steps, rules, thresholds, hit, limits, basis):
-    """Fold the early-baseline rule into the activation rows: lowers
-    ``limits`` and rewrites ``basis`` in place where it applies; returns the
-    flags with the held rises added."""
-    median, end = detectors.baseline(values, thresholds.baseline_steps)
-    u = np.array([np.nan if rule.u is None else rule.u for rule in rules])
-    floor = np.array([rule.floor for rule in rules])
-    with np.errstate(invalid="ignore"):
-        base = np.maximum(median, u / 4)
-        rise = np.maximum(thresholds.rise_factor * base, floor)
-        applies = np.isfinite(rise) & (rise < limits)
-        if not applies.any():
-            return hit
-        rising = (values > rise[None, :]) & applies[None, :]
-    rising &= np.arange(len(values))[:, None] >= end[None, :]
-    held = detectors.sustained(rising, thresholds.rise_steps)
-    for r in np.nonzero(applies)[0]:
-        basis[r] = "%g x its baseline %.3g (median of steps %d-%d), held %d logged steps = %.3g" % (
-            thresholds.rise_factor, base[r], int(steps[0]), int(steps[end[r] - 1]), thresholds.rise_steps,
-            rise[r])
-        limits[r] = rise[r]
-    return hit | held
+class _Cached:
+    """A Judgement in the source's cache (sized for its LRU)."""
+
+    def __init__(self, judgement):
+        self.judgement = judgement
+        self.nbytes = 4096 + 4 * judgement.values.nbytes
 
 
-def row_limits(judgement):
-    """JSON-ready per-row limits (None where not judged) of a Judgement."""
-    return [None if v is None else float(v) for v in judgement.limits]
-
-
-def limits(source, run, tag, thresholds=codes.DEFAULT_THRESHOLDS):
-    """The tolerances route: the limit each row of a divergence-like tag is judged against.
-
-    Returns ``{"run", "tag", "kind", "column", "rows", "limits", "basis",
-    "rule"}``; NotFoundError for an unknown run or tag, InvalidArgumentError
-    for a kind without tolerances (or an unreadable tag).
-    """
-    entry = source.entry(run, tag)
-    if entry.record is None:
-        raise errors.InvalidArgumentError(entry.error or "unreadable gradlens record")
-    if entry.kind not in codes.DIVERGENCE_KINDS:
-        raise errors.InvalidArgumentError(
-            "tag %r is a %s record: tolerances exist for %s" % (tag, entry.kind, ", ".join(codes.DIVERGENCE_KINDS))
-        )
-    judgement = judge_entry(source, entry, thresholds)
-    return {
-        "run": run,
-        "tag": tag,
-        "kind": entry.kind,
-        "column": judgement.column,
-        "rows": list(entry.record.rows),
-        "limits": row_limits(judgement),
-        "basis": list(judgement.basis),
-        "rule": judgement.rule,
-    }
+def _output_stable(source, entry):
+    """[S] the stable divergence of the model output (the last layer output
+    row of the same comparison's activation record) at the loss record's
+    steps, or None."""
+    key = comparison_key(entry)
+    for other in source.entries_of_kind(entry.run, metadata.ACTIVATION_DIVERGENCE):
+        if other.record is None or comparison_key(other) != key:
+            continue
+        if metadata.STABLE_REL_L2 not in other.record.columns:
+            return None
+        acts = source.series(entry.run, other.tag)
+        loss = source.series(entry.run, entry.tag)
+        out = np.full(len(loss.steps), np.nan)
+        where = {int(s): i for i, s in enumerate(acts.steps)}
+        column = acts.column(metadata.STABLE_REL_L2)[:, -1]
+        for i, s in enumerate(loss.steps):
+            if int(s) in where:
+                out[i] = column[where[int(s)]]
+        return out
+    return None
 
 
 def context_of(source, entry):
@@ -304,5 +274,79 @@ def context_of(source, entry):
 
 
 def judge_entry(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
-    """``judge`` of a tag, read through ``source``."""
-    return judge(source.series(entry.run, entry.tag), context_of(source, entry), thresholds)
+    """The Judgement of a divergence-like tag, made on the whole record
+    (``source.unfiltered`` when the source is a filtered view) and then
+    restricted to the rows and steps ``source`` shows."""
+    base = getattr(source, "unfiltered", None) or source
+    full = base.entry(entry.run, entry.tag)
+
+    def compute():
+        output = _output_stable(base, full) if full.kind == metadata.LOSS_COMPARISON else None
+        return _Cached(judge(base.series(full.run, full.tag), context_of(base, full), thresholds, output))
+
+    judgement = base.cached(("judgement", thresholds), full, compute).judgement
+    if base is source:
+        return judgement
+    shown = source.series(entry.run, entry.tag)
+    rows = [full.record.rows.index(r) for r in shown.record.rows]
+    where = {int(s): i for i, s in enumerate(base.series(full.run, full.tag).steps)}
+    steps = [where[int(s)] for s in shown.steps]
+    return restrict(judgement, rows, steps)
+
+
+def restrict(judgement, rows, steps):
+    """The Judgement of the rows and steps (indices) of a larger one."""
+    rows, steps = np.asarray(rows, np.intp), np.asarray(steps, np.intp)
+
+    def cut(array):
+        return np.asarray(array)[steps][:, rows]
+
+    def pick(values):
+        return [values[r] for r in rows]
+
+    return judgement._replace(
+        values=cut(judgement.values), hit=cut(judgement.hit), above=cut(judgement.above),
+        noise=cut(judgement.noise), limits=cut(judgement.limits), basis=pick(judgement.basis),
+        codes=pick(judgement.codes), dtypes=pick(judgement.dtypes), depths=pick(judgement.depths),
+        measured=np.asarray(judgement.measured)[rows],
+    )
+
+
+def json_limits(judgement):
+    """[R][S] limits, JSON-ready (None where a row is not judged at a step)."""
+    return [[None if not np.isfinite(v) else float(v) for v in judgement.limits[:, r]]
+            for r in range(judgement.limits.shape[1])]
+
+
+def limits(source, run, tag, thresholds=codes.DEFAULT_THRESHOLDS):
+    """The tolerances route: the limit of each row of a divergence-like tag at each step.
+
+    Returns ``{"run", "tag", "kind", "column", "rows", "steps", "limits",
+    "above", "harmed", "basis", "measured", "rule"}`` (``limits[r][s]``;
+    ``above`` and ``harmed``: the steps at which each row is above its
+    limit, and harmed); NotFoundError for an unknown run or tag,
+    InvalidArgumentError for a kind without tolerances (or an unreadable tag).
+    """
+    entry = source.entry(run, tag)
+    if entry.record is None:
+        raise errors.InvalidArgumentError(entry.error or "unreadable gradlens record")
+    if entry.kind not in codes.DIVERGENCE_KINDS:
+        raise errors.InvalidArgumentError(
+            "tag %r is a %s record: tolerances exist for %s" % (tag, entry.kind, ", ".join(codes.DIVERGENCE_KINDS))
+        )
+    judgement = judge_entry(source, entry, thresholds)
+    steps = source.series(run, tag).steps
+    return {
+        "run": run,
+        "tag": tag,
+        "kind": entry.kind,
+        "column": judgement.column,
+        "rows": list(entry.record.rows),
+        "steps": [int(s) for s in steps],
+        "limits": json_limits(judgement),
+        "above": [[int(steps[i]) for i in np.nonzero(judgement.above[:, r])[0]] for r in range(len(entry.record.rows))],
+        "harmed": [[int(steps[i]) for i in np.nonzero(judgement.hit[:, r])[0]] for r in range(len(entry.record.rows))],
+        "basis": list(judgement.basis),
+        "measured": [bool(m) for m in judgement.measured],
+        "rule": judgement.rule,
+    }

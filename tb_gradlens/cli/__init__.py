@@ -9,7 +9,8 @@ plugin serves (``tb_gradlens.analysis``); they never import TensorFlow.
 Exit status: 0 success (no alert at or above ``--fail-on``), 1 alerts at or
 above ``--fail-on``, 2 usage error, 3 the logdir or a run/quantity could not
 be read, 4 internal error (a crash is never 1, and never a traceback unless
-$TB_GRADLENS_DEBUG is set).
+$TB_GRADLENS_DEBUG is set), 5 the output (``-o`` file, standard output)
+could not be written.
 """
 
 import argparse
@@ -24,9 +25,11 @@ from tb_gradlens.cli.common import ENV_DEBUG
 from tb_gradlens.cli.common import EXIT_ALERTS  # noqa: F401
 from tb_gradlens.cli.common import EXIT_INTERNAL
 from tb_gradlens.cli.common import EXIT_OK  # noqa: F401
+from tb_gradlens.cli.common import EXIT_OUTPUT
 from tb_gradlens.cli.common import EXIT_READ_ERROR  # noqa: F401
 from tb_gradlens.cli.common import EXIT_USAGE
 from tb_gradlens.cli.common import CommandError
+from tb_gradlens.cli.common import plain_int
 from tb_gradlens.cli.common import printable
 
 
@@ -50,7 +53,7 @@ def build_parser():
         description="tb_gradlens: gradient statistics and bfloat16 divergence for "
         "TensorBoard, without a browser.",
         epilog="exit status: 0 ok, 1 alerts at or above --fail-on, 2 usage error, "
-        "3 logdir/run/quantity not readable, 4 internal error.\nRun 'tb-gradlens COMMAND --help' for examples.",
+        "3 logdir/run/quantity not readable, 4 internal error, 5 output not writable.\nRun 'tb-gradlens COMMAND --help' for examples.",
         formatter_class=formatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -65,7 +68,10 @@ def build_parser():
         epilog="examples:\n"
         "  tb-gradlens report logs/\n"
         "  tb-gradlens report logs/ --run 'bf16' --fail-on error   # CI gate\n"
-        "  tb-gradlens report logs/ --json > report.json",
+        "  tb-gradlens report logs/ --json > report.json\n\n"
+        "exit status: 0 ok (nothing at or above --fail-on), 1 with --fail-on: an alert at or above it, a run\n"
+        "lacking records its writer asked for, or (--fail-on warning) an event file not read in full\n"
+        "(damaged, truncated, two writers), 2 usage, 3 logdir/run not readable, 4 internal error",
         formatter_class=formatter,
     )
     _add_logdir(report)
@@ -84,12 +90,17 @@ def build_parser():
         description="Step-aligned values of a quantity in RUN_A and RUN_B: difference, "
         "ratio, relative difference; steps logged by one run only are listed. "
         "An optional noise-floor run C (e.g. float32 with another seed) shows whether "
-        "B drifts from A more than ordinary run-to-run variation.",
+        "B drifts from A more than ordinary run-to-run variation, on sustained evidence: "
+        "B's mean |(B-A)/|A|| over windows of logged steps against C's, several windows in a row.",
         epilog="examples:\n"
         "  tb-gradlens compare logs/ float32 mixed_bfloat16                  # the loss scalar\n"
         "  tb-gradlens compare logs/ float32 mixed_bfloat16 --kind grad_stats \\\n"
         "      --row mlp/dense_1/kernel --column l2_norm --noise-floor float32_seed1\n"
-        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --json",
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --noise-floor float32_seed1 \\\n"
+        "      --fail-on beyond-noise                                         # a CI gate\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --json\n\n"
+        "exit status: 0 compared (within the noise floor, or none given), 1 beyond the noise floor with\n"
+        "--fail-on beyond-noise, 2 usage, 3 logdir/run/quantity not readable, 4 internal error",
         formatter_class=formatter,
     )
     _add_logdir(compare)
@@ -102,7 +113,9 @@ def build_parser():
     compare.add_argument("--row", help="variable or layer path (record kinds)")
     compare.add_argument("--column", help="statistic or metric (record kinds), e.g. l2_norm")
     _add_json(compare)
-    compare.add_argument("--max-rows", type=int, default=40, help="table rows shown (0: all)")
+    compare.add_argument("--max-rows", type=plain_int, default=40, help="table rows shown (0: all)")
+    compare.add_argument("--fail-on", choices=("beyond-noise",), default=None,
+                         help="exit 1 when run B is beyond the noise floor (needs --noise-floor)")
     compare.set_defaults(func=runs_command.compare_runs)
 
     export = sub.add_parser(
@@ -115,7 +128,8 @@ def build_parser():
         "  tb-gradlens export logs/ --format csv -o gradlens.csv\n"
         "  tb-gradlens export logs/ --format json --kind divergence -o div.jsonl\n"
         "pandas:\n"
-        "  pd.read_csv('gradlens.csv')        pd.read_json('div.jsonl', lines=True)",
+        "  pd.read_csv('gradlens.csv')        pd.read_json('div.jsonl', lines=True)\n\n"
+        "exit status: 0 exported, 2 usage, 3 logdir/run not readable, 4 internal error",
         formatter_class=formatter,
     )
     _add_logdir(export)
@@ -136,7 +150,9 @@ def build_parser():
         "during training.",
         epilog="examples:\n"
         "  tb-gradlens advise logs/\n"
-        "  tb-gradlens advise logs/ --run bf16 --json",
+        "  tb-gradlens advise logs/ --run bf16 --json\n\n"
+        "exit status: 0 advice printed, 2 usage, 3 logdir/run not readable or no run has advice,\n"
+        "4 internal error",
         formatter_class=formatter,
     )
     _add_logdir(advise)
@@ -153,12 +169,13 @@ def build_parser():
         epilog="examples:\n"
         "  tb-gradlens demo\n"
         "  tb-gradlens demo --logdir /tmp/gradlens_demo --port 6006\n"
-        "  tb-gradlens demo --steps 50 --no-serve",
+        "  tb-gradlens demo --steps 50 --no-serve\n\n"
+        "exit status: 0 trained (and served until Ctrl-C), 2 usage, 4 internal error, 130 interrupted",
         formatter_class=formatter,
     )
     demo.add_argument("--logdir", default="/tmp/gradlens_demo")
-    demo.add_argument("--steps", type=int, default=300)
-    demo.add_argument("--port", type=int, default=6006)
+    demo.add_argument("--steps", type=plain_int, default=300)
+    demo.add_argument("--port", type=plain_int, default=6006)
     demo.add_argument(
         "--no-serve", action="store_true", help="only write the logdir, do not serve"
     )
@@ -175,8 +192,15 @@ def main(argv=None):
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
+    stdout = sys.stdout
+    sys.stdout = OutputStream(stdout)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a full disk behind stdout shows here at the latest
+        return status
+    except OutputError as e:
+        print("tb-gradlens: writing the output failed: %s" % printable(e.strerror or e), file=sys.stderr)
+        return EXIT_OUTPUT
     except CommandError as e:
         print("tb-gradlens: %s" % printable(e), file=sys.stderr)
         return e.status
@@ -185,7 +209,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("tb-gradlens: interrupted", file=sys.stderr)
         return 130
-    except OSError as e:  # a file or directory that could not be read or written
+    except OSError as e:  # a file or directory that could not be read
         print("tb-gradlens: %s" % printable(e), file=sys.stderr)
         return EXIT_READ_ERROR
     except Exception as e:  # noqa: BLE001 - a crash: exit 4, one line (traceback on request)
@@ -196,5 +220,38 @@ def main(argv=None):
         print("tb-gradlens: internal error (%s: %s); set %s=1 to see where"
               % (type(e).__name__, printable(str(e)[:500]), ENV_DEBUG), file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        sys.stdout = stdout
+
+
+class OutputError(OSError):
+    """Writing the command's output (standard output) failed."""
+
+
+class OutputStream:
+    """Standard output whose write errors are ``OutputError`` (exit 5), not
+    read errors; a closed pipe stays ``BrokenPipeError`` (exit 0)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputError(e.errno, e.strerror) from None
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OutputError(e.errno, e.strerror) from None
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 

@@ -34,6 +34,11 @@ def advise(args):
 
 
 def demo(args):
+    import os
+
+    # The demo's own process: TensorFlow's start-up notes and the XLA service lines of its XLA comparison
+    # are INFO logs (level 0); warnings (level 1) still print.  A level the user set is kept.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     from tb_gradlens import demo
 
     return demo.run(

@@ -10,14 +10,23 @@ EXIT_ALERTS = 1
 EXIT_USAGE = 2
 EXIT_READ_ERROR = 3
 EXIT_INTERNAL = 4
+EXIT_OUTPUT = 5
 ENV_DEBUG = "TB_GRADLENS_DEBUG"
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Control characters, and the bidirectional controls that reorder what a
+# terminal shows after them (a right-to-left override reverses a label).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match):
+    code = ord(match.group())
+    return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code
 
 
 def printable(text):
-    """``text`` safe for a terminal: control characters as \\xNN escapes."""
-    return _CONTROL.sub(lambda m: "\\x%02x" % ord(m.group()), str(text))
+    """``text`` safe for a terminal: control characters as \\xNN escapes,
+    bidirectional controls (U+202E ...) as \\uNNNN."""
+    return _CONTROL.sub(_escape, str(text))
 
 
 def no_tensorflow_for_reading():
@@ -37,14 +46,52 @@ class CommandError(Exception):
         self.status = status
 
 
-def open_source(args):
-    """(Source, LogdirSource) of ``args.logdir``; warnings printed to stderr."""
-    no_tensorflow_for_reading()
-    from tb_gradlens import logdir as logdir_lib
-    from tb_gradlens import reading
+def plain_int(text):
+    """An argparse type: a plain ASCII integer ("12", "-3"), nothing else
+    (``int`` also takes "1_000", " 5", full-width and other scripts' digits)."""
+    if not _PLAIN_INT.fullmatch(text):
+        import argparse
+
+        raise argparse.ArgumentTypeError("%r is not a plain integer (ASCII digits only)" % text)
+    return int(text)
+
+
+_PLAIN_INT = re.compile(r"-?[0-9]+", re.ASCII)
+
+
+def run_matcher(pattern):
+    """The compiled ``--run`` pattern (None for none); a refused pattern is a
+    usage error, said before the logdir is read."""
+    if not pattern:
+        return None
+    from tb_gradlens import patterns
 
     try:
-        loaded = logdir_lib.open_logdir(args.logdir, progress=not args.quiet)
+        return patterns.compile(pattern)
+    except patterns.PatternError as e:
+        raise CommandError("--run %r: %s" % (pattern, e), EXIT_USAGE) from None
+
+
+def open_source(args):
+    """(Source, LogdirSource) of ``args.logdir``; warnings printed to stderr.
+
+    With ``args.run`` (a pattern), the pattern is checked first and only the
+    runs it matches are read."""
+    matcher = run_matcher(getattr(args, "run", None))
+    no_tensorflow_for_reading()
+    from tb_gradlens import logdir as logdir_lib
+    from tb_gradlens import patterns
+    from tb_gradlens import reading
+
+    wanted = None
+    if matcher is not None:
+        def wanted(runs):
+            try:
+                return matcher.filter(runs)
+            except patterns.PatternError as e:
+                raise CommandError("--run %r: %s" % (args.run, e), EXIT_USAGE) from None
+    try:
+        loaded = logdir_lib.open_logdir(args.logdir, progress=not args.quiet, select_runs=wanted)
     except logdir_lib.LogdirError as e:
         raise CommandError(str(e)) from None
     for problem in loaded.problems:
@@ -60,15 +107,50 @@ def read_problems(loaded, runs=None):
 def select_runs(source, pattern):
     """The runs whose name matches ``pattern`` (Python regex syntax, matched in
     bounded time by ``tb_gradlens.patterns``); a refused pattern is a usage error."""
-    from tb_gradlens import patterns
-
+    matcher = run_matcher(pattern)
     runs = source.runs()
-    if pattern:
+    if matcher is not None:
+        from tb_gradlens import patterns
+
         try:
-            runs = [runs[i] for i in patterns.filter_names(pattern, runs)]
+            runs = [runs[i] for i in matcher.filter(runs)]
         except patterns.PatternError as e:
             raise CommandError("--run %r: %s" % (pattern, e), EXIT_USAGE) from None
     return runs
+
+
+def open_output(path):
+    """The text file to write (``-`` or None: standard output); a file that
+    cannot be opened is an output error (EXIT_OUTPUT), not a read error."""
+    if not path or path == "-":
+        return sys.stdout
+    try:
+        return open(path, "w", newline="", encoding="utf-8")
+    except OSError as e:
+        raise CommandError("cannot write %s: %s" % (path, e.strerror or e), EXIT_OUTPUT) from None
+
+
+def known_runs_text(runs, limit=20):
+    """"a, b, c" (the first ``limit`` and how many more) of run names, printable."""
+    shown = ", ".join(printable(r) for r in runs[:limit])
+    return (shown + (" and %d more" % (len(runs) - limit) if len(runs) > limit else "")) or "none"
+
+
+def require_runs(loaded, names):
+    """CommandError (exit 3) "no such run" for the first of ``names`` that is
+    no run of the logdir (a run directory holding event files), with the
+    runs it has: a mistyped run is said as such, not as a missing quantity."""
+    for name in names:
+        if name is not None and name not in loaded.runs:
+            raise CommandError("no such run %r in %s; its runs: %s"
+                               % (printable(name), printable(loaded.logdir), known_runs_text(loaded.runs)))
+
+
+def unread_files(loaded, runs):
+    """The logdir's problems that leave steps of ``runs`` unread (a damaged
+    or truncated event file, two writers, a run read only up to an error)."""
+    return [p for p in loaded.problems if (p.run in runs or p.run is None)
+            and (p.kind in ("damaged", "overlap") or (p.kind == "skipped" and p.run is not None))]
 
 
 def dumps(obj):

@@ -22,7 +22,7 @@ def export(args):
     if unknown:
         raise CommandError("unknown --kind %s (kinds: %s)" % (", ".join(sorted(unknown)), ", ".join(metadata.KINDS)), EXIT_USAGE)
     rows, problems = analysis.export_rows(source, runs, kinds)
-    out = open(args.output, "w", newline="", encoding="utf-8") if args.output and args.output != "-" else sys.stdout
+    out = common.open_output(args.output)
     count = 0
     try:
         if args.format == "csv":
@@ -36,6 +36,11 @@ def export(args):
                 out.write(json.dumps(row, ensure_ascii=False))
                 out.write("\n")
                 count += 1
+    except OSError as e:
+        if out is sys.stdout:
+            raise
+        raise CommandError("writing %s failed after %d rows: %s" % (args.output, count, e.strerror or e),
+                           common.EXIT_OUTPUT) from None
     finally:
         if out is not sys.stdout:
             out.close()

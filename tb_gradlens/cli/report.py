@@ -42,8 +42,8 @@ def report(args):
     runs = common.select_runs(source, args.run)
     if not runs:
         raise CommandError(
-            "no run with gradlens records%s in %s"
-            % (" matching %r" % args.run if args.run else "", args.logdir)
+            "no run with gradlens records%s in %s; its runs with gradlens records: %s"
+            % (" matching %r" % args.run if args.run else "", args.logdir, common.known_runs_text(source.runs()))
         )
     source = source.restricted(runs)  # another run's records are never read
     headlines = {h["run"]: h for h in analysis.overview(source) if h["run"] in runs}
@@ -54,6 +54,8 @@ def report(args):
     fail_levels = {"error": ("error",), "warning": ("error", "warning")}.get(args.fail_on, ())
     failing = [a for a in alerts if a.severity in fail_levels]
     incomplete = [run for run in runs if lens[run]["missing"]] if args.fail_on else []
+    # An event file not read in full is a warning: what was not read can hold any alert.
+    unread = common.unread_files(loaded, runs) if args.fail_on == "warning" else []
     if args.json:
         print(
             common.dumps(
@@ -66,6 +68,7 @@ def report(args):
                     "fail_on": args.fail_on,
                     "failing_alerts": len(failing),
                     "runs_missing_records": incomplete,
+                    "unread_files": [p.to_json() for p in unread],
                 }
             )
         )
@@ -81,7 +84,10 @@ def report(args):
             if incomplete:
                 print("%d run(s) lack records their writers asked for (%s): failing"
                       % (len(incomplete), ", ".join(printable(r) for r in incomplete)))
-    return EXIT_ALERTS if failing or incomplete else EXIT_OK
+            if unread:
+                print("%d event file problem(s) leave steps unread (%s): failing"
+                      % (len(unread), ", ".join(printable(p.path or p.run) for p in unread)))
+    return EXIT_ALERTS if failing or incomplete or unread else EXIT_OK
 
 
 def _headline_text(h):
@@ -98,7 +104,8 @@ def _headline_text(h):
                printable(sides[0]), printable(sides[1]), limit)
         )
     else:
-        out.append("  worst divergence: - (no comparison logged)")
+        why = h.get("no_comparison")
+        out.append("  worst divergence: - (no comparison logged%s)" % (": " + printable(why) if why else ""))
     if h.get("first_nonfinite_step") is not None:
         out.append(
             "  first NaN/Inf: step %d in %s"

@@ -4,6 +4,7 @@
 import sys
 
 from tb_gradlens.cli import common
+from tb_gradlens.cli.common import EXIT_ALERTS
 from tb_gradlens.cli.common import EXIT_OK
 from tb_gradlens.cli.common import EXIT_USAGE
 from tb_gradlens.cli.common import CommandError
@@ -15,7 +16,10 @@ def compare_runs(args):
 
     from tb_gradlens import analysis
 
-    source, _ = common.open_source(args)
+    if args.fail_on and not args.noise_floor:
+        raise CommandError("--fail-on beyond-noise needs a noise floor: --noise-floor RUN_C", EXIT_USAGE)
+    source, loaded = common.open_source(args)
+    common.require_runs(loaded, [args.run_a, args.run_b, args.noise_floor])
     quantity = analysis.Quantity(kind=args.kind, tag=args.tag, row=args.row, column=args.column)
     try:
         result = analysis.compare_runs(source, args.run_a, args.run_b, quantity, args.noise_floor)
@@ -25,9 +29,10 @@ def compare_runs(args):
         raise CommandError(str(e), EXIT_USAGE) from None
     if result["note"]:
         print("note: %s" % printable(result["note"]), file=sys.stderr)
+    status = EXIT_ALERTS if args.fail_on and result["summary"]["exceeds_noise"] else EXIT_OK
     if args.json:
         print(common.dumps(result))
-        return EXIT_OK
+        return status
     q = result["quantity"]
     what = q["tag"] if q["kind"] == analysis.SCALAR else "%s %s of %s" % (q["kind"], q["column"], q["row"])
     print("compare %s: A=%s  B=%s%s" % (
@@ -46,12 +51,10 @@ def compare_runs(args):
     print(common.table(["step", "A", "B", "B-A", "B/A", "(B-A)/|A|"], rows))
     s = result["summary"]
     print("\nmax |(B-A)/|A||: %s" % common.fmt(s["max_abs_rel_difference"]))
-    if args.noise_floor:
-        print("noise floor max |(C-A)/|A||: %s" % common.fmt(s["noise_max_abs_rel_difference"]))
     print("verdict: %s" % printable(s["verdict"]))
     for label, key in (("A", "only_in_a"), ("B", "only_in_b")):
         steps = result[key]
         if len(steps):
             print("steps only in %s (%d): %s%s" % (label, len(steps), ", ".join(str(int(x)) for x in steps[:20]),
                                                   " ..." if len(steps) > 20 else ""))
-    return EXIT_OK
+    return status

@@ -29,10 +29,15 @@ float32 at the variables (at most half a float32 ULP; the float32
 candidate's accumulated error is what the comparison shows).  Use
 ``compare_fn`` for float64 gradients.
 
+Both sides are judged against the stable-rounding pass (``stable``): the
+reference computed stably but rounded to the candidate's dtype between
+layers, whose divergence is what rounding alone does to each compared row.
+
 Modules: ``variants`` (Variant, Comparison), ``functions`` (compare_fn),
-``keras_passes`` (KerasPass, compare_keras), ``randomness`` (shared random
-draws), ``instruments`` (layer calls seen by a pass), ``dtype_maps``,
-``replay`` (a non-finite step replayed as configured and in float32).
+``keras_passes`` (KerasPass), ``keras_step`` (compare_keras), ``stable``
+(the stable-rounding pass), ``randomness`` (shared random draws),
+``instruments`` (layer calls seen by a pass), ``dtype_maps``, ``replay`` (a
+non-finite step replayed as configured and in float32).
 """
 
 from tb_gradlens.compare.dtype_maps import dominant_policy  # noqa: F401
@@ -42,12 +47,16 @@ from tb_gradlens.compare.dtype_maps import observe_dtypes  # noqa: F401
 from tb_gradlens.compare.functions import compare_fn  # noqa: F401
 from tb_gradlens.compare.instruments import ActivationRecorder  # noqa: F401
 from tb_gradlens.compare.keras_passes import KerasPass  # noqa: F401
-from tb_gradlens.compare.keras_passes import compare_keras  # noqa: F401
 from tb_gradlens.compare.keras_passes import keras_pass  # noqa: F401
 from tb_gradlens.compare.keras_passes import model_layers  # noqa: F401
 from tb_gradlens.compare.keras_passes import owner_compute_dtypes  # noqa: F401
 from tb_gradlens.compare.keras_passes import seed_states  # noqa: F401
 from tb_gradlens.compare.keras_passes import switched_policies  # noqa: F401
+from tb_gradlens.compare.keras_step import compare_keras  # noqa: F401
+from tb_gradlens.compare.keras_step import reference_pass_for  # noqa: F401
+from tb_gradlens.compare.keras_step import stable_pass_for  # noqa: F401
+from tb_gradlens.compare.stable import DitheredPass  # noqa: F401
+from tb_gradlens.compare.stable import StableRoundingPass  # noqa: F401
 from tb_gradlens.compare.randomness import SharedDraws  # noqa: F401
 from tb_gradlens.compare.replay import Replay  # noqa: F401
 from tb_gradlens.compare.replay import ReplayPasses  # noqa: F401

@@ -42,11 +42,11 @@ def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat1
     act_names = [k for k in cand[2] if k in ref[2]]
     act_div = None
     if act_names:
-        act_div = numerics.divergence_metrics(
+        act_div = numerics.comparison_values(numerics.divergence_metrics(
             [cand[2][k] for k in act_names],
             [ref[2][k] for k in act_names],
             [candidate.compute_dtype] * len(act_names),
-        )
+        ))
     return Comparison(
         gradient_dtypes=[candidate.compute_dtype] * len(variables),
         activation_dtypes=[candidate.compute_dtype] * len(act_names),
@@ -55,10 +55,10 @@ def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat1
         reference_extras=reference.describe(),
         candidate_extras=candidate.describe(),
         variable_rows=rows,
-        gradient_divergence=numerics.divergence_metrics(
+        gradient_divergence=numerics.comparison_values(numerics.divergence_metrics(
             cand[1], ref[1], [candidate.compute_dtype] * len(variables)
-        ),
-        loss=numerics.loss_comparison(ref[0], cand[0]),
+        )),
+        loss=numerics.comparison_values(numerics.loss_comparison(ref[0], cand[0])),
         activation_rows=act_names,
         activation_divergence=act_div,
         reference_gradients=ref[1],

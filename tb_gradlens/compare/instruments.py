@@ -3,8 +3,10 @@
 While an ``Instrument`` is active (a context manager), the ``call`` of
 every layer of its model is shadowed by an instance attribute that keeps a
 per-thread stack of the layers being called (``current_layer``: the
-random draws of a shadow pass ask it which layer draws) and hands each
-output to the active instruments of the thread.  Shadows are counted per
+random draws of a shadow pass ask it which layer draws), lets the active
+instruments of the thread replace the call's inputs and output
+(``transform_inputs``, ``transform_output``: the stable-rounding pass
+rounds them) and then hands the output to each of them (``on_output``).  Shadows are counted per
 layer and removed in ``finally`` when the last instrument using them
 exits, also when the block raises; a ``call`` the user had set on the
 instance is put back.
@@ -43,13 +45,18 @@ def current_layer():
 
 def _shadowing_call(layer, call):
     def call_seen_by_instruments(*args, **kwargs):
+        active = list(_active())
+        for instrument in active:
+            args, kwargs = instrument.transform_inputs(layer, args, kwargs)
         stack = _stack()
         stack.append(layer)
         try:
             out = call(*args, **kwargs)
         finally:
             stack.pop()
-        for instrument in list(_active()):
+        for instrument in active:
+            out = instrument.transform_output(layer, out)
+        for instrument in active:
             instrument.on_output(layer, out)
         return out
 
@@ -112,8 +119,19 @@ class Instrument:
         self._layers = None
         return False
 
+    def transform_inputs(self, layer, args, kwargs):
+        """``(args, kwargs)`` a layer call (any model's) in this thread runs
+        with; unchanged by default."""
+        return args, kwargs
+
+    def transform_output(self, layer, out):
+        """The output a layer call (any model's) in this thread returns;
+        unchanged by default."""
+        return out
+
     def on_output(self, layer, out):
-        """Called after each layer call (any model's) in this thread."""
+        """Called after each layer call (any model's) in this thread, with
+        the output the call returns."""
 
 
 class ActivationRecorder(Instrument):

@@ -78,6 +78,12 @@ def _wrapper(name, original):
     return shared_draw
 
 
+# The name scope of the ops a pass draws its random numbers with: they run in
+# the dtype the layer computes in as configured (16 bits in a float32 pass),
+# which is no layer computing in 16 bits (``graph_dtypes``).
+DRAW_SCOPE = "tb_gradlens_draw"
+
+
 def _float_dtype_name(dtype):
     if dtype is None:
         return None
@@ -161,7 +167,8 @@ class SharedDraws:
         if self.replay is not None:
             return tf.cast(self._take(), requested)
         # dtype None is floatx in the step too (AlphaDropout's uniform draw).
-        drawn = original(**dict(arguments, dtype=requested if asked is None else self.draw_dtype(asked)))
+        with tf.name_scope(DRAW_SCOPE):
+            drawn = original(**dict(arguments, dtype=requested if asked is None else self.draw_dtype(asked)))
         self.recorded.append(drawn)
         return tf.cast(drawn, requested)
 
@@ -170,9 +177,10 @@ class SharedDraws:
             return original(inputs, rate, noise_shape=noise_shape, seed=seed)
         inputs = tf.convert_to_tensor(inputs)
         if self.replay is None:
-            shape = keras_private.concrete_noise_shape(inputs, noise_shape)
-            ones = tf.ones(shape, self.draw_dtype(inputs.dtype))
-            keep = tf.not_equal(original(ones, rate, noise_shape=None, seed=seed), 0)
+            with tf.name_scope(DRAW_SCOPE):
+                shape = keras_private.concrete_noise_shape(inputs, noise_shape)
+                ones = tf.ones(shape, self.draw_dtype(inputs.dtype))
+                keep = tf.not_equal(original(ones, rate, noise_shape=None, seed=seed), 0)
         else:
             keep = None
         keep = self._keep(keep) if keep is not None else self._take()

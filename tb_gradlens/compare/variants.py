@@ -126,13 +126,16 @@ class Comparison:
       reference, candidate: the Variants.
       reference_extras, candidate_extras: their record descriptions.
       variable_rows: variable paths (rows of ``gradient_divergence``).
-      gradient_divergence: float32 ``[V, 9]`` (metadata.DIVERGENCE_COLUMNS).
-      loss: float32 ``[1, 4]`` (metadata.LOSS_COMPARISON_COLUMNS).
+      gradient_divergence: float32 ``[V, 10]`` (metadata.DIVERGENCE_COLUMNS:
+        the metrics, then the stable-rounding pass's rel_l2, NaN if not run).
+      loss: float32 ``[1, 5]`` (metadata.LOSS_COMPARISON_COLUMNS).
       activation_rows: layer output names, in forward order (may be empty).
-      activation_divergence: float32 ``[L, 9]`` or None.
+      activation_divergence: float32 ``[L, 10]`` or None.
       reference_gradients, candidate_gradients: the raw gradients.
       gradient_dtypes, activation_dtypes: the candidate's compute dtype per
         variable / per activation row (``records.comparison_extras``).
+      reference_16_bit: ``{layer path: dtype}`` of the layers the reference
+        computes in 16 bits whatever their policy (``graph_dtypes``; optional).
     """
 
     def __init__(self, **fields):
@@ -147,7 +150,7 @@ class Comparison:
         }.get(kind)
         return records.comparison_extras(
             self.reference_extras, self.candidate_extras, numerics.SIGNIFICANCE_FLOOR,
-            row_dtypes=row_dtypes,
+            row_dtypes=row_dtypes, reference_16_bit=getattr(self, "reference_16_bit", None),
         )
 
     def write(self, step=None, name=None):

@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from tb_gradlens import compare
 from tb_gradlens import distribute
+from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
@@ -102,7 +103,12 @@ class GradLens(LoopChecks):
             return tf.constant(True)
 
         with safety.guard(cause):
-            return tf.cond(due, branch, lambda: tf.constant(False))
+            out = tf.cond(due, branch, lambda: tf.constant(False))
+            if distribute.replica_context() is None:
+                # A functional If runs only the branch taken, and leaves no Merge node with a control
+                # input for Grappler's loop optimizer to warn about ("Skipping loop optimization").
+                keras_private.keep_branches_unlowered(out)
+            return out
         return tf.constant(False)
 
     def log_gradients(self, grads, variables, step):
@@ -184,9 +190,14 @@ class GradLens(LoopChecks):
         passes draw the step's dropout masks; a step that draws random
         numbers without them is recomputed from the current states.  The
         records' ``candidate`` extras say which (``gradients``: "applied"
-        or "recomputed"; ``execution``: "eager", "graph" or "xla").
+        or "recomputed"; ``execution``: "eager", "graph" or "xla").  Before a
+        model's first step has built it, there is nothing to compare: False.
         """
         reference, candidate = compare.as_variant(reference), compare.as_variant(candidate)
+        if not getattr(model, "built", True):
+            # A model built by its first step (subclassed, Sequential without an Input) has no
+            # weights to compare before it: its passes would build it inside their traces.
+            return False
         if gradients is not None and not candidate.is_model_as_configured(False):
             raise ValueError("tb_gradlens.GradLens.compare_keras: gradients= are the loop's own step: give them "
                              "only with a candidate that is the model as configured (candidate=None)")
@@ -198,8 +209,9 @@ class GradLens(LoopChecks):
         key = (id(model), reference, candidate, activations)
         if key not in self._passes:
             self._passes[key] = (
-                compare.KerasPass(model, reference, activations),
+                compare.reference_pass_for(model, reference, candidate, activations),
                 compare.KerasPass(model, candidate, activations),
+                compare.stable_pass_for(model, reference, candidate, activations),
             )
 
         def run():

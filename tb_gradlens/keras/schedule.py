@@ -94,6 +94,14 @@ def select(variables, pattern):
     return patterns.filter_names(pattern, summary_v2.variable_paths(variables))
 
 
+# Why a model gets no "auto" comparison (said in the run's lens status, the report and the tab).
+NO_16_BIT_LAYER = (
+    "every layer computes in float32: nothing to compare against (set a 16-bit policy, e.g. "
+    "keras.mixed_precision.set_global_policy('mixed_bfloat16'), before building the model; "
+    "keras.backend.clear_session() resets the global policy to float32)"
+)
+
+
 def comparison_pairs(model, comparisons):
     """[(reference, candidate)] Variants from the ``comparisons`` argument:
     "auto" is a float32 reference for the model as configured when a layer

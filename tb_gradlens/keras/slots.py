@@ -28,8 +28,9 @@ class ComparisonSlot:
         run_reference = reference.resolved(True) if xla else reference
         run_candidate = candidate.resolved(True) if xla else candidate
         self.passes = (
-            compare.KerasPass(model, run_reference, activations),
+            compare.reference_pass_for(model, run_reference, run_candidate, activations),
             None if live else compare.KerasPass(model, run_candidate, activations),
+            compare.stable_pass_for(model, run_reference, run_candidate, activations),
         )
         n_cols = len(metadata.DIVERGENCE_COLUMNS)
         self.ring = StepRing(slots, {

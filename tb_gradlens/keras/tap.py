@@ -114,6 +114,8 @@ class Tap:
             for reference, candidate in (schedules.comparison_pairs(model, options.comparisons)
                                          if self.compare_schedule.every > 0 else [])
         ]  # (compare_every=0: no slot, so no reference pass is traced into the step)
+        if not self.slots and options.comparisons == "auto" and self.compare_schedule.every > 0:
+            status.cannot("comparisons", COMPARISON_KINDS, schedules.NO_16_BIT_LAYER, warn=False)
         self.local = threading.local()  # per replica thread: the step being observed
         # The lens's train-step counter: the step records are written at (plus
         # the sink's offset), one per batch whether or not the optimizer

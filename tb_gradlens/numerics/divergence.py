@@ -39,7 +39,7 @@ SIGNIFICANCE_FLOOR = 0.1
 SUMS = ("n", "sum_r2", "sum_d2", "sum_c2", "sum_cr", "sum_ulp2", "max_abs", "max_rel",
         "significant", "flipped", "flushed", "nonfinite")  # the kernel's row, in order
 _S = {name: i for i, name in enumerate(SUMS)}
-N_COLUMNS = len(metadata.DIVERGENCE_COLUMNS)
+N_COLUMNS = len(metadata.DIVERGENCE_METRICS)
 NAN = float("nan")
 INF = float("inf")
 
@@ -310,3 +310,18 @@ def _tf_sums(cands, refs, p, min_normal, floor_fraction, backend):
              tf.constant(min_normal[g.rows], tf.int64), packing.pad_counts(g), floor_fraction) for g in groups]
     out = backends.run_groups(_group_sums, args, [g.width is not None for g in groups], backend)
     return packing.unpack(groups, out, len(cands))
+
+
+def comparison_values(values, stable=None, half_batch=None):
+    """``[R, C]`` metrics with the two columns a comparison record adds:
+    ``stable`` (``[R]``, the stable-rounding pass's rel_l2 against the
+    reference, or its loss's rel_error) and ``half_batch`` (the half batch's
+    reference gradient's rel_l2 against the batch's, or its loss's
+    rel_error), NaN where not measured (None)."""
+    values = tf.convert_to_tensor(values, tf.float32)
+    columns = [values]
+    for column in (stable, half_batch):
+        if column is None:
+            column = tf.fill(tf.shape(values)[:1], float("nan"))
+        columns.append(tf.reshape(tf.cast(column, tf.float32), [-1, 1]))
+    return tf.concat(columns, axis=1)

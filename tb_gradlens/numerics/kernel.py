@@ -56,7 +56,7 @@ DTYPES = tuple(CODES)
 assert metadata.GRAD_STATS_COLUMNS == (
     "l2_norm", "mean", "std", "min", "max", "max_abs", "rms", "zero_fraction", "subnormal_fraction",
     "nan_count", "posinf_count", "neginf_count", "count", "is_none")
-assert metadata.DIVERGENCE_COLUMNS == (
+assert metadata.DIVERGENCE_METRICS == (
     "rel_l2", "cosine", "norm_ratio", "max_abs", "max_rel", "ulp_rms", "sign_flip", "flush_to_zero",
     "nonfinite")
 assert metadata.UPDATE_STATS_COLUMNS == ("update_rms", "update_ratio", "lost_update_bf16")

@@ -82,7 +82,7 @@ def divergence_metrics(candidates, references, mantissa_bits, min_normal, floor_
     (``implicit_zeros``: per pair, the (0, 0) pairs left out)."""
     kept_c, c_pointers, c_codes, sizes = _prepared(candidates)
     kept_r, r_pointers, r_codes, r_sizes = _prepared(references)
-    out = np.empty((len(kept_c), len(metadata.DIVERGENCE_COLUMNS)), np.float64)
+    out = np.empty((len(kept_c), len(metadata.DIVERGENCE_METRICS)), np.float64)
     if not np.array_equal(sizes, r_sizes):  # (divergence.py never sends such pairs)
         out.fill(np.nan)
         safety.report(FAILURE_CAUSE, ValueError("candidate and reference sizes differ: %s vs %s"

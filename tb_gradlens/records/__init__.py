@@ -64,6 +64,7 @@ from tb_gradlens.records.comparisons import PRECISION  # noqa: F401
 from tb_gradlens.records.comparisons import REPLICA_VS_MEAN  # noqa: F401
 from tb_gradlens.records.comparisons import comparison_extras  # noqa: F401
 from tb_gradlens.records.comparisons import read_comparison  # noqa: F401
+from tb_gradlens.records.comparisons import read_reference_16_bit  # noqa: F401
 from tb_gradlens.records.comparisons import row_compute_dtypes  # noqa: F401
 from tb_gradlens.records.dtype_maps import LAYER_KEYS  # noqa: F401
 from tb_gradlens.records.dtype_maps import UNKNOWN  # noqa: F401

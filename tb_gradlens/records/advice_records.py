@@ -9,15 +9,25 @@ FormatError = metadata.FormatError
 
 
 # Per unit: gradient divergences (rel L2 over all trainable weights vs the
-# float32 reference) of the leave-one-out and one-at-a-time passes, and at
-# the unit's output row the candidate's divergence split in born/inherited.
-ADVICE_UNIT_NUMBERS = ("leave_one_out", "one_at_a_time", "output_total", "output_born", "output_inherited")
-ADVICE_RECOMMENDATION_NUMBERS = ("predicted", "after", "params_16bit_before", "params_16bit_after",
-                                 "params_total")
+# float32 reference) of the leave-one-out and one-at-a-time passes, their
+# harm indices (the largest value / limit over the judged rows: gradients,
+# layer outputs, the loss; ``harm_without``: the unit alone in float32,
+# ``harm_alone``: it alone in 16 bits), and at the unit's output row the
+# candidate's divergence split in born/inherited.
+ADVICE_UNIT_NUMBERS = ("leave_one_out", "one_at_a_time", "harm_without", "harm_alone", "output_total",
+                       "output_born", "output_inherited")
+# The predicted and verified harm index, the verified gradient divergence,
+# the trainable parameters in 16-bit layers before and after, the model's.
+ADVICE_RECOMMENDATION_NUMBERS = ("predicted", "after", "gradient_after", "params_16bit_before",
+                                 "params_16bit_after", "params_total")
+# The metric of ``before``, ``after``, ``tolerance``: the harm index since
+# the stable-rounding limits (older advice: the gradient's rel L2).
+HARM_INDEX = "harm_index"
+GRADIENT_REL_L2 = "gradient_rel_l2"
 
 Advice = collections.namedtuple("Advice", (
     "writer", "metric", "reference", "candidate", "tolerance", "tolerance_basis", "before",
-    "loss_rel_error", "units", "recommendation", "not_attributable", "cost"))
+    "loss_rel_error", "units", "recommendation", "not_attributable", "cost", "gradient_before", "worst_before"))
 
 
 def advice_unit(name, layers, classes, params, numbers=None, step=None, output_row=None, reason=None):
@@ -34,35 +44,47 @@ def advice_unit(name, layers, classes, params, numbers=None, step=None, output_r
     return out
 
 
-def advice_recommendation(float32_units, layers, numbers, met, verifications):
-    """The recommendation: the units (and their layer paths) to keep in
-    float32, ``numbers`` (``ADVICE_RECOMMENDATION_NUMBERS``: the predicted
-    and the verified gradient divergence, the trainable parameters in
-    16-bit layers before and after, the model's), whether the verified
-    divergence is within the tolerance, and how many verification passes ran."""
+def worst_row(worst):
+    """``{"kind", "row", "value", "limit"}`` of a (kind, row, value, limit), or None."""
+    if worst is None:
+        return None
+    kind, row, value, limit = worst
+    return {"kind": str(kind), "row": str(row), "value": checks.optional_float(value),
+            "limit": checks.optional_float(limit)}
+
+
+def advice_recommendation(float32_units, layers, numbers, met, verifications, worst_after=None):
+    """The recommendation: the units measured that it keeps in float32, the
+    layer paths to keep in float32 (narrowed inside groups), ``numbers``
+    (``ADVICE_RECOMMENDATION_NUMBERS``), whether the verified harm index is
+    within the tolerance, how many verification passes ran, and the row
+    worst off after it (``worst_row``)."""
     out = {"float32": [str(u) for u in float32_units], "layers": [str(p) for p in layers],
-           "met": bool(met), "verifications": int(verifications)}
+           "met": bool(met), "verifications": int(verifications), "worst_after": worst_row(worst_after)}
     out.update({k: checks.optional_float(numbers.get(k)) for k in ADVICE_RECOMMENDATION_NUMBERS})
     return out
 
 
 def advice(writer, candidate, tolerance, tolerance_basis, before, loss_rel_error, units, recommendation,
-           not_attributable=(), cost=None):
+           not_attributable=(), cost=None, gradient_before=None, worst_before=None):
     """The JSON-ready advice of one attribution round.
 
     Args:
       writer: who measured ("tb_gradlens.advise", the Keras callback).
       candidate: the label of the model as configured (e.g. "mixed_bfloat16").
-      tolerance, tolerance_basis: the gradient divergence to reach and why.
-      before: the gradient divergence of the model as configured.
+      tolerance, tolerance_basis: the harm index to reach and why.
+      before: the harm index of the model as configured.
       loss_rel_error: its loss's relative error.
       units: ``advice_unit`` dicts (forward order).
       recommendation: an ``advice_recommendation`` (None: none was made,
         e.g. the model is not attributable).
       not_attributable: ``[{"what", "reason"}]`` for the whole model.
       cost: ``{"passes", "seconds", "steps": [first, last], "units_per_step"}``.
+      gradient_before: its gradient divergence (rel L2 over every weight).
+      worst_before: (kind, row, value, limit) of its row worst off.
     """
-    return {"writer": str(writer), "metric": "gradient_rel_l2", "reference": "float32",
+    return {"writer": str(writer), "metric": HARM_INDEX, "reference": "float32",
+            "gradient_before": checks.optional_float(gradient_before), "worst_before": worst_row(worst_before),
             "candidate": str(candidate), "tolerance": checks.optional_float(tolerance),
             "tolerance_basis": str(tolerance_basis), "before": checks.optional_float(before),
             "loss_rel_error": checks.optional_float(loss_rel_error), "units": [dict(u) for u in units],
@@ -104,9 +126,18 @@ def _read_advice_recommendation(r, unit_names):
     if unknown:
         raise ValueError("the advice recommends units it did not measure: %s" % ", ".join(unknown[:3]))
     out = {"float32": list(r["float32"]), "layers": list(r["layers"]), "met": r["met"],
-           "verifications": r.get("verifications", 0)}
+           "verifications": r.get("verifications", 0), "worst_after": _read_worst(r.get("worst_after"))}
     out.update({k: _number_or_none(r, k, "recommendation") for k in ADVICE_RECOMMENDATION_NUMBERS})
     return out
+
+
+def _read_worst(w):
+    if w is None:
+        return None
+    if not (isinstance(w, dict) and isinstance(w.get("kind"), str) and isinstance(w.get("row"), str)):
+        raise ValueError("an advice's worst row needs kind and row strings")
+    return {"kind": w["kind"], "row": w["row"], "value": _number_or_none(w, "value", "worst row"),
+            "limit": _number_or_none(w, "limit", "worst row")}
 
 
 def read_advice(obj):
@@ -128,8 +159,9 @@ def read_advice(obj):
     if not isinstance(cost, dict):
         raise ValueError("advice 'cost' must be an object")
     recommendation = _read_advice_recommendation(obj.get("recommendation"), {u["name"] for u in units})
-    return Advice(obj["writer"], obj.get("metric", "gradient_rel_l2"), obj.get("reference", "float32"),
+    return Advice(obj["writer"], obj.get("metric", GRADIENT_REL_L2), obj.get("reference", "float32"),
                   obj.get("candidate", "?"), _number_or_none(obj, "tolerance", "field"),
                   obj.get("tolerance_basis", ""), _number_or_none(obj, "before", "field"),
                   _number_or_none(obj, "loss_rel_error", "field"), tuple(units), recommendation,
-                  tuple({"what": n["what"], "reason": n["reason"]} for n in missing), dict(cost))
+                  tuple({"what": n["what"], "reason": n["reason"]} for n in missing), dict(cost),
+                  _number_or_none(obj, "gradient_before", "field"), _read_worst(obj.get("worst_before")))

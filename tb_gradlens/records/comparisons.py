@@ -24,7 +24,7 @@ ComparisonInfo = collections.namedtuple(
 
 
 def comparison_extras(reference, candidate, floor_fraction=DEFAULT_FLOOR_FRACTION,
-                      comparison=PRECISION, row_dtypes=None):
+                      comparison=PRECISION, row_dtypes=None, reference_16_bit=None):
     """Extras of a divergence-like record.
 
     Args:
@@ -35,6 +35,9 @@ def comparison_extras(reference, candidate, floor_fraction=DEFAULT_FLOOR_FRACTIO
         different examples, not a precision question).
       row_dtypes: optional list, per row, of the dtype the candidate
         computed that row in (the ULP spacing of ``ulp_rms``).
+      reference_16_bit: optional ``{layer path: dtype}``: layers the
+        reference computes in 16 bits whatever their policy (raw ops), whose
+        error no comparison measures.
     """
     if comparison not in COMPARISONS:
         raise ValueError("tb_gradlens: comparison must be one of %s" % (COMPARISONS,))
@@ -46,7 +49,17 @@ def comparison_extras(reference, candidate, floor_fraction=DEFAULT_FLOOR_FRACTIO
     }
     if row_dtypes is not None:
         out["row_dtypes"] = [None if d is None else str(d) for d in row_dtypes]
+    if reference_16_bit:
+        out["reference_16_bit"] = {str(k): str(v) for k, v in reference_16_bit.items()}
     return out
+
+
+def read_reference_16_bit(record, tag=None):
+    """``{layer path: dtype}`` of a comparison record's ``reference_16_bit`` ({} when absent)."""
+    found = record.extras.get("reference_16_bit", {})
+    if not isinstance(found, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in found.items()):
+        raise FormatError("reference_16_bit must map layer paths to dtype names", tag)
+    return dict(found)
 
 
 def read_comparison(record, tag=None):
@@ -67,6 +80,7 @@ def read_comparison(record, tag=None):
             raise FormatError(
                 "row_dtypes has %d entries for %d rows" % (len(row_dtypes), len(record.rows)), tag
             )
+    read_reference_16_bit(record, tag)
     return ComparisonInfo(reference, candidate, comparison, float(floor), row_dtypes)
 
 

@@ -1,0 +1,257 @@
+"""``compare_keras``: one training step of a Keras model in two numeric settings.
+
+The reference and candidate passes are ``KerasPass``es (``keras_passes``).
+When the candidate rounds to a less precise dtype than the reference, two
+more measurements are written beside the candidate's divergence, which the
+analysis judges it by (``analysis.harm``):
+
+* the stable-rounding pass (``stable``): what rounding alone does to every
+  compared row (``stable_rel_l2``; the loss: ``stable_rel_error``);
+* the half batch (the reference pass's ``sampling_noise``): how far the
+  reference gradient of half the batch is from the batch's, the sampling
+  noise the training already lives with (``half_batch_rel_l2``,
+  ``half_batch_rel_error``).
+"""
+
+import warnings
+
+import keras
+import tensorflow as tf
+
+from tb_gradlens import numerics
+from tb_gradlens import safety
+from tb_gradlens import summary_v2
+from tb_gradlens.compare import dtype_maps
+from tb_gradlens.compare import graph_dtypes
+from tb_gradlens.compare.keras_passes import KerasPass
+from tb_gradlens.compare.keras_passes import model_layers
+from tb_gradlens.compare.keras_passes import owner_compute_dtypes
+from tb_gradlens.compare.stable import StableRoundingPass
+from tb_gradlens.compare.stable import rounding_dtypes
+from tb_gradlens.compare.variants import Comparison
+from tb_gradlens.compare.variants import as_variant
+
+
+def rounds_more(model, reference, candidate):
+    """Whether some layer of the candidate rounds to a less precise dtype than
+    the reference computes in (a precision comparison, not another device
+    or XLA); a reference that is the model as configured never does."""
+    reference, candidate = as_variant(reference), as_variant(candidate)
+    if reference.compute_dtype is None:
+        return False
+    configured = {id(layer): layer.compute_dtype for layer in model_layers(model)}
+    return bool(rounding_dtypes(model, candidate, reference.compute_dtype, configured))
+
+
+def reference_pass_for(model, reference, candidate, activations=True, optimizer=None):
+    """The reference ``KerasPass`` of a comparison (with the half batch's
+    gradients where the candidate rounds more)."""
+    return KerasPass(model, reference, activations, optimizer,
+                     sampling_noise=rounds_more(model, reference, candidate))
+
+
+def stable_pass_for(model, reference, candidate, activations=True, optimizer=None):
+    """The stable-rounding pass of a comparison, or None when the candidate
+    rounds nowhere more than the reference (both sides round alike: another
+    device, XLA; the analysis then judges by its depth formula)."""
+    if not rounds_more(model, reference, candidate):
+        return None
+    if optimizer is None and isinstance(getattr(model, "optimizer", None), keras.optimizers.LossScaleOptimizer):
+        # float16 gradients underflow unless the loss is scaled as the training step scales it
+        optimizer = model.optimizer
+    return StableRoundingPass(model, reference, candidate, activations, optimizer)
+
+
+def compare_keras(model, x, y=None, sample_weight=None, reference="float32", candidate=None,
+                  activations=True, passes=None, surrounding_jit=False, candidate_outcome=None,
+                  state_values=None, candidate_gradients=None, candidate_loss=None, eager=None, stable=True):
+    """Compare one training step of a Keras model between two variants.
+
+    Same batch, same weights, same random draws (dropout masks, noise);
+    nothing in the model changes (policies are restored, the passes are
+    stateless).
+
+    Args:
+      model: a compiled Keras 3 model (``compute_loss`` gives its loss).
+      x, y, sample_weight: one batch.
+      reference, candidate: Variants or policy names; None = the model as
+        configured (the default candidate).
+      activations: also compare every layer's output.
+      passes: optional ``(reference_pass, candidate_pass[, stable_pass])``
+        to reuse (their tf.functions keep their traces; ``reference_pass_for``
+        and ``stable_pass_for`` make the first and the third).
+      surrounding_jit: whether the caller runs under XLA (recorded for
+        variants with ``jit_compile=None``).
+      candidate_outcome: ``(loss, gradients, [(layer name, output)])`` of
+        the training step itself, when the candidate is the model as
+        configured and the caller has them (the Keras callback): then no
+        candidate pass runs.  The weights must be those the step
+        differentiated, and the reference must run as the step runs (its
+        ``jit_compile`` None or ``surrounding_jit``): it draws the step's
+        random numbers again.  A fourth element, the candidate's random
+        draws (a ``KerasPass``'s fourth output), is replayed instead.
+      state_values: values of the model's seed-generator states before the
+        step (``seed_states``), so the passes draw that step's masks.
+      candidate_gradients: the gradients the training step applies (one
+        per trainable variable), with a candidate that is the model as
+        configured: they replace the candidate pass's, whose loss (unless
+        ``candidate_loss``), layer outputs and random draws are kept.  A
+        step that draws random numbers needs ``state_values`` for them to
+        pair with the reference (else they are not used: the record says
+        "recomputed").
+      candidate_loss: the training step's loss, with ``candidate_gradients``.
+      eager: run the passes eagerly (default: when the caller runs
+        eagerly), as an eager training step computes; else as traced
+        functions.  A variant with ``jit_compile=True`` always runs under XLA.
+      stable: also run the stable-rounding pass (``stable_pass_for``) where
+        the candidate rounds more than the reference.
+
+    Returns:
+      A Comparison.  Its sides' extras state ``execution`` ("eager",
+      "graph" or "xla") and, for the candidate, ``gradients``: "applied"
+      (the step's own) or "recomputed".
+    """
+    reference, candidate = as_variant(reference), as_variant(candidate)
+    variables = model.trainable_variables
+    eager = tf.executing_eagerly() if eager is None else bool(eager)
+    if candidate_gradients is not None and not candidate.is_model_as_configured(surrounding_jit):
+        raise ValueError("tb_gradlens.compare_keras: candidate_gradients are the training step's own: give "
+                         "them only with a candidate that is the model as configured (candidate=None)")
+    if passes is None:
+        passes = (reference_pass_for(model, reference, candidate, activations),
+                  None if candidate_outcome is not None else KerasPass(model, candidate, activations))
+    ref_pass, cand_pass = passes[:2]
+    stable_pass = passes[2] if len(passes) > 2 else (
+        stable_pass_for(model, reference, candidate, activations) if stable else None)
+    run_ref, run_cand, run_stable = (_runner(p, eager) for p in (ref_pass, cand_pass, stable_pass))
+    applied = candidate_outcome is not None
+    if candidate_outcome is not None:
+        cand_loss, cand_grads, named = candidate_outcome[:3]
+        draws = candidate_outcome[3] if len(candidate_outcome) > 3 else None
+        if draws is None and not reference.runs_as_surrounding(surrounding_jit):
+            raise ValueError("tb_gradlens.compare_keras: with a candidate_outcome without its random draws "
+                             "the reference must run as the step runs (jit_compile None or %s)"
+                             % bool(surrounding_jit))
+        cand_rows, cand_acts = [n for n, _ in named], [t for _, t in named]
+        ref_out = run_ref(x, y, sample_weight, state_values, draws)
+    elif candidate.runs_as_surrounding(surrounding_jit) or not reference.runs_as_surrounding(surrounding_jit):
+        cand_loss, cand_grads, cand_acts, draws = run_cand(x, y, sample_weight, state_values)
+        if candidate_gradients is not None and (state_values is not None or not draws):
+            applied = True
+            cand_grads = list(candidate_gradients)
+            cand_loss = cand_loss if candidate_loss is None else candidate_loss
+        elif candidate_gradients is not None:
+            warnings.warn("tb_gradlens: the step of model %s draws random numbers (Dropout, noise): its gradients "
+                          "cannot be compared without the seed states read before it (GradLens.seed_states(model), "
+                          "then compare_keras(..., seeds=...)); the candidate is recomputed from the current states"
+                          % model.name, safety.GradLensWarning, stacklevel=2)
+        ref_out = run_ref(x, y, sample_weight, state_values, draws)
+    else:  # the reference runs as the step does: it draws, the candidate replays
+        ref_out = run_ref(x, y, sample_weight, state_values)
+        draws = ref_out[3]
+        cand_loss, cand_grads, cand_acts, _ = run_cand(x, y, sample_weight, state_values, draws)
+    ref_loss, ref_grads, ref_acts = ref_out[:3]
+    # The rows of the run above: a later trace of the pass (the 16-bit scan
+    # below) sets others (a recurrent layer's cell is one row traced, one per
+    # time step eagerly).
+    ref_rows = list(ref_pass.activation_rows)
+    half_loss, half_grads = ref_out[4:6] if len(ref_out) > 4 else (None, None)
+    if cand_pass is not None:
+        cand_rows = cand_pass.activation_rows
+    reference_16_bit = _reference_16_bit(model, ref_pass, (x, y, sample_weight, state_values, draws)) \
+        if stable_pass is not None else {}
+    stable_outcome = None
+    if stable_pass is not None:
+        stable_outcome = run_stable(x, y, sample_weight, state_values, draws)
+    if candidate.policy is not None:
+        grad_dtypes = [candidate.compute_dtype] * len(cand_grads)
+    elif cand_pass is not None:
+        grad_dtypes = cand_pass.compute_dtypes
+    else:
+        grad_dtypes = owner_compute_dtypes(model, variables)
+    act_rows, act_div, act_dtypes, act_stable = [], None, [], None
+    if activations:
+        ref_index = {n: i for i, n in enumerate(ref_rows)}
+        pairs = [(n, i) for i, n in enumerate(cand_rows) if n in ref_index]
+        act_rows = [n for n, _ in pairs]
+        act_dtypes = [tf.as_dtype(cand_acts[i].dtype).name for _, i in pairs]
+        if pairs:
+            act_div = numerics.divergence_metrics(
+                [cand_acts[i] for _, i in pairs], [ref_acts[ref_index[n]] for n, _ in pairs], act_dtypes
+            )
+            act_stable = _stable_activations(stable_pass, stable_outcome, act_rows, act_dtypes,
+                                             [ref_acts[ref_index[n]] for n in act_rows])
+    grad_stable = loss_stable = grad_half = loss_half = None
+    if stable_outcome is not None:
+        stable_loss, stable_grads = stable_outcome[:2]
+        grad_stable = numerics.divergence_metrics(stable_grads, ref_grads, grad_dtypes)[:, 0]
+        loss_stable = numerics.loss_comparison(ref_loss, stable_loss)[:, 3]
+    if half_loss is not None:
+        grad_half = numerics.divergence_metrics(half_grads, ref_grads, grad_dtypes)[:, 0]
+        loss_half = numerics.loss_comparison(ref_loss, half_loss)[:, 3]
+    model_policy = dtype_maps.dominant_policy(model)
+    dtypes = dtype_maps.model_dtypes(model)
+    return Comparison(
+        gradient_dtypes=[tf.as_dtype(d).name for d in grad_dtypes],
+        activation_dtypes=act_dtypes,
+        reference=reference,
+        candidate=candidate,
+        reference_extras=dict(reference.describe(model_policy, surrounding_jit, dtypes),
+                              execution=_execution(reference, surrounding_jit, eager)),
+        reference_16_bit=reference_16_bit,
+        candidate_extras=dict(candidate.describe(model_policy, surrounding_jit, dtypes),
+                              execution=_execution(candidate, surrounding_jit, eager),
+                              gradients="applied" if applied else "recomputed"),
+        variable_rows=summary_v2.variable_paths(variables),
+        gradient_divergence=numerics.comparison_values(
+            numerics.divergence_metrics(cand_grads, ref_grads, grad_dtypes), grad_stable, grad_half),
+        loss=numerics.comparison_values(numerics.loss_comparison(ref_loss, cand_loss), loss_stable, loss_half),
+        activation_rows=act_rows,
+        activation_divergence=None if act_div is None else numerics.comparison_values(act_div, act_stable),
+        reference_gradients=ref_grads,
+        candidate_gradients=cand_grads,
+    )
+
+
+def _reference_16_bit(model, ref_pass, args):
+    """``{layer path: dtype}`` of the layers the reference pass computes in 16
+    bits whatever their policy (``graph_dtypes``), found once per pass."""
+    found = getattr(ref_pass, "sixteen_bit_layers", None)
+    if found is None:
+        graph = ref_pass.concrete_function(*args).graph
+        found = ref_pass.sixteen_bit_layers = graph_dtypes.sixteen_bit_layers(graph, model)
+    return found
+
+
+def _stable_activations(stable_pass, stable_outcome, rows, dtypes, references):
+    """[L] rel_l2 of the stable pass's layer outputs against the reference's
+    (NaN for a row the stable pass did not record)."""
+    if stable_outcome is None:
+        return None
+    index = {n: i for i, n in enumerate(stable_pass.activation_rows)}
+    outputs = stable_outcome[2]
+    found = [k for k, n in enumerate(rows) if n in index]
+    if not found:
+        return None
+    measured = numerics.divergence_metrics(
+        [outputs[index[rows[k]]] for k in found], [references[k] for k in found], [dtypes[k] for k in found]
+    )[:, 0]
+    if len(found) == len(rows):
+        return measured
+    nan = tf.fill([len(rows)], float("nan"))
+    return tf.tensor_scatter_nd_update(nan, [[k] for k in found], measured)
+
+
+def _runner(pass_, eager):
+    """How a pass runs: its ``tf.function``, or eagerly (``eager``, unless
+    it compiles with XLA)."""
+    if pass_ is None:
+        return None
+    return pass_.run_eagerly if eager and not pass_.variant.jit_compile else pass_
+
+
+def _execution(variant, surrounding_jit, eager):
+    """"xla", "eager" or "graph": how a side of the comparison computed."""
+    if variant.jit_compile or (variant.jit_compile is None and surrounding_jit):
+        return "xla"
+    return "eager" if eager else "graph"

@@ -1,0 +1,77 @@
+"""The verdict zoo's subset (benchmarks/verdict_zoo.py): models nobody tuned the limits on.
+
+What a user needs (issue 25): healthy models the limits were not calibrated on
+raise no warning and no error; each injected fault raises its code on the
+layer or variable that has it from its first logged step; and the alerts and
+the precision advisor never contradict each other on one batch: when a 16-bit
+divergence alert fires, the advisor on that batch recommends layers that bring
+every row within its limit, the faulty one among them; when it recommends
+nothing, no such alert fires.  The full table is BENCHMARKS.md's.
+"""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tb_gradlens
+from tb_gradlens import analysis
+from tb_gradlens.keras import GradLens
+
+from test_analysis import source_of
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import alert_zoo  # noqa: E402
+import verdict_zoo  # noqa: E402
+import zoo_faults  # noqa: E402
+import zoo_models  # noqa: E402
+
+CONFIGS = {c.name: c for c in verdict_zoo.quick_configs()}
+DIVERGENCE_CODES = ("bf16_divergence", "f16_divergence")
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_verdict_zoo_configuration(name, tmp_path):
+    config = CONFIGS[name]
+    (result,) = alert_zoo.run([config], str(tmp_path), log=lambda *a, **k: None)
+    _, alerts, problems, _ = result
+    assert problems == []
+    ok, why = alert_zoo.verdict(config, alerts, problems)
+    assert ok, "%s: %s (alerts: %s)" % (name, why, sorted({(a.code, tuple(a.variables)) for a in alerts}))
+
+
+def _alerts_then_advice(workload, policy, tmp_path):
+    """Two comparisons of one batch (an alert needs two in a row), their divergence alerts, and
+    the advisor on the same batch, traced as the comparisons are."""
+    model = workload.build(policy)
+    model.compile(optimizer="adam", loss=workload.loss)
+    x, y = workload.data(16, np.random.default_rng(0))
+    lens = GradLens(str(tmp_path / "run"), compare_every=1)
+    for step in range(2):
+        lens.compare_keras(model, tf.constant(x), tf.constant(y), step=step)
+    lens.flush()
+    found, problems = analysis.run_alerts(source_of(str(tmp_path)))
+    assert problems == []
+    advice = tb_gradlens.advise(model, (x, y), traced=True).advice
+    return [a for a in found if a.code in DIVERGENCE_CODES], advice
+
+
+@pytest.mark.parametrize("name", ["naive_std_bilstm", "unscaled_attention", "gru_text", "rmsnorm_swiglu"])
+def test_the_alerts_and_the_advisor_agree_on_a_batch(name, tmp_path):
+    fault = zoo_faults.FAULTS.get(name)
+    workload, policy = (fault.workload, fault.policy) if fault else (zoo_models.HEALTHY[name], "mixed_bfloat16")
+    alerts, advice = _alerts_then_advice(workload, policy, tmp_path)
+    rec = advice.recommendation
+    assert bool(alerts) == bool(fault), [a.variables for a in alerts]
+    assert bool(alerts) == bool(rec["float32"]), (advice.before, rec)
+    if alerts:
+        # The recommendation is verified within every row's limit and names the faulty layer
+        # itself (the deep models' share of parameters left in 16 bits: BENCHMARKS.md).
+        assert rec["met"] and rec["after"] <= advice.tolerance < advice.before
+        assert any(fault.row.split("|")[0] in layer for layer in rec["layers"]), rec["layers"]
+    else:
+        assert advice.before <= advice.tolerance and rec["met"]
