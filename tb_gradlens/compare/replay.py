@@ -18,7 +18,7 @@ from tb_gradlens import records
 from tb_gradlens import summary_v2
 from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare.keras_passes import KerasPass
-from tb_gradlens.compare.keras_passes import _runner
+from tb_gradlens.compare.keras_step import pass_runner
 from tb_gradlens.compare.variants import Variant
 from tb_gradlens.compare.variants import as_variant
 
@@ -81,9 +81,10 @@ def replay_step(model, x, y=None, sample_weight=None, state_values=None, referen
     gradients unscaled in both settings)."""
     passes = passes or ReplayPasses(model, reference, optimizer)
     eager = tf.executing_eagerly() if eager is None else bool(eager)
-    run_cand, run_ref = _runner(passes.candidate, eager), _runner(passes.reference, eager)
+    run_cand, run_ref = pass_runner(passes.candidate, eager), pass_runner(passes.reference, eager)
     cand_loss, cand_grads, cand_acts, draws = run_cand(x, y, sample_weight, state_values)
-    ref_loss, ref_grads, ref_acts, _ = run_ref(x, y, sample_weight, state_values, draws)
+    # (a comparison's reference pass shared here also returns its half batch's loss and gradients)
+    ref_loss, ref_grads, ref_acts = run_ref(x, y, sample_weight, state_values, draws)[:3]
     ref_index = {name: i for i, name in enumerate(passes.reference.activation_rows)}
     rows, kinds, values = [], [], []
     for i, name in enumerate(passes.candidate.activation_rows):
