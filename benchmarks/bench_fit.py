@@ -9,7 +9,10 @@ the median over rounds, with the interquartile range of the per-round ratios
 as the noise.
 
 Variants:
-  callback_not_logging  the callback attached, logging nothing in the window
+  callback_not_logging  the callback attached, logging nothing in the window (its defaults: every
+                        step checked for a non-finite loss or gradient, issue 26)
+  not_logging_unchecked the same with nonfinite_replay=False: Keras' own train function runs the
+                        steps (what an unlogged step cost before the check)
   gradients_every_step  gradient statistics + histogram every step (update statistics at their
                         default, every 20 steps: the median is a step without them)
   updates_every_step    the same with update statistics every step too (update_every=1)
@@ -156,6 +159,9 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
         "plain": lambda: [],
         "callback_not_logging": lambda: [GradLensCallback(os.path.join(tmp, "idle"), gradient_every=10**9,
                                                           compare_every=10**9, start_step=10**9)],
+        "not_logging_unchecked": lambda: [GradLensCallback(os.path.join(tmp, "idle_unchecked"),
+                                                           gradient_every=10**9, compare_every=10**9,
+                                                           start_step=10**9, nonfinite_replay=False)],
         "gradients_every_step": lambda: [GradLensCallback(os.path.join(tmp, "grads"), gradient_every=1,
                                                           compare_every=0)],
         "updates_every_step": lambda: [GradLensCallback(os.path.join(tmp, "updates"), gradient_every=1,
@@ -231,6 +237,7 @@ def main(argv=None):
         results.append(r)
         print(json.dumps(r), flush=True)
     columns = [("callback_not_logging", "callback, step not logged"),
+               ("not_logging_unchecked", "callback, step not logged, nonfinite_replay=False"),
                ("gradients_every_step", "gradients every step"),
                ("updates_every_step", "gradients and updates every step"),
                ("gradients_no_updates", "gradients every step, update_stats=False"),

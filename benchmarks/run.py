@@ -57,10 +57,10 @@ def machine():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
-    parser.add_argument("--only", help="comma list of: logging,passes,fit,variables,real_models,plugin,frontend,views,writer,"
-                                       "memory,advisor")
+    parser.add_argument("--only", help="comma list of: logging,passes,fit,nonfinite,variables,real_models,plugin,frontend,"
+                                       "views,writer,memory,advisor")
     args = parser.parse_args(argv)
-    every = "logging,passes,fit,variables,real_models,plugin,frontend,views,writer,memory,advisor"
+    every = "logging,passes,fit,nonfinite,variables,real_models,plugin,frontend,views,writer,memory,advisor"
     only = set((args.only or every).split(","))
     print("machine: " + machine(), flush=True)
     tiny = args.tiny
@@ -70,6 +70,8 @@ def main(argv=None):
         "passes": ["bench_passes.py", "--activations"] + (["--tiny", "--models", "mlp,transformer", "--rounds", "1"]
                                                           if tiny else []),
         "fit": ["bench_fit.py"] + (["--tiny", "--models", "mlp", "--rounds", "1", "--batches", "4"] if tiny else []),
+        "nonfinite": ["bench_nonfinite.py", "--first"] + (["--tiny", "--models", "mlp", "--rounds", "1", "--batches", "4"]
+                                                          if tiny else []),
         "variables": ["bench_variables.py"] + (["--tiny"] if tiny else []),
         "real_models": ["bench_real_models.py"] + (["--tiny", "--rounds", "1", "--first-rounds", "1",
                                                     "--batches", "4", "--batch", "8"] if tiny else []),

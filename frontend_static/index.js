@@ -45,6 +45,7 @@ import './views/divergence_sections.js';
 import './views/gradient_health.js';
 import './views/histogram.js';
 import './views/limits.js';
+import './views/optimizer_steps.js';
 import './views/overlay.js';
 import './views/rank.js';
 import './views/records.js';

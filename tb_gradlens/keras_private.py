@@ -230,6 +230,20 @@ def build_as_apply_does(optimizer, variables):
     optimizer.built = True
 
 
+def is_loss_scaling(optimizer):
+    """Whether ``optimizer`` is Keras' ``LossScaleOptimizer`` (it skips the
+    updates whose scaled gradients are not finite)."""
+    return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+
+def loss_scale(optimizer):
+    """A ``LossScaleOptimizer``'s loss scale variable (``dynamic_scale``,
+    made by its ``build``), None for other optimizers."""
+    if not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return None
+    return getattr(optimizer, "dynamic_scale", None)
+
+
 def optimizer_variables(optimizer):
     """The variables an optimizer was built on (``Optimizer._trainable_variables``:
     what ``apply(grads)`` without variables updates)."""

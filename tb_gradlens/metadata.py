@@ -50,6 +50,8 @@ ACTIVATION_DIVERGENCE = "activation_divergence"
 LOSS_COMPARISON = "loss_comparison"
 UPDATE_STATS = "update_stats"
 GRADIENT_INDICES = "gradient_indices"
+OPTIMIZER_STEP = "optimizer_step"
+NONFINITE_REPLAY = "nonfinite_replay"
 DTYPES = "dtypes"
 LENS_STATUS = "lens_status"
 ADVICE = "advice"
@@ -62,6 +64,8 @@ KINDS = (
     LOSS_COMPARISON,
     UPDATE_STATS,
     GRADIENT_INDICES,
+    OPTIMIZER_STEP,
+    NONFINITE_REPLAY,
     DTYPES,
     LENS_STATUS,
     ADVICE,
@@ -157,6 +161,31 @@ GRADIENT_INDICES_COLUMNS = (
     "negative",  # of them, index < 0 (dropped by TensorFlow too)
 )
 
+# What the optimizer did at a train step (kind ``optimizer_step``, row
+# "optimizer"): written at every logged step and at every step the
+# optimizer skipped (a float16 loss scale that overflowed).  Record steps
+# count train steps (batches); the optimizer's own step is kept here.
+OPTIMIZER_STEP_COLUMNS = (
+    "iteration",  # optimizer.iterations before the step
+    "loss_scale",  # the loss scale the step used (NaN without loss scaling)
+    "next_loss_scale",  # the loss scale after it
+    "skipped",  # 1 when the optimizer skipped the update (non-finite scaled gradients)
+    "loss_nonfinite",  # 1 when the step's loss was NaN or infinite (NaN: not seen, under XLA)
+)
+
+# The first non-finite step replayed before its update (kind
+# ``nonfinite_replay``): per row, in forward order (``row_kinds``: layer
+# outputs, the loss, then the gradients), the non-finite element count and
+# the largest finite magnitude in the step as configured (candidate) and
+# in the reference (float32 or float64), from the same weights, batch and
+# random draws.
+NONFINITE_REPLAY_COLUMNS = (
+    "candidate_nonfinite",
+    "reference_nonfinite",
+    "candidate_max_abs",
+    "reference_max_abs",
+)
+
 # Columns a kind must have (readers check this); None: free-form.
 KIND_COLUMNS = {
     GRAD_STATS: GRAD_STATS_COLUMNS,
@@ -166,6 +195,8 @@ KIND_COLUMNS = {
     LOSS_COMPARISON: LOSS_COMPARISON_COLUMNS,
     UPDATE_STATS: UPDATE_STATS_COLUMNS,
     GRADIENT_INDICES: GRADIENT_INDICES_COLUMNS,
+    OPTIMIZER_STEP: OPTIMIZER_STEP_COLUMNS,
+    NONFINITE_REPLAY: NONFINITE_REPLAY_COLUMNS,
     DTYPES: (),
     LENS_STATUS: (),
     ADVICE: (),

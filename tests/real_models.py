@@ -159,6 +159,26 @@ def transformer_classifier(policy, vocab=200, seq=16, d_model=32, heads=2, ff=64
         return keras.Model(inputs, _softmax_float32(x), name="transformer")
 
 
+def vit(policy, size=16, patch=4, d_model=32, heads=2, seed=0):
+    """A small Vision Transformer: patch convolution, MultiHeadAttention,
+    LayerNormalization, a GELU MLP, pooling, float32 softmax."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((size, size, 3))
+        x = keras.layers.Conv2D(d_model, patch, strides=patch, name="patches")(inputs)
+        x = keras.layers.Reshape(((size // patch) ** 2, d_model), name="tokens")(x)
+        a = keras.layers.MultiHeadAttention(heads, d_model // heads, name="mha")(x, x)
+        x = keras.layers.LayerNormalization(name="ln1")(x + a)
+        f = keras.layers.Dense(2 * d_model, activation="gelu", name="mlp1")(x)
+        f = keras.layers.Dense(d_model, name="mlp2")(f)
+        x = keras.layers.LayerNormalization(name="ln2")(x + f)
+        x = keras.layers.GlobalAveragePooling1D(name="pool")(x)
+        x = keras.layers.Dense(10, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="vit")
+
+
 def recurrent(policy, cell="lstm", bidirectional=False, seq=8, features=4, units=8, dropout=0.2,
               recurrent_dropout=0.2, seed=0):
     """An LSTM/GRU (optionally Bidirectional) sequence classifier, with input

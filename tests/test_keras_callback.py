@@ -310,11 +310,12 @@ def test_metadata_is_written_with_each_tags_first_event_only(data, tmp_path):
                 assert value.metadata.plugin_data.plugin_name == metadata.PLUGIN_NAME
                 with_metadata.setdefault(value.tag, []).append(event.step)
     float_tags = [t for t in events if metadata.DTYPES not in t and metadata.LENS_STATUS not in t]
-    assert len(float_tags) == 6  # grad_stats, histogram, update_stats, divergence, loss, activations
+    # grad_stats, histogram, update_stats, divergence, loss, activations, optimizer_step
+    assert len(float_tags) == 7
     for tag in float_tags:
         assert events[tag] == [0, 1, 2] and with_metadata[tag] == [0], tag
     records = read_records(str(tmp_path))
-    assert sorted(len(data) for tag, (record, data) in records["run"].items() if tag in float_tags) == [3] * 6
+    assert sorted(len(data) for tag, (record, data) in records["run"].items() if tag in float_tags) == [3] * 7
 
 
 # ---------------------------------------------------------------------------
@@ -535,7 +536,9 @@ def test_steps_not_logged_run_keras_own_train_function(data, tmp_path, monkeypat
         return counted
 
     monkeypatch.setattr(session.Session, "_function_for", counting)
-    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=4, update_every=4, compare_every=8, histogram=False)
+    # (nonfinite_replay=False: by default every step is checked, tests/test_nonfinite_steps.py)
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=4, update_every=4, compare_every=8, histogram=False,
+                                nonfinite_replay=False)
     model.fit(x[: 4 * BATCH], y[: 4 * BATCH], batch_size=BATCH, epochs=3, verbose=0, shuffle=False,
               callbacks=[callback])
     assert int(model.optimizer.iterations) == 12
@@ -558,7 +561,8 @@ def test_with_comparisons_off_no_reference_pass_is_traced(data, tmp_path, monkey
                         lambda self, *args: (traced.append(self.variant), original(self, *args))[1])
     model = _model()
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
-              callbacks=[GradLensCallback(str(tmp_path / "grads"), gradient_every=1, update_every=1, compare_every=0)])
+              callbacks=[GradLensCallback(str(tmp_path / "grads"), gradient_every=1, update_every=1, compare_every=0,
+                                          nonfinite_replay=False)])  # (the replay traces its own passes)
     assert traced == []
     assert [d.step for d in _steps(read_records(str(tmp_path)), "grads", metadata.GRAD_STATS)[2]] == list(
         range(STEPS_PER_EPOCH))
@@ -587,6 +591,6 @@ def test_each_logged_step_runs_a_trace_without_the_parts_it_does_not_log(data, t
     assert _steps(records, "run", metadata.DIVERGENCE)[1] == [0, 4, 8]
     assert _steps(records, "run", metadata.ACTIVATION_DIVERGENCE)[1] == [0, 4, 8]
     assert _steps(records, "run", metadata.LOSS_COMPARISON)[1] == [0, 4, 8]
-    updates, comparisons = "updates", "comparisons"
-    assert set(callback._session._traced) == {frozenset({updates, comparisons}), frozenset(),
-                                              frozenset({updates}), frozenset({comparisons})}
+    gradients, updates, comparisons = "gradients", "updates", "comparisons"
+    assert set(callback._session._traced) == {frozenset({gradients, updates, comparisons}), frozenset({gradients}),
+                                              frozenset({gradients, updates}), frozenset({gradients, comparisons})}

@@ -113,4 +113,4 @@ def test_an_offset_that_applies_is_said_by_report(tmp_path):
     headline = analysis.overview(source_of(str(tmp_path)))[0]
     assert [(o["offset"], o["step"]) for o in headline["step_offsets"]] == [(4, 4)]
     lines = report_command._headline_text(headline)
-    assert any("optimizer step + 4" in line for line in lines), lines
+    assert any("train step + 4" in line for line in lines), lines

@@ -5,6 +5,7 @@
 
 export const VIEW_OF_KIND = {
   grad_stats: 'gradients', grad_histogram: 'gradients', update_stats: 'gradients',
+  optimizer_step: 'gradients', nonfinite_replay: 'gradients', gradient_indices: 'gradients',
   divergence: 'divergence', activation_divergence: 'divergence', loss_comparison: 'divergence',
   dtypes: 'dtypes',
 };

@@ -5,7 +5,9 @@
 // worst status, so a single NaN step is never thinned away), L2 norm /
 // max |g| / zero fraction / NaN+Inf count (log scale) for the top-K
 // variables, the variables at the marked step, the selected variable's log2
-// |g| histogram (histogram.js) and the optimizer's updates (updates.js).
+// |g| histogram (histogram.js), the optimizer's updates (updates.js), and
+// its loss scale, skipped updates and replayed non-finite step
+// (optimizer_steps.js).
 
 import {getJson} from '../api.js';
 import {el, isolate, labelled, select} from '../dom.js';
@@ -20,6 +22,7 @@ import {
 } from './common.js';
 import {COLUMNS, cellTexts, gradientHealth} from './gradient_health.js';
 import {renderHistogram} from './histogram.js';
+import {renderOptimizerSteps} from './optimizer_steps.js';
 import {overlayControls, renderGradientOverlay} from './overlay.js';
 import {gradientOrder, gradientProblems} from './rank.js';
 import {chooseTag, recordLabel} from './records.js';
@@ -47,6 +50,10 @@ export async function render(container, ctx) {
     container.appendChild(emptyState(`Run ${run ? isolate(run.run) : ''} has no gradient statistics: ${HOW_TO_LOG.grad_stats}.`,
       runsWithKind(runs, KIND), navigate));
     if (tagsOfKind(run, 'update_stats').length) await renderUpdates(container, {ctx, run});
+    if (run && (tagsOfKind(run, 'optimizer_step').length || tagsOfKind(run, 'nonfinite_replay').length)) {
+      const {alerts} = await getJson('alerts', {run: run.run});
+      if (ctx.isCurrent()) await renderOptimizerSteps(container, {ctx, run, alerts});
+    }
     return;
   }
   const controls = el('div', {class: 'gl-view-controls'}, [
@@ -100,8 +107,9 @@ export async function render(container, ctx) {
     renderHistogram(container, {ctx, run, entry, variable: focused, mark}),
     tagsOfKind(run, 'update_stats').length ? renderUpdates(container, {ctx, run, entry, alerts: alerts.alerts})
       : null,
+    renderOptimizerSteps(container, {ctx, run, alerts: alerts.alerts}),
   ]);
-  const late = {grad_histogram: 0, update_stats: 1}[state.focus];
+  const late = {grad_histogram: 0, update_stats: 1, optimizer_step: 2, nonfinite_replay: 2}[state.focus];
   if (late !== undefined) {
     const sections = await more;
     if (ctx.isCurrent() && sections[late]) focusSection(sections[late]);

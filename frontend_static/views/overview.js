@@ -120,12 +120,12 @@ export function adviceSummary(latest) {
     + `${rec.met ? '' : ', still above the tolerance'})`;
 }
 
-/** "Run r: from step s the records are at optimizer step + n": a training
+/** "Run r: from step s the records are at train step + n": a training
  * whose optimizer restarted below steps the run holds continues its steps. */
 export function stepOffsetNotes(runs) {
   return runs.flatMap((r) => (r.step_offsets || []).map((o) => el('p', {
     class: 'gl-message gl-step-offset', dataset: {run: r.run},
-    text: `Run ${r.run}: from step ${o.step} the records are at optimizer step + ${o.offset} `
+    text: `Run ${r.run}: from step ${o.step} the records are at train step + ${o.offset} `
       + '(the optimizer restarted below steps this run already holds, so the run\'s steps continue).',
   })));
 }

@@ -40,7 +40,8 @@ export function comparisonLabel(extras) {
   return `${sideLabel(e.candidate)} vs ${sideLabel(e.reference)}`;
 }
 
-/** Details of a side: "policy mixed_bfloat16, computes in bfloat16, XLA, device /GPU:0". */
+/** Details of a side: "policy mixed_bfloat16, computes in bfloat16, XLA, device /GPU:0", and
+ * how it computed ("eager"; "the step's own gradients" or "gradients recomputed by the lens"). */
 export function sideDetails(variant) {
   if (!variant || typeof variant !== 'object') return 'unknown';
   const parts = [];
@@ -49,6 +50,9 @@ export function sideDetails(variant) {
   if (compute) parts.push(`computes in ${compute}`);
   if (variant.jit_compile) parts.push('XLA');
   if (variant.device && variant.device !== 'default') parts.push(`device ${variant.device}`);
+  if (variant.execution === 'eager') parts.push('eager');
+  if (variant.gradients === 'applied') parts.push('the step\'s own gradients');
+  else if (variant.gradients === 'recomputed') parts.push('gradients recomputed by the lens');
   return parts.join(', ');
 }
 

@@ -16,6 +16,10 @@ Modules, one job each:
 * ``tolerances``: the limit each compared row is judged against (what
   rounding explains), and the tolerances route;
 * ``alerts``: one detector per record kind;
+* ``step_alerts``: the alerts of single-step records (an embedding id past
+  its table, the replayed first non-finite step);
+* ``loss_scale``: loss-scale skips told apart from real trouble;
+* ``replays``: the verdict of a replayed non-finite step;
 * ``findings``: the alerts of tags and runs (``run_alerts``), grouped;
 * ``overview``: each run's headline;
 * ``runs``: ``compare_runs``, two runs step by step;

@@ -13,6 +13,7 @@ from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import detectors
+from tb_gradlens.analysis import replays
 from tb_gradlens.analysis import texts
 from tb_gradlens.analysis import tolerances
 from tb_gradlens.analysis.codes import Alert
@@ -39,15 +40,19 @@ def _by_first(found):
 # ---------------------------------------------------------------------------
 
 
-def alerts_for_grad_stats(series, thresholds=_DEFAULT):
-    """None-gradient, all-zero-gradient and non-finite alerts of a grad_stats Series."""
+def alerts_for_grad_stats(series, thresholds=_DEFAULT, benign_steps=(), replay=None):
+    """None-gradient, all-zero-gradient and non-finite alerts of a grad_stats
+    Series.  ``benign_steps``: steps whose non-finite gradients were a
+    loss-scale skip (``loss_scale.benign_skips``); ``replay``: the run's
+    replayed non-finite step (``replays.run_replays``), which the
+    non-finite alert carries."""
     if len(series.steps) == 0:
         return []
     is_none = series.column("is_none") > 0.5
     out = _none_alert(series, is_none)
     out += _zero_alert(series, (series.column("zero_fraction") >= 1.0) & ~is_none, thresholds)
     counts = series.column("nan_count") + series.column("posinf_count") + series.column("neginf_count")
-    return out + nonfinite_alert(series, counts, "nan_count")
+    return out + nonfinite_alert(series, counts, "nan_count", benign_steps, replay)
 
 
 def _none_alert(series, is_none):
@@ -91,8 +96,13 @@ def _zero_alert(series, zero, thresholds):
     )]
 
 
-def nonfinite_alert(series, counts, column):
-    """The non-finite alert of a Series whose per-step NaN/Inf counts are ``counts`` [S, R]."""
+def nonfinite_alert(series, counts, column, benign_steps=(), replay=None):
+    """The non-finite alert of a Series whose per-step NaN/Inf counts are
+    ``counts`` [S, R]; steps in ``benign_steps`` (loss-scale skips, never
+    applied) are left out; ``replay`` (a ``replays.verdict`` with its
+    step) is the verdict the alert carries."""
+    if len(benign_steps):
+        counts = np.where(np.isin(series.steps, np.asarray(benign_steps))[:, None], 0, counts)
     first, first_rows = detectors.first_nonfinite(counts)
     if first < 0:
         return []
@@ -109,39 +119,15 @@ def nonfinite_alert(series, counts, column):
     )
     what = texts.NONFINITE_WHAT[series.record.kind]
     shown = "" if series.record.kind == metadata.LOSS_COMPARISON else texts.names(rows, first_rows)
+    explanation = texts.NONFINITE.format(what=what, vars=shown, a=a, b=b, m=int(bad_any.sum())).replace("  ", " ")
+    fix = texts.NONFINITE_FIX.format(a=a)
+    if replay is not None:
+        explanation += " Step %d was %s" % (replay["step"], replays.summary(replay))
+        fix = texts.REPLAY_FIX[replay["verdict"]].format(a=replay["step"], layer=replay["layer"] or "that layer")
+        details = [dict(d, replay=replays.detail(replay)) for d in details]
     return [Alert(
         codes.ERROR, codes.NONFINITE, series.run, series.tag, a, b, [rows[i] for i in first_rows],
-        texts.NONFINITE.format(what=what, vars=shown, a=a, b=b, m=int(bad_any.sum())).replace("  ", " "),
-        texts.NONFINITE_FIX.format(a=a), codes.view(series, column, rows[first_rows[0]], a), details,
-    )]
-
-
-def alerts_for_gradient_indices(series, view_tag=None):
-    """Out-of-range alert of a gradient_indices Series: a sparse gradient
-    naming a row past its table (an input id out of range).  ``view_tag``:
-    the grad_stats tag of the same variables, which the alert opens."""
-    rows, steps = series.record.rows, series.steps
-    if len(steps) == 0:
-        return []
-    past = series.column("out_of_range").astype(np.float64)
-    found = detectors.hits(past, past > 0)
-    index = _by_first(found)
-    if not len(index):
-        return []
-    a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
-    table = records.read_gradient_indices(series.record, series.tag)
-    r0 = index[0]
-    view = codes.view(series, "count", rows[r0], a)
-    if view_tag is not None:
-        view.update(name=metadata.GRAD_STATS, tag=view_tag)
-    return [Alert(
-        codes.ERROR, codes.INDEX_OUT_OF_RANGE, series.run, series.tag, a, b, [rows[i] for i in index],
-        texts.INDEX_OUT_OF_RANGE.format(vars=texts.names(rows, index), n="?" if table[r0] is None else table[r0],
-                                        m=int(found["count"][index].max()), a=a,
-                                        k=float(np.nanmax(found["worst"][index]))),
-        texts.INDEX_OUT_OF_RANGE_FIX, view,
-        _row_details(rows, steps, found, index, steps=found["count"].astype(int).tolist(),
-                     worst=found["worst"].tolist(), table_rows=list(table)),
+        explanation, fix, codes.view(series, column, rows[first_rows[0]], a), details,
     )]
 
 
@@ -195,13 +181,15 @@ def alerts_for_histogram(series, thresholds=_DEFAULT, gradient_dtypes=()):
 # ---------------------------------------------------------------------------
 
 
-def alerts_for_divergence(series, thresholds=_DEFAULT, context=None, judgement=None):
+def alerts_for_divergence(series, thresholds=_DEFAULT, context=None, judgement=None, benign_steps=(),
+                          replay=None):
     """Divergence, flush-to-zero and non-finite alerts of a divergence-like Series.
 
     ``judgement``: its ``tolerances.Judgement`` (``judge_entry``, made on the
     whole record); else judged here with ``context``, the ComparisonContext
     of its comparison (depth and dtypes of the sibling records; default:
-    this record alone).
+    this record alone).  ``benign_steps`` and ``replay``: as in
+    ``alerts_for_grad_stats``.
     """
     record, steps = series.record, series.steps
     if len(steps) == 0:
@@ -219,11 +207,11 @@ def alerts_for_divergence(series, thresholds=_DEFAULT, context=None, judgement=N
     if record.kind == metadata.LOSS_COMPARISON:
         ref, cand = series.column("reference"), series.column("candidate")
         counts = (~np.isfinite(ref)).astype(np.float32) + (~np.isfinite(cand))
-        return out + nonfinite_alert(series, counts, "candidate")
+        return out + nonfinite_alert(series, counts, "candidate", benign_steps, replay)
     out += _flush_alert(series, judgement, thresholds, names)
     if record.kind == metadata.DIVERGENCE:
         out += _hardcoded_alert(series, names)
-    return out + nonfinite_alert(series, series.column("nonfinite"), "nonfinite")
+    return out + nonfinite_alert(series, series.column("nonfinite"), "nonfinite", benign_steps, replay)
 
 
 def _hardcoded_alert(series, names):

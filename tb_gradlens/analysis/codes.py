@@ -12,7 +12,8 @@ from tb_gradlens import metadata
 __all__ = [
     "ERROR", "WARNING", "INFO", "SEVERITIES", "SEVERITY_ORDER", "NONE_GRADIENT", "ZERO_GRADIENT",
     "NONFINITE", "BF16_DIVERGENCE", "F16_DIVERGENCE", "F32_F64_MISMATCH", "DIVERGENCE", "FLUSH_TO_ZERO",
-    "UNDERFLOW", "LOST_UPDATE", "BF16_MODEL_OUTPUT", "HARDCODED_16_BIT", "INDEX_OUT_OF_RANGE", "CODES", "PRECISION_CODES", "DIVERGENCE_KINDS",
+    "UNDERFLOW", "LOST_UPDATE", "BF16_MODEL_OUTPUT", "HARDCODED_16_BIT", "INDEX_OUT_OF_RANGE", "LOSS_SCALE_SKIP",
+    "LOSS_SCALE_FAILURE", "CODES", "PRECISION_CODES", "DIVERGENCE_KINDS",
     "DEFAULT_COLUMN", "Thresholds", "DEFAULT_THRESHOLDS", "Alert",
 ]
 
@@ -36,9 +37,12 @@ LOST_UPDATE = "lost_update"
 BF16_MODEL_OUTPUT = "bf16_model_output"
 HARDCODED_16_BIT = "hardcoded_16_bit"
 INDEX_OUT_OF_RANGE = "index_out_of_range"
+LOSS_SCALE_SKIP = "loss_scale_skip"
+LOSS_SCALE_FAILURE = "loss_scale_failure"
 CODES = (
     NONE_GRADIENT, ZERO_GRADIENT, NONFINITE, BF16_DIVERGENCE, F16_DIVERGENCE, F32_F64_MISMATCH,
     DIVERGENCE, FLUSH_TO_ZERO, UNDERFLOW, LOST_UPDATE, BF16_MODEL_OUTPUT, HARDCODED_16_BIT, INDEX_OUT_OF_RANGE,
+    LOSS_SCALE_SKIP, LOSS_SCALE_FAILURE,
 )
 
 # The divergence code of a comparison, by the candidate's (effective)
@@ -115,6 +119,10 @@ class Thresholds:
         underflow_binades binades of its dtype's smallest normal number.
       lost_update: fraction of the elements of bfloat16 weights that did
         not move although their gradient was nonzero.
+      loss_scale_floor, loss_scale_skips_in_row: a loss-scale skip is real
+        trouble when the scale falls below the floor, or after an applied
+        update when more skips than this come in a row
+        (``analysis.loss_scale``).
     """
 
     stable_factor: float = 4.0
@@ -139,6 +147,8 @@ class Thresholds:
     underflow: float = 0.01
     underflow_binades: int = 8
     lost_update: float = 0.1
+    loss_scale_floor: float = 1.0
+    loss_scale_skips_in_row: int = 3
 
     def replace(self, **changes):
         """A copy with some thresholds changed (unknown names: ValueError)."""

@@ -9,6 +9,9 @@ from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import alerts
 from tb_gradlens.analysis import codes
+from tb_gradlens.analysis import loss_scale
+from tb_gradlens.analysis import replays
+from tb_gradlens.analysis import step_alerts
 from tb_gradlens.analysis import tolerances
 
 
@@ -36,9 +39,23 @@ def _statistics_tag(source, entry):
     return None
 
 
+def nonfinite_context(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
+    """(benign skip steps, first replay or None) of ``run``: what its
+    non-finite alerts leave out (loss-scale skips) and carry (the verdict
+    of its replayed non-finite step)."""
+    try:
+        found = replays.run_replays(source, run)
+        return loss_scale.benign_skips(source, run, thresholds), (found[0] if found else None)
+    except errors.InvalidArgumentError:
+        return (), None
+
+
 def tag_alerts(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
     """Alerts of one readable tag (memoized by the source until the tag grows)."""
     key = ("alerts", thresholds)
+    if entry.kind in (metadata.GRAD_STATS,) + codes.DIVERGENCE_KINDS:
+        benign, replay = nonfinite_context(source, entry.run, thresholds)
+        key += (benign, None if replay is None else (replay["step"], replay["tag"], replay["verdict"]))
     if entry.kind == metadata.DTYPES:
         def compute():
             return alerts.alerts_for_dtype_maps(entry, source.dtype_maps(entry.run, entry.tag))
@@ -46,7 +63,7 @@ def tag_alerts(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
         def compute():
             judgement = tolerances.judge_entry(source, entry, thresholds)
             return alerts.alerts_for_divergence(source.series(entry.run, entry.tag), thresholds,
-                                                judgement=judgement)
+                                                judgement=judgement, benign_steps=benign, replay=replay)
     elif entry.kind == metadata.GRAD_HISTOGRAM:
         dtypes = _gradient_dtypes(source, entry)
         key += (dtypes,)
@@ -55,13 +72,19 @@ def tag_alerts(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
             return alerts.alerts_for_histogram(source.series(entry.run, entry.tag), thresholds, dtypes)
     elif entry.kind == metadata.GRAD_STATS:
         def compute():
-            return alerts.alerts_for_grad_stats(source.series(entry.run, entry.tag), thresholds)
+            return alerts.alerts_for_grad_stats(source.series(entry.run, entry.tag), thresholds, benign, replay)
+    elif entry.kind == metadata.OPTIMIZER_STEP:
+        def compute():
+            return loss_scale.alerts_for_optimizer_steps(source.series(entry.run, entry.tag), thresholds)
+    elif entry.kind == metadata.NONFINITE_REPLAY:
+        def compute():
+            return step_alerts.alerts_for_nonfinite_replay(source.series(entry.run, entry.tag))
     elif entry.kind == metadata.GRADIENT_INDICES:
         view_tag = _statistics_tag(source, entry)
         key += (view_tag,)
 
         def compute():
-            return alerts.alerts_for_gradient_indices(source.series(entry.run, entry.tag), view_tag)
+            return step_alerts.alerts_for_gradient_indices(source.series(entry.run, entry.tag), view_tag)
     elif entry.kind == metadata.UPDATE_STATS:
         def compute():
             return alerts.alerts_for_update_stats(source.series(entry.run, entry.tag), thresholds)

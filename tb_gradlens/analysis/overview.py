@@ -13,8 +13,10 @@ from tb_gradlens import metadata
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import harm
 from tb_gradlens.analysis.coverage import comparison_note
-from tb_gradlens.analysis.coverage import step_offsets
 from tb_gradlens.analysis import findings
+from tb_gradlens.analysis import replays
+from tb_gradlens.analysis.coverage import step_offsets
+from tb_gradlens.analysis.loss_scale import optimizer_steps
 from tb_gradlens.analysis import tolerances
 
 
@@ -45,13 +47,14 @@ def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
     compared value became non-finite: the first such step wins.
     """
     best = None
+    benign, _ = findings.nonfinite_context(source, run, thresholds)
     for entry in source.entries(run):
         if entry.kind not in codes.DIVERGENCE_KINDS:
             continue
         try:
             found = source.cached(
-                ("worst", thresholds), entry,
-                lambda e=entry: _Found(_worst_of(source, e, thresholds)),
+                ("worst", thresholds, benign), entry,
+                lambda e=entry: _Found(_worst_of(source, e, thresholds, benign)),
             ).value
         except errors.InvalidArgumentError:
             continue
@@ -60,7 +63,7 @@ def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
     return best
 
 
-def _worst_of(source, entry, thresholds):
+def _worst_of(source, entry, thresholds, benign=()):
     series = source.series(entry.run, entry.tag)
     if len(series.steps) == 0:
         return None
@@ -68,8 +71,9 @@ def _worst_of(source, entry, thresholds):
         return None  # replicas see different examples: not a divergence
     judgement = tolerances.judge_entry(source, entry, thresholds)
     judged = np.isfinite(judgement.limits)
-    values = np.where(judgement.noise | ~judged, -np.inf, judgement.values)
-    bad = _nonfinite_counts(series) > 0
+    skip = np.isin(series.steps, np.asarray(benign, np.int64))[:, None]  # loss-scale skips: never applied
+    values = np.where(judgement.noise | ~judged | skip, -np.inf, judgement.values)
+    bad = (_nonfinite_counts(series) > 0) & ~skip
     if bad.any():
         s = int(np.argmax(bad.any(axis=1)))
         r = int(np.argmax(bad[s]))
@@ -119,10 +123,14 @@ def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
         counts = {s: 0 for s in codes.SEVERITIES}
         for a in alerts:
             counts[a.severity] += 1
-        # Gradients first (what the optimizer applies), then any compared record.
-        nonfinite = [a for a in alerts if a.code == codes.NONFINITE and a.view["name"] == metadata.GRAD_STATS]
+        # The replayed first non-finite step (checked on every step), then the
+        # gradients (what the optimizer applies), then any compared record.
+        nonfinite = [a for a in alerts if a.code == codes.NONFINITE and a.view["name"] == metadata.NONFINITE_REPLAY]
+        nonfinite = nonfinite or [a for a in alerts
+                                  if a.code == codes.NONFINITE and a.view["name"] == metadata.GRAD_STATS]
         nonfinite = nonfinite or [a for a in alerts if a.code == codes.NONFINITE]
         first_nf = min(nonfinite, key=lambda a: a.step_first) if nonfinite else None
+        offsets = step_offsets(source, run)
         out.append({
             "run": run,
             "worst_divergence": worst_divergence(source, run, thresholds),
@@ -132,9 +140,20 @@ def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
             "disconnected_variables": _union(a.variables for a in alerts if a.code == codes.NONE_GRADIENT),
             "zero_gradient_variables": _union(a.variables for a in alerts if a.code == codes.ZERO_GRADIENT),
             "alert_counts": counts,
-            "step_offsets": step_offsets(source, run),
+            "step_offsets": offsets,
+            "nonfinite_replay": _first_replay(source, run),
+            "optimizer_steps": optimizer_steps(source, run, thresholds, offsets),
         })
     return out
+
+
+def _first_replay(source, run):
+    try:
+        found = replays.run_replays(source, run)
+    except errors.InvalidArgumentError:
+        return None
+    return dict(replays.detail(found[0]), candidate_label=found[0]["candidate_label"],
+                reference_label=found[0]["reference_label"]) if found else None
 
 
 def _union(lists):

@@ -141,6 +141,41 @@ INDEX_OUT_OF_RANGE_FIX = (
     "them below the embedding's input_dim; check the vocabulary size against the largest id."
 )
 
+LOSS_SCALE_SKIP = (
+    "The float16 loss scale overflowed at {n} step(s) ({steps}): the optimizer skipped those updates and "
+    "halved the scale ({first} -> {last}), which is how dynamic loss scaling finds its level; the "
+    "gradients logged there are the overflowed ones it did not apply, not an error."
+)
+LOSS_SCALE_SKIP_FIX = (
+    "Nothing to do. Fewer skips at the start: a lower initial_scale of the LossScaleOptimizer."
+)
+LOSS_SCALE_FAILURE = (
+    "Loss scaling cannot explain the non-finite gradients from step {a} ({steps}): {why} The scale is "
+    "{scale} after it."
+)
+LOSS_SCALE_LOSS = "the loss itself was not finite, which no loss scale causes or fixes."
+LOSS_SCALE_FLOOR = ("the scale fell below {floor:g}, where it shrinks the gradients it should protect: the "
+                    "gradients are NaN or infinite at any scale.")
+LOSS_SCALE_IN_ROW = ("more than {k} skips came in a row after updates were applied (the scale grows one "
+                     "binade at a time, so a healthy overflow costs one skip): the gradients left the float16 "
+                     "range or are NaN.")
+LOSS_SCALE_FAILURE_FIX = (
+    "Look at the nonfinite alert and its replay (the layer where the NaN starts, and whether float32 is "
+    "finite there); guard log/sqrt/division, lower the learning rate, keep the loss and softmax in "
+    "float32, or switch to bfloat16."
+)
+REPLAY = (
+    "Train step {a} was not finite: in {cand}, the first non-finite value is {where}. {summary}"
+)
+REPLAY_FIX = {
+    "precision": (
+        "Compute {layer} in float32 (dtype='float32' on the layer), or scale its inputs down, or train in "
+        "bfloat16 (its range is float32's). " + ADVISOR
+    ),
+    "not_precision": NONFINITE_FIX,
+    "not_reproduced": NONFINITE_FIX,
+}
+
 
 def names(rows, index, limit=4):
     """``rows[i]`` for i in ``index``, at most ``limit`` named."""

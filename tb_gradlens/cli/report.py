@@ -113,8 +113,25 @@ def _headline_text(h):
         )
     else:
         out.append("  first NaN/Inf: none")
+    steps = h.get("optimizer_steps")
+    if steps and steps.get("loss_scale"):
+        first, last = steps["loss_scale"]
+        out.append("  loss scale: %g -> %g, %d skipped update(s)%s%s" % (
+            first, last, len(steps["skips"]),
+            " at steps " + ", ".join(str(s) for s in steps["skips"][:8]) if steps["skips"] else "",
+            " (%d in trouble: see the alerts)" % len(steps["trouble"]) if steps["trouble"] else ""))
+    if steps and steps.get("differ_from") is not None:
+        out.append("  steps: one per train step (batch); the optimizer's own step falls behind from step %d "
+                   "(skipped updates): step %d is optimizer step %d" % (
+                       steps["differ_from"], steps["last_step"], steps["last_iteration"]))
+    replay = h.get("nonfinite_replay")
+    if replay:
+        out.append("  NaN replay at step %d: %s (first non-finite in %s: %s; in %s: %s)" % (
+            replay["step"], replay["text"], replay["candidate_label"],
+            replay["candidate"]["where"] if replay["candidate"] else "nothing",
+            replay["reference_label"], replay["reference"]["where"] if replay["reference"] else "nothing"))
     for o in h.get("step_offsets") or []:
-        out.append("  steps: from step %d the records are at optimizer step + %d (the optimizer restarted "
+        out.append("  steps: from step %d the records are at train step + %d (the optimizer restarted "
                    "below steps this run already holds, so the run's steps continue)" % (o["step"], o["offset"]))
     for label, key in (("disconnected (None gradient)", "disconnected_variables"),
                        ("zero gradient", "zero_gradient_variables")):

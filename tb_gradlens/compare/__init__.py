@@ -36,7 +36,8 @@ layers, whose divergence is what rounding alone does to each compared row.
 Modules: ``variants`` (Variant, Comparison), ``functions`` (compare_fn),
 ``keras_passes`` (KerasPass), ``keras_step`` (compare_keras), ``stable``
 (the stable-rounding pass), ``randomness`` (shared random draws),
-``instruments`` (layer calls seen by a pass), ``dtype_maps``.
+``instruments`` (layer calls seen by a pass), ``dtype_maps``, ``replay`` (a
+non-finite step replayed as configured and in float32).
 """
 
 from tb_gradlens.compare.dtype_maps import dominant_policy  # noqa: F401
@@ -58,6 +59,9 @@ from tb_gradlens.compare.keras_step import stable_pass_for  # noqa: F401
 from tb_gradlens.compare.stable import DitheredPass  # noqa: F401
 from tb_gradlens.compare.stable import StableRoundingPass  # noqa: F401
 from tb_gradlens.compare.randomness import SharedDraws  # noqa: F401
+from tb_gradlens.compare.replay import Replay  # noqa: F401
+from tb_gradlens.compare.replay import ReplayPasses  # noqa: F401
+from tb_gradlens.compare.replay import replay_step  # noqa: F401
 from tb_gradlens.compare.variants import POLICIES  # noqa: F401
 from tb_gradlens.compare.variants import Comparison  # noqa: F401
 from tb_gradlens.compare.variants import Variant  # noqa: F401

@@ -132,7 +132,7 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
     ref_pass, cand_pass = passes[:2]
     stable_pass = passes[2] if len(passes) > 2 else (
         stable_pass_for(model, reference, candidate, activations) if stable else None)
-    run_ref, run_cand, run_stable = (_runner(p, eager) for p in (ref_pass, cand_pass, stable_pass))
+    run_ref, run_cand, run_stable = (pass_runner(p, eager) for p in (ref_pass, cand_pass, stable_pass))
     applied = candidate_outcome is not None
     if candidate_outcome is not None:
         cand_loss, cand_grads, named = candidate_outcome[:3]
@@ -251,7 +251,7 @@ def _stable_activations(stable_pass, stable_outcome, rows, dtypes, references):
     return tf.tensor_scatter_nd_update(nan, [[k] for k in found], measured)
 
 
-def _runner(pass_, eager):
+def pass_runner(pass_, eager):
     """How a pass runs: its ``tf.function``, or eagerly (``eager``, unless
     it compiles with XLA)."""
     if pass_ is None:

@@ -19,8 +19,9 @@ its state), ``live`` (the step observed as it runs, without XLA),
 ``probe`` (beside an XLA-compiled step), ``replicas`` (several replicas),
 ``slots`` (one comparison), ``rings`` (per-step buffers), ``writing``
 (records after each train-function call), ``status`` (the lens status),
-``schedule`` (when, which variables, which comparisons), ``custom_loop``
-(``GradLens``).  Every private Keras API used is in
+``schedule`` (when, which variables, which comparisons), ``forensics``
+(every step checked: loss-scale skips, the replay of the first non-finite
+step), ``custom_loop`` (``GradLens``).  Every private Keras API used is in
 ``tb_gradlens.keras_private``.
 """
 

@@ -42,6 +42,19 @@ class GradLensCallback(keras.callbacks.Callback):
       replica_divergence: under a strategy with several replicas, also log
         each replica's gradient vs the replica mean (``divergence``
         records named ``replicas``; one small all-gather every step).
+      nonfinite_replay: check every step for a non-finite loss or gradient
+        (one reduction over the gradients, no host read) and replay the
+        first one in trouble before its update, as configured and in
+        float32 ("float64": in float64), from the same weights, batch and
+        random draws: a ``nonfinite_replay`` record whose verdict the
+        ``nonfinite`` alert carries ("16-bit precision" or "not
+        precision").  "auto" (default): where it can (without XLA, one
+        replica); False: off.  Loss-scale skips of a
+        ``LossScaleOptimizer`` are recorded either way
+        (``optimizer_step`` records).
+      stop_on_nonfinite: do not apply the update of that step (nor any
+        later one) and stop ``fit`` after the call (Keras'
+        ``TerminateOnNaN`` stops after the update).
 
     What is logged, and how (README "Precision lens"): the gradients the
     optimizer applies (loss scaling undone), at the true optimizer step,
@@ -61,7 +74,8 @@ class GradLensCallback(keras.callbacks.Callback):
     def __init__(self, log_dir, gradient_every=GRADIENT_EVERY, compare_every=COMPARE_EVERY,
                  variables=None, start_step=0, stop_step=None, comparisons="auto",
                  histogram=True, update_stats=True, activations=True, name="model",
-                 replica_divergence=False, advisor=None, update_every=None):
+                 replica_divergence=False, advisor=None, update_every=None, nonfinite_replay="auto",
+                 stop_on_nonfinite=False):
         super().__init__()
         self.log_dir = log_dir
         self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
@@ -74,6 +88,11 @@ class GradLensCallback(keras.callbacks.Callback):
         self.activations = activations
         self.name = name
         self.replica_divergence = replica_divergence
+        if nonfinite_replay not in ("auto", True, False, "float64", None):
+            raise ValueError("tb_gradlens: nonfinite_replay must be 'auto', True, False or 'float64', not %r"
+                             % (nonfinite_replay,))
+        self.nonfinite_replay = nonfinite_replay or False
+        self.stop_on_nonfinite = bool(stop_on_nonfinite)
         self.advisor = advisor
         self._advising = None
         self._writer = None

@@ -10,6 +10,7 @@ from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens import safety
 from tb_gradlens import summary_v2
+from tb_gradlens.keras.loop_checks import LoopChecks
 from tb_gradlens.keras.schedule import COMPARE_EVERY
 from tb_gradlens.keras.schedule import GRADIENT_EVERY
 from tb_gradlens.keras.schedule import Schedule
@@ -23,7 +24,7 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-class GradLens:
+class GradLens(LoopChecks):
     """The callback's features for custom training loops.
 
     Example::
@@ -238,12 +239,6 @@ class GradLens:
         if not all(id(v) in by_id for v in wanted):
             return None
         return [by_id[id(v)] for v in wanted]
-
-    @staticmethod
-    def seed_states(model):
-        """The values of ``model``'s seed-generator states now: read them
-        before the step and pass them to ``compare_keras(seeds=...)``."""
-        return [tf.identity(tf.convert_to_tensor(v.value)) for v in compare.seed_states(model)]
 
     def log_dtypes(self, model, x, step):
         """Write the dtype map (one eager forward pass on ``x``) if it changed."""

@@ -23,8 +23,8 @@ from tb_gradlens.keras.replicas import Replicas
 from tb_gradlens.keras.tap import COMPARISON_KINDS
 from tb_gradlens.keras.tap import COMPARISONS
 from tb_gradlens.keras.tap import GRADIENT_KINDS
+from tb_gradlens.keras.tap import GRADIENTS
 from tb_gradlens.keras.tap import UPDATES
-from tb_gradlens.keras.tap import optimizer_step
 from tb_gradlens.keras.tap import when
 
 class _Capture:
@@ -88,7 +88,7 @@ class LiveStep:
     def train_step(self, data):
         tap, model = self.tap, self.model
         tap.traces += 1
-        step = optimizer_step(model)
+        step = tap.step_now()
         seeds = [tf.identity(tf.convert_to_tensor(v.value)) for v in self.seeds]
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         compares = tap.includes(COMPARISONS)
@@ -109,6 +109,7 @@ class LiveStep:
             recorder.stop()
         if recorder.dtypes:
             tap.observed_dtypes = dict(recorder.dtypes)
+        tap.next_step()
         return out
 
     def compute_loss(self, *args, **kwargs):
@@ -122,8 +123,10 @@ class LiveStep:
 
     def apply(self, grads, trainable_variables=None):
         """The optimizer's ``apply``: on a logged step, the step's loss, the
-        live comparisons and the gradient statistics (one conditional), the
-        update, then the update statistics (another)."""
+        live comparisons and the gradient statistics (one conditional); the
+        step's check (``forensics.StepWatch``: skips, the replay of a
+        non-finite step); the update; then the update statistics (another
+        conditional) and what the optimizer did."""
         tap = self.tap
         grads = list(grads)
         variables = (list(trainable_variables) if trainable_variables is not None
@@ -131,7 +134,7 @@ class LiveStep:
         capture = getattr(tap.local, "capture", None)
         if capture is not None:
             capture.recorder.stop()
-        step = optimizer_step(self.model)
+        step = capture.step if capture is not None else tap.step_now()
         applied = keras_private.applied_gradients(self.optimizer, grads, variables)
         chosen = tap.choose(applied, variables)
         tap.note_gradient_dtypes(chosen)
@@ -141,10 +144,14 @@ class LiveStep:
                 loss = self.replicas.total_loss(loss)
             if tap.logs_gradients:
                 self.replicas.before_update(step, chosen)
-        when(tap.status, "logged step", (), tap.any_due(step),
-             lambda: self._logged_step(step, capture, loss, applied, variables, chosen))
+        due = tap.any_due(step)
+        if due is not None:
+            when(tap.status, "logged step", (), due,
+                 lambda: self._logged_step(step, capture, loss, applied, variables, chosen))
+        check = tap.watch.check(step, grads, None if capture is None else capture.loss, capture)
         tap.copy_weights_when_due(step)
-        result = self._original["apply"](grads, trainable_variables)
+        result = tap.watch.applying(check, lambda: self._original["apply"](grads, trainable_variables))
+        tap.watch.after(step, check, tap.logs_gradients and tap.includes(GRADIENTS))
         if tap.logs_gradients and tap.log_updates and tap.includes(UPDATES):
             if self.replicas is not None:
                 chosen = self.replicas.reduced()
@@ -157,7 +164,7 @@ class LiveStep:
         if loss is not None:
             tap.record_loss(step, loss)
         self._compare_live(step, capture, applied, variables)
-        if tap.logs_gradients and self.replicas is None:
+        if tap.logs_gradients and self.replicas is None and tap.includes(GRADIENTS):
             when(tap.status, "gradient statistics", GRADIENT_KINDS, tap.gradient_due(step),
                  lambda: tap.describe_gradients(step, chosen), name=tap.status.name)
         return tf.constant(True)

@@ -37,7 +37,6 @@ from tb_gradlens import metadata
 from tb_gradlens.numerics import sparse
 from tb_gradlens.keras.tap import COMPARISON_KINDS
 from tb_gradlens.keras.tap import GRADIENT_KINDS
-from tb_gradlens.keras.tap import optimizer_step
 from tb_gradlens.keras.tap import when
 
 CUSTOM_STEP_REASON = (
@@ -90,17 +89,18 @@ class ProbeStep:
     def step(self, data):
         tap, model = self.tap, self.model
         tap.traces += 1
-        step = optimizer_step(model)
+        step = tap.step_now()
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         when(tap.status, "logged step", (), tap.any_due(step), lambda: self.probe(step, x, y, sample_weight))
         recorder = compare.ActivationRecorder(model, keep_tensors=False)
         with recorder:  # dtypes only, while traced: no op is added to the step
-            out = self.xla_step(data)
+            out = tap.watch.around_compiled(step, lambda: self.xla_step(data), tap.logs_gradients)
         if recorder.dtypes:
             tap.observed_dtypes = dict(recorder.dtypes)
         if tap.logs_gradients and tap.log_updates:
             when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.update_due(step),
                  lambda: tap.describe_update(step, self._kept()), name=tap.status.name)
+        tap.next_step()
         return out
 
     def _kept(self):

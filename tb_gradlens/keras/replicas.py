@@ -17,7 +17,6 @@ from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens import summary_v2
 from tb_gradlens.keras.tap import GRADIENT_KINDS
-from tb_gradlens.keras.tap import optimizer_step
 from tb_gradlens.keras.tap import when
 
 
@@ -50,7 +49,7 @@ class Replicas:
         are copied by the caller's logged-step branch."""
         self.local.reduced = chosen
         if self.original_all_reduce is None:
-            self.describe(chosen, distribute.sum_across_replicas(chosen), optimizer_step(self.tap.model))
+            self.describe(chosen, distribute.sum_across_replicas(chosen), self.tap.step_now())
 
     def reduced(self):
         """The all-reduced gradients of this replica's step (for update statistics)."""
@@ -61,7 +60,7 @@ class Replicas:
         local_pairs = list(grads_and_vars)
         reduced_pairs = self.original_all_reduce(local_pairs)
         if distribute.replica_context() is not None:
-            step = optimizer_step(self.tap.model)
+            step = self.tap.step_now()
             self.describe(self._choose(local_pairs), self._choose(reduced_pairs), step)
         return reduced_pairs
 

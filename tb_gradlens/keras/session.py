@@ -87,7 +87,8 @@ class Session:
         self.function = None
         self.entry = None  # what model.train_function is while armed
         self._traced = {}  # Tap.parts -> Keras' train function traced with the lens's step
-        self.next_step = 0
+        self.next_step = 0  # the train step the next call starts at
+        self._lead = 0  # train step - optimizer step, where the watch is off (then constant)
         self._writes_pending = True  # the status or dtype map may have changed
         self._traces_written = 0  # tap.traces when they were last written
 
@@ -139,10 +140,15 @@ class Session:
                 self.writer.flush()
 
     def sync(self):
-        """Re-read the optimizer step (once per epoch: a last execution of an
-        epoch may run fewer than steps_per_execution steps)."""
+        """Re-read the train step (once per epoch: a last execution of an
+        epoch may run fewer than steps_per_execution steps): the lens's
+        counter where every step counts itself (``StepWatch`` armed), else
+        the optimizer's step, which then advances with every batch."""
         if self.tap is not None:
-            self.next_step = int(self.model.optimizer.iterations.numpy())
+            if self.tap.watch.armed:
+                self.next_step = int(self.tap.counter.numpy())
+            else:
+                self.next_step = int(self.model.optimizer.iterations.numpy()) + self._lead
 
     # -- set up ------------------------------------------------------------------
 
@@ -182,7 +188,7 @@ class Session:
         self.function = self.entry = self._writing_after_each_call()
 
     def _parts_from(self, first):
-        """The key of the trace a call from optimizer step ``first`` runs."""
+        """The key of the trace a call from train step ``first`` runs."""
         if not self.step_tap.traces_by_parts:
             return None
         return self.tap.parts_due_in(first, first + self.tap.gradients.slots)
@@ -200,8 +206,10 @@ class Session:
         return function
 
     def _begin_training(self):
-        first = int(self.model.optimizer.iterations.numpy())
+        first = int(self.tap.counter.numpy())  # the optimizer's step at the start, else where it left off
+        self._lead = first - int(self.model.optimizer.iterations.numpy())
         self.next_step = first
+        self.tap.watch.begin(first)
         self.sink.offset = writing.step_offset(self.callback.log_dir, first, self.sink.offset)
         self.status.step_offset = self.sink.offset
         self.status.expected = []
@@ -215,6 +223,8 @@ class Session:
         expect = self.status.expect
         if tap.logs_gradients:
             expect(metadata.GRAD_STATS, callback.name, tap.gradient_schedule, offset)
+            if tap.watch.armed:
+                expect(metadata.OPTIMIZER_STEP, callback.name, tap.gradient_schedule, offset)
             if tap.histogram:
                 expect(metadata.GRAD_HISTOGRAM, callback.name, tap.gradient_schedule, offset)
             if tap.log_updates:
@@ -243,6 +253,8 @@ class Session:
             parts = self._parts_from(first)
             function = self._function_for(parts)
             self.tap.parts = parts  # read when the step is traced
+            if not self.tap.watch.armed:
+                self.tap.counter.assign(first)  # (Keras' own function ran the steps since)
             self.step_tap.patch()
             try:
                 logs = function(iterator)
@@ -252,6 +264,8 @@ class Session:
             finally:
                 self.restore()
             self.next_step = first + self.tap.gradients.slots
+            if self.tap.watch.stop_requested():
+                self._stop(first)
             if self.tap.any_due_in(first, self.next_step):
                 if self.sink.in_step:
                     self.sink.note_steps(first, self.next_step)
@@ -263,10 +277,20 @@ class Session:
         return train_function
 
     def _plain_call_suffices(self, first):
-        """Whether the call from optimizer step ``first`` logs nothing and
-        has nothing to write, so Keras' own train function can run it."""
-        return (self.plain_function is not None and not self._writes_pending
+        """Whether the call from train step ``first`` logs nothing, has
+        nothing to write and no step to check (``StepWatch``), so Keras' own
+        train function can run it."""
+        return (self.plain_function is not None and not self._writes_pending and not self.tap.watch.armed
                 and not self.tap.any_due_in(first, first + self.tap.gradients.slots))
+
+    def _stop(self, first):
+        """``stop_on_nonfinite``: a step in this call was not finite and its
+        update was held back; ``fit`` stops after this call."""
+        if not self.model.stop_training:
+            safety.notify("stop_on_nonfinite: a train step from %d on is not finite; its update was not applied "
+                          "and training stops (the run's nonfinite_replay record says where it came from)"
+                          % (first + self.sink.offset))
+        self.model.stop_training = True
 
     def flush(self, first_step=None):
         """Write every buffered step, the status and dtype map if they may

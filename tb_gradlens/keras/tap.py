@@ -20,6 +20,7 @@ from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens import summary_v2
 from tb_gradlens.keras import schedule as schedules
+from tb_gradlens.keras.forensics import StepWatch
 from tb_gradlens.keras.rings import StepRing
 from tb_gradlens.keras.slots import ComparisonSlot
 
@@ -34,6 +35,7 @@ def _size(variable):
 GRADIENT_KINDS = (metadata.GRAD_STATS, metadata.GRAD_HISTOGRAM)
 COMPARISON_KINDS = (metadata.DIVERGENCE, metadata.LOSS_COMPARISON, metadata.ACTIVATION_DIVERGENCE)
 # The parts of a logged step that a trace of it may leave out (``Tap.parts``).
+GRADIENTS = "gradients"
 UPDATES = "updates"
 COMPARISONS = "comparisons"
 
@@ -54,9 +56,6 @@ def when(status, what, kinds, pred, fn, name=None):
         return False
 
 
-def optimizer_step(model):
-    """The optimizer step the train step is about to take (before the update)."""
-    return tf.identity(tf.convert_to_tensor(model.optimizer.iterations.value))
 
 
 class Tap:
@@ -118,6 +117,19 @@ class Tap:
         if not self.slots and options.comparisons == "auto" and self.compare_schedule.every > 0:
             status.cannot("comparisons", COMPARISON_KINDS, schedules.NO_16_BIT_LAYER, warn=False)
         self.local = threading.local()  # per replica thread: the step being observed
+        # The lens's train-step counter: the step records are written at (plus
+        # the sink's offset), one per batch whether or not the optimizer
+        # advances; it starts at the optimizer's step (``Session``).
+        self.counter = distribute.buffer(tf.constant(int(model.optimizer.iterations.numpy()), tf.int64))
+        self.watch = StepWatch(self, options, xla, self.replicas)
+
+    def step_now(self):
+        """Inside the step: the train step it is (``counter``)."""
+        return tf.identity(self.counter.read_value())
+
+    def next_step(self):
+        """Inside the step, at its end: count it."""
+        self.counter.assign_add(1)
 
     # -- schedules ------------------------------------------------------------
 
@@ -131,21 +143,29 @@ class Tap:
         return tf.logical_and(self.compare_schedule(step), distribute.is_first_replica())
 
     def any_due(self, step):
-        if not self.includes(COMPARISONS):
-            return self.gradient_due(step)
-        return tf.logical_or(self.gradient_due(step), self.compare_due(step))
+        """Whether ``step`` logs anything the trace includes (None: nothing can be)."""
+        due = [self.gradient_due(step)] if self.includes(GRADIENTS) else []
+        if self.includes(COMPARISONS) and self.slots:
+            due.append(self.compare_due(step))
+        if not due:
+            return None
+        return due[0] if len(due) == 1 else tf.logical_or(*due)
 
     def any_due_in(self, first, last):
-        """Whether optimizer steps ``[first, last)`` log anything (Python)."""
+        """Whether train steps ``[first, last)`` log anything (Python)."""
         return self.gradient_schedule.any_in(first, last) or (
             bool(self.slots) and self.compare_schedule.any_in(first, last))
 
     def parts_due_in(self, first, last):
-        """The optional parts (``UPDATES``, ``COMPARISONS``) that optimizer
-        steps ``[first, last)`` may log (Python): a trace of the step without
-        the others has no conditional for them (each costs ~1.5% of a 1 ms
-        step when not taken, and a comparison's keeps the layer outputs)."""
+        """The optional parts (``GRADIENTS``, ``UPDATES``, ``COMPARISONS``)
+        that train steps ``[first, last)`` may log (Python): a trace of the
+        step without the others has no conditional for them (each costs
+        ~1.5% of a 1 ms step when not taken, and a comparison's keeps the
+        layer outputs).  A call that logs nothing runs with none of them
+        when the ``StepWatch`` is armed (every step checked)."""
         parts = set()
+        if self.gradient_schedule.any_in(first, last):
+            parts.add(GRADIENTS)
         if self.logs_gradients and self.log_updates and self.update_schedule.any_in(first, last):
             parts.add(UPDATES)
         if self.slots and self.compare_schedule.any_in(first, last):
@@ -217,4 +237,5 @@ class Tap:
         return tf.constant(True)
 
     def rings(self):
-        return [self.gradients, self.updates, self.losses] + [slot.ring for slot in self.slots]
+        replay = [self.watch.replay.ring] if self.watch.replay is not None else []
+        return [self.gradients, self.updates, self.losses, self.watch.ring] + replay + [slot.ring for slot in self.slots]

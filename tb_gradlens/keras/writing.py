@@ -122,8 +122,9 @@ class RecordSink:
         if handle is None or self.replicas is not None:
             return False
         tap = self.tap
-        # events per step: gradient and update statistics, histogram, indices, loss; 3 per comparison
-        per_call = tap.gradients.slots * (5 + 3 * len(tap.slots))
+        # events per step: gradient and update statistics, histogram, indices, loss, optimizer step,
+        # replay; 3 per comparison
+        per_call = tap.gradients.slots * (7 + 3 * len(tap.slots))
         if per_call > getattr(self.writer, "max_queue", 0) // 2:
             # More events per call than the writer queues: TensorFlow would
             # flush inside the step, where a full disk raises.
@@ -132,6 +133,9 @@ class RecordSink:
         tap.gradients.write_now = self._writing_now("gradients", handle, self._gradient_records)
         tap.updates.write_now = self._writing_now("updates", handle, self._update_records)
         tap.losses.write_now = self._writing_now("loss", handle, lambda: [], [("loss", tap.losses.reader("loss"))])
+        tap.watch.ring.write_now = self._writing_now("optimizer", handle, self._optimizer_records)
+        if tap.watch.replay is not None:
+            tap.watch.replay.ring.write_now = self._writing_now("replay", handle, self._replay_records)
         for slot in tap.slots:
             slot.ring.write_now = self._writing_now("comparison " + slot.name, handle, slot.records)
         self.in_step = True
@@ -178,6 +182,10 @@ class RecordSink:
             if tap.log_updates:
                 self._write_ring(tap.updates, "updates", self._update_records)
             self._write_ring(tap.losses, None, None)
+            if tap.watch.armed:
+                self._write_ring(tap.watch.ring, "optimizer", self._optimizer_records)
+            if tap.watch.replay is not None and tap.watch.replay.extras is not None:
+                self._write_ring(tap.watch.replay.ring, "replay", self._replay_records)
             for slot in tap.slots:
                 if slot.extras is not None:
                     self._write_ring(slot.ring, "comparison " + slot.name, slot.records)
@@ -245,6 +253,16 @@ class RecordSink:
         if self.replicas is not None:
             pending.extend(self.replicas.records(name))
         return pending
+
+    def _optimizer_records(self):
+        tap = self.tap
+        return [(tap.status.name, metadata.RecordMetadata(
+            metadata.OPTIMIZER_STEP, ["optimizer"], metadata.OPTIMIZER_STEP_COLUMNS,
+            records.optimizer_step_extras(tap.watch.loss_scaling),
+        ), tap.watch.ring.reader("optimizer"))]
+
+    def _replay_records(self):
+        return self.tap.watch.replay.records(self.tap.status.name)
 
     def _update_records(self):
         tap = self.tap

@@ -24,6 +24,10 @@ grad_histogram              min_exponent (int), dtype_exponent_limits
                             {dtype: {min_subnormal, min_normal, max}}
 update_stats                variable_dtypes [rows]
 gradient_indices            table_rows [rows] (int or null)
+optimizer_step              loss_scaling (bool)
+nonfinite_replay            row_kinds [rows] ("output" | "loss" |
+                            "gradient"), candidate, reference
+                            (``variant``)
 divergence,                 reference, candidate (``variant``);
 activation_divergence,      comparison ("precision" | "replica_vs_mean");
 loss_comparison             floor_fraction; row_dtypes [rows] (optional:
@@ -40,7 +44,8 @@ advice                      (none; the tensor is an ``advice`` JSON: the
 
 Modules: ``variants`` (comparison sides), ``comparisons``, ``statistics``
 (gradient, histogram and update extras), ``dtype_maps``, ``statuses``
-(lens_status), ``advice_records``, ``checks`` (shared type checks); every
+(lens_status), ``advice_records``, ``replays`` (optimizer steps and
+non-finite replays), ``checks`` (shared type checks); every
 name is also importable from ``tb_gradlens.records``.
 """
 
@@ -65,6 +70,12 @@ from tb_gradlens.records.dtype_maps import LAYER_KEYS  # noqa: F401
 from tb_gradlens.records.dtype_maps import UNKNOWN  # noqa: F401
 from tb_gradlens.records.dtype_maps import dtype_map  # noqa: F401
 from tb_gradlens.records.dtype_maps import read_dtype_map  # noqa: F401
+from tb_gradlens.records.replays import ROW_KINDS  # noqa: F401
+from tb_gradlens.records.replays import ReplayInfo  # noqa: F401
+from tb_gradlens.records.replays import optimizer_step_extras  # noqa: F401
+from tb_gradlens.records.replays import read_optimizer_step  # noqa: F401
+from tb_gradlens.records.replays import read_replay  # noqa: F401
+from tb_gradlens.records.replays import replay_extras  # noqa: F401
 from tb_gradlens.records.statistics import GradientInfo  # noqa: F401
 from tb_gradlens.records.statistics import HistogramInfo  # noqa: F401
 from tb_gradlens.records.statistics import gradient_extras  # noqa: F401
@@ -97,6 +108,8 @@ _READERS = {
     metadata.GRAD_HISTOGRAM: read_histogram,
     metadata.UPDATE_STATS: read_update,
     metadata.GRADIENT_INDICES: read_gradient_indices,
+    metadata.OPTIMIZER_STEP: read_optimizer_step,
+    metadata.NONFINITE_REPLAY: read_replay,
     metadata.DIVERGENCE: read_comparison,
     metadata.ACTIVATION_DIVERGENCE: read_comparison,
     metadata.LOSS_COMPARISON: read_comparison,

@@ -1,0 +1,117 @@
+"""What checking every step for a non-finite loss or gradient costs (issue 26).
+
+The callback's default (``nonfinite_replay="auto"``) runs, on every train
+step it does not log, a trace of the step with one reduction over the
+gradients and one conditional that a healthy step does not take; with
+``nonfinite_replay=False`` (and no loss scaling) Keras' own train function
+runs those steps.  Variants, identical models (same weights), one fit call
+per variant per round, interleaved:
+
+  plain       no callback
+  checked     GradLensCallback logging nothing in the window (its defaults otherwise)
+  unchecked   the same with nonfinite_replay=False
+
+Per round and variant: the median and the 10th percentile of the per-batch
+wall times (the first 2 batches of a call dropped); the ratio variant /
+plain of the same round; reported as the median over rounds with the
+interquartile range.  The 10th percentile is the quieter statistic on a
+shared machine.  ``--first`` also times the first fit call of a fresh model
+(tracing: the checked step's trace holds the replay's two passes).
+
+Run: python benchmarks/bench_nonfinite.py [--models mlp,transformer] [--rounds 15] [--first]
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import models  # noqa: E402
+from bench_fit import BatchTimer  # noqa: E402
+from bench_logging import spread  # noqa: E402
+
+IDLE = dict(gradient_every=10**9, compare_every=10**9, start_step=10**9)
+
+
+def _callbacks(variant, tmp):
+    from tb_gradlens.keras import GradLensCallback
+
+    if variant == "plain":
+        return []
+    return [GradLensCallback(os.path.join(tmp, variant), nonfinite_replay=variant == "checked" and "auto", **IDLE)]
+
+
+def bench_model(name, rounds, batches, batch_size, tiny=False):
+    import keras
+
+    rng = np.random.default_rng(0)
+    x, y = models.batch(name, batch_size * batches, rng, tiny)
+    tmp = tempfile.mkdtemp(prefix="gradlens_nonfinite_bench_")
+    variants = ("plain", "checked", "unchecked")
+    fitted, callbacks = {}, {}
+    for v in variants:
+        keras.utils.set_random_seed(0)
+        model = models.build(name, "mixed_bfloat16", tiny=tiny)
+        model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
+        fitted[v], callbacks[v] = model, _callbacks(v, tmp)
+    medians = {v: [] for v in variants}
+    lows = {v: [] for v in variants}
+    for _ in range(rounds):
+        for v in variants:
+            timer = BatchTimer()
+            fitted[v].fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False,
+                          callbacks=callbacks[v] + [timer])
+            times = np.array(timer.times[2:])
+            medians[v].append(float(np.median(times)))
+            lows[v].append(float(np.percentile(times, 10)))
+    out = {"model": name, "batch": batch_size, "plain_ms_per_step": 1000 * float(np.median(medians["plain"]))}
+    for stat, table in (("median", medians), ("p10", lows)):
+        base = np.array(table["plain"])
+        out[stat] = {v: spread(np.array(table[v]) / base) for v in variants if v != "plain"}
+    return out
+
+
+def first_call(name, batch_size, tiny=False):
+    """Seconds of the first fit call (2 batches) of a fresh model, per variant."""
+    import keras
+
+    rng = np.random.default_rng(0)
+    x, y = models.batch(name, 2 * batch_size, rng, tiny)
+    tmp = tempfile.mkdtemp(prefix="gradlens_nonfinite_first_")
+    out = {}
+    for v in ("plain", "checked", "unchecked"):
+        keras.utils.set_random_seed(0)
+        model = models.build(name, "mixed_bfloat16", tiny=tiny)
+        model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
+        start = time.perf_counter()
+        model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False, callbacks=_callbacks(v, tmp))
+        out[v] = time.perf_counter() - start
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="mlp,transformer")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--batches", type=int, default=42)
+    parser.add_argument("--first", action="store_true")
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args(argv)
+    for name in args.models.split(","):
+        result = bench_model(name, args.rounds, args.batches, models.DEFAULT_BATCH[name], args.tiny)
+        if args.first:
+            result["first_call_s"] = first_call(name, models.DEFAULT_BATCH[name], args.tiny)
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
