@@ -40,12 +40,13 @@ SCRIPT = """async ([rows, steps, repeat]) => {
   const stepList = Array.from({length: steps}, (_, s) => s);
   const host = document.getElementById('host');
   const times = [];
+  // Colored by value / its limit at that step (0.01 everywhere here), as the Divergence view does.
+  const ratios = values.map((row) => row.map((v) => v / 0.01));
   for (let k = 0; k < repeat; k++) {
     host.replaceChildren();
     const t0 = performance.now();
-    const limits = names.map(() => 0.01);
-    const figure = heatmap({rows: names, steps: stepList, values, legendTitle: 'rel_l2',
-      colors: colorers.tolerance(limits, values, '0.01')});
+    const figure = heatmap({rows: names, steps: stepList, values: ratios, legendTitle: 'rel_l2',
+      colors: colorers.limitRatio()});
     host.appendChild(figure);
     figure.redraw();  // one full draw at the attached width
     // Wait for the next frame so the drawing is really done.

@@ -139,6 +139,12 @@ class FileScan:
         damaged record, else the end of the last whole record checked."""
         return self._damaged_at if self._damaged_at is not None else self.offset
 
+    @property
+    def checked_to(self):
+        """Bytes checked so far: ``offset`` and what is checked of a long
+        record there (a call to ``advance`` that moves neither made no progress)."""
+        return self.offset + (self._long.checked if self._long is not None else 0)
+
     def advance(self, budget=None):
         """Check the bytes added since the last call (about ``budget`` at
         most); returns the bytes read.  A file that shrank is checked again."""

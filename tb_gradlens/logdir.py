@@ -117,10 +117,12 @@ class Progress:
 class LogdirSource:
     """A loaded logdir: ``provider``, ``ctx`` and ``experiment_id`` to read
     through (as the plugin does), and ``problems`` (``Problem``) of what is
-    not read as written."""
+    not read as written; ``runs``: the runs read, ``all_runs``: every run
+    of the logdir (those a ``select_runs`` left out too)."""
 
-    def __init__(self, logdir, provider, problems, runs):
+    def __init__(self, logdir, provider, problems, runs, all_runs=None):
         self.logdir = logdir
+        self.all_runs = list(runs if all_runs is None else all_runs)
         self.provider = provider
         self.ctx = tb_context.RequestContext()
         self.experiment_id = ""
@@ -152,8 +154,8 @@ def open_logdir(logdir, progress=True, select_runs=None):
             "logdir %s holds no TensorBoard event files (events.out.tfevents.*)%s"
             % (logdir, "".join("; " + note for note in notes))
         )
+    names = sorted({run for run, _ in files})
     if select_runs is not None:
-        names = sorted({run for run, _ in files})
         keep = {names[i] for i in select_runs(names)}
         files = [(run, path) for run, path in files if run in keep]
     sizes = {path: _size(path) for _, path in files}
@@ -163,12 +165,12 @@ def open_logdir(logdir, progress=True, select_runs=None):
     done = 0
     for run, path in files:
         scan = event_files.FileScan(path)
-        while True:  # a block at a time (a long record's blocks too), until nothing more is read
-            read = scan.advance(_PROGRESS_BLOCK)
-            done += read
+        while True:  # a block at a time (a long record's blocks too), while the check moves on
+            before = scan.checked_to
+            done += scan.advance(_PROGRESS_BLOCK)
             if bar:
                 bar.update(done)
-            if not read:
+            if scan.checked_to == before:  # the end, damage, or a record cut short
                 break
         scans.append((run, scan))
     problems += file_problems(scans)
@@ -195,4 +197,4 @@ def open_logdir(logdir, progress=True, select_runs=None):
     if bar:
         bar.close()
     provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
-    return LogdirSource(logdir, provider, problems, [run for run, _ in run_dirs])
+    return LogdirSource(logdir, provider, problems, [run for run, _ in run_dirs], names)

@@ -41,10 +41,11 @@ def report(args):
     source, loaded = common.open_source(args)
     runs = common.select_runs(source, args.run)
     if not runs:
-        raise CommandError(
-            "no run with gradlens records%s in %s; its runs with gradlens records: %s"
-            % (" matching %r" % args.run if args.run else "", args.logdir, common.known_runs_text(source.runs()))
-        )
+        if args.run:  # only the matching runs were read: name every run of the logdir
+            raise CommandError("no run matching %r in %s; its runs: %s"
+                               % (args.run, args.logdir, common.known_runs_text(loaded.all_runs)))
+        raise CommandError("no run with gradlens records in %s; its runs with gradlens records: %s"
+                           % (args.logdir, common.known_runs_text(source.runs())))
     source = source.restricted(runs)  # another run's records are never read
     headlines = {h["run"]: h for h in analysis.overview(source) if h["run"] in runs}
     alerts, problems = analysis.run_alerts(source, runs)
