@@ -94,8 +94,13 @@ def main(argv=None):
           "params in 16 bits | passes | seconds | agree |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, workload, policy, fault_row in configs(args.only):
-        with tempfile.TemporaryDirectory() as log_dir:
-            alerts, problems, advice, seconds = alerts_then_advice(workload, policy, log_dir)
+        try:
+            with tempfile.TemporaryDirectory() as log_dir:
+                alerts, problems, advice, seconds = alerts_then_advice(workload, policy, log_dir)
+        except Exception as e:  # noqa: BLE001 - one configuration's failure is a row of the table
+            print("| %s | - | - | - | - | - | - | - | - | FAIL: %s: %s |" % (name, type(e).__name__, e), flush=True)
+            rows.append(False)
+            continue
         rec = advice.recommendation or {}
         ok, why = agreement(alerts, advice, fault_row)
         ok = ok and not problems
