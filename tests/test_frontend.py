@@ -447,8 +447,10 @@ def test_charts_zoom_legend_smoothing_and_download(tensorboard, page):
     p.wait_for_function("(n) => Number(document.documentElement.dataset.reloads) > n", arg=reloads)
     wait_drawn(p)
     figure = chart(p, "L2 norm")
-    p.wait_for_function("(d) => document.querySelector('.gl-view:not(.gl-pending) .gl-line canvas').dataset.plot"
-                        ".includes(d)", arg=json.dumps(zoomed, separators=(",", ":")))
+    # (the reloaded view's canvas exists before its first draw sets data-plot: wait for the draw)
+    p.wait_for_function("(d) => { const c = document.querySelector('.gl-view:not(.gl-pending) .gl-line canvas');"
+                        " return !!(c && c.dataset.plot && c.dataset.plot.includes(d)); }",
+                        arg=json.dumps(zoomed, separators=(",", ":")))
     assert plot_of(figure)["domain"] == zoomed
     navigate(page, lambda: figure.locator(".gl-reset-zoom").click())
     figure = chart(p, "L2 norm")

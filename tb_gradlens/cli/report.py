@@ -42,7 +42,7 @@ def report(args):
     runs = common.select_runs(source, args.run)
     if not runs:
         if args.run:  # only the matching runs were read: name every run of the logdir
-            raise CommandError("no run matching %r in %s; its runs: %s"
+            raise CommandError("no run with gradlens records matching %r in %s; its runs: %s"
                                % (args.run, args.logdir, common.known_runs_text(loaded.all_runs)))
         raise CommandError("no run with gradlens records in %s; its runs with gradlens records: %s"
                            % (args.logdir, common.known_runs_text(source.runs())))
