@@ -17,7 +17,7 @@ import {remember} from './chart_memory.js';
 import {isolate} from './dom.js';
 import {fmt} from './format.js';
 import {blit, columnSpans, paintImage} from './heatmap_paint.js';
-import {linear} from './scale.js';
+import {lastAtOrBefore, linear} from './scale.js';
 import {joinAxis} from './shared_axis.js';
 import {attachZoom} from './zoom.js';
 
@@ -224,18 +224,6 @@ function drawHeatmap(canvas, o, domain0, width, axis) {
       return {x: x(steps[cell.index]), y: plot.y0 + (cell.row + 0.5) * rowHeight};
     },
   };
-}
-
-/** Index of the last element of sorted `steps` <= target (-1 if none). */
-function lastAtOrBefore(steps, target) {
-  let lo = 0;
-  let hi = steps.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (steps[mid] <= target) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo - 1;
 }
 
 function drawLines(ctx, lines, plot, rowH, colors) {

@@ -13,6 +13,7 @@ import {remember} from './chart_memory.js';
 import {el, isolate} from './dom.js';
 import {fmt} from './format.js';
 import {drawLines, drawnValues, isHidden, stepDomain} from './line_draw.js';
+import {lastAtOrBefore} from './scale.js';
 import {joinAxis} from './shared_axis.js';
 import {attachZoom} from './zoom.js';
 
@@ -148,18 +149,6 @@ function tooltipLines(series, model, step) {
     ]));
   }
   return lines;
-}
-
-/** Index of the last element of sorted `steps` at or before `target` (-1 if none). */
-function lastAtOrBefore(steps, target) {
-  let lo = 0;
-  let hi = steps.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (steps[mid] <= target) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo - 1;
 }
 
 /** What each limit drawn is (its basis), once per distinct basis: the lines under a tooltip. */

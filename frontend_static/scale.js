@@ -107,3 +107,15 @@ export function extent(arrays, positiveOnly = false) {
   }
   return lo <= hi ? [lo, hi] : null;
 }
+
+/** Index of the last element of sorted `steps` at or before `target` (-1 if none). */
+export function lastAtOrBefore(steps, target) {
+  let lo = 0;
+  let hi = steps.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (steps[mid] <= target) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo - 1;
+}

@@ -34,3 +34,17 @@ def questions_tensorboard(tmp_path_factory):
             "/data/plugin/gradlens/runs", timeout=120,
         )
         yield tb
+
+
+@pytest.fixture
+def fresh_safety():
+    """The failure policy's state reset around a test (what was reported, strict mode);
+    modules whose tests count failures use it with ``pytestmark``."""
+    from tb_gradlens import safety
+
+    safety.reset()
+    safety.set_strict(None)
+    yield
+    safety.reset()
+    safety.set_strict(None)
+

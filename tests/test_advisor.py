@@ -344,26 +344,12 @@ def test_an_unbuilt_subclassed_model_is_advised_and_built_as_keras_builds_it(tra
     comparison (traced, one drawn in Keras' scratch graph was replayed into
     another graph: InaccessibleTensorError)."""
 
-    class Net(keras.Model):
-        def __init__(self):
-            super().__init__()
-            self.hidden = keras.layers.Dense(16, activation="relu")
-            self.out = keras.layers.Dense(4)
-            self.softmax = keras.layers.Activation("softmax", dtype="float32")
-
-        def call(self, x):
-            return self.softmax(self.out(self.hidden(x)))
+    workload = real_models.ZOO["subclassed"]  # unbuilt before its first batch
 
     def build(advised):
-        keras.utils.set_random_seed(7)
-        keras.mixed_precision.set_global_policy("mixed_bfloat16")
-        try:
-            model = Net()
-        finally:
-            keras.mixed_precision.set_global_policy("float32")
-        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-        x = np.random.default_rng(0).normal(size=(16, 8)).astype("float32")
-        y = np.arange(16, dtype="int32") % 4
+        model = workload.build("mixed_bfloat16", seed=7)
+        model.compile(optimizer="adam", loss=workload.loss)
+        x, y = workload.data(16, np.random.default_rng(0))
         if advised:
             advice = tb_gradlens.advise(model, (x, y), traced=traced).advice
             assert advice.recommendation["met"]

@@ -326,29 +326,14 @@ def test_an_unbuilt_subclassed_model_is_built_as_keras_builds_it_then_compared(e
     initializers drawing as Keras draws them (a pass that built it compared
     no gradient eagerly, and traced replayed an initializer's draw made in
     Keras' scratch graph: InaccessibleTensorError)."""
-    import keras
-
-    class Net(keras.Model):
-        def __init__(self):
-            super().__init__()
-            self.hidden = keras.layers.Dense(16, activation="relu")
-            self.logits = keras.layers.Dense(4)
-
-        def call(self, x):
-            return self.logits(self.hidden(x))
+    workload = real_models.ZOO["subclassed"]  # unbuilt before its first batch
 
     def build():
-        keras.utils.set_random_seed(5)
-        keras.mixed_precision.set_global_policy("mixed_bfloat16")
-        try:
-            model = Net()
-        finally:
-            keras.mixed_precision.set_global_policy("float32")
-        model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model = workload.build("mixed_bfloat16", seed=5)
+        model.compile(optimizer="adam", loss=workload.loss)
         return model
 
-    x = tf.constant(np.random.default_rng(0).normal(size=(8, 8)).astype("float32"))
-    y = tf.constant(np.arange(8) % 4)
+    x, y = (tf.constant(a) for a in workload.data(8, np.random.default_rng(0)))
     compared, plain = build(), build()
     comparison = compare.compare_keras(compared, x, y, eager=eager)
     plain(x)

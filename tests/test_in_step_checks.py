@@ -34,13 +34,7 @@ from tb_gradlens.numerics import library_calls
 VOCAB, SEQ = 2000, 8
 
 
-@pytest.fixture(autouse=True)
-def _fresh_safety():
-    safety.reset()
-    safety.set_strict(None)
-    yield
-    safety.reset()
-    safety.set_strict(None)
+pytestmark = pytest.mark.usefixtures("fresh_safety")  # conftest.py
 
 
 def bfloat16_round(x):

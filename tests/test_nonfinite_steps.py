@@ -22,12 +22,7 @@ from tb_gradlens.keras import GradLensCallback
 BATCH = 8
 
 
-@pytest.fixture(autouse=True)
-def _fresh_safety():
-    safety.reset()
-    safety.set_strict(None)
-    yield
-    safety.reset()
+pytestmark = pytest.mark.usefixtures("fresh_safety")  # conftest.py
 
 
 def _state(model):

@@ -29,13 +29,7 @@ from tb_gradlens.keras import GradLensCallback
 COLUMNS = metadata.GRAD_STATS_COLUMNS
 
 
-@pytest.fixture(autouse=True)
-def _fresh_safety():
-    safety.reset()
-    safety.set_strict(None)
-    yield
-    safety.reset()
-    safety.set_strict(None)
+pytestmark = pytest.mark.usefixtures("fresh_safety")  # conftest.py
 
 
 def numpy_dense(values, indices, shape):
