@@ -142,6 +142,13 @@ def wait_drawn(frame):
     frame = frame.page if isinstance(frame, Page) else frame
     frame.wait_for_selector(".gl-view:not(.gl-pending)", timeout=60000)
     frame.wait_for_function("!document.querySelector('.gl-loading')", timeout=60000)
+    settle(frame)
+
+
+def settle(frame):
+    """Let two animation frames pass: a chart redrawn when the shared step axis grew
+    (shared_axis.js redraws on the next frame) is drawn before the test reads it."""
+    frame.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
 def wait_complete(frame):
@@ -162,6 +169,7 @@ def navigate(page, action, frame=None):
         arg=before,
         timeout=60000,
     )
+    settle(frame)
 
 
 def screenshot(page, name):
@@ -243,9 +251,21 @@ def close_to(rgba, rgb, tol=40):
 
 def rule_at(figure, step, color=RULE_LIGHT):
     """True when the chart draws its step rule at `step` (pixels of the rule's color there)."""
-    plot = plot_of(figure)
-    x = step_x(plot, step)
-    column = [p for dx in (-1, 0, 1) for p in pixels(figure, x + dx, plot["y0"], plot["y1"])]
+    # The plot geometry and the pixels are read in one call, so a redraw cannot fall between them.
+    columns = figure.locator("canvas").first.evaluate(
+        """(c, step) => {
+          const plot = JSON.parse(c.dataset.plot);
+          const [d0, d1] = plot.domain;
+          const x = plot.x0 + (step - d0) / (d1 - d0) * (plot.x1 - plot.x0);
+          const r = c.width / c.getBoundingClientRect().width;
+          const columns = [-1, 0, 1].map((dx) => Array.from(c.getContext('2d').getImageData(
+            Math.round((x + dx) * r), Math.round(plot.y0 * r), 1,
+            Math.max(1, Math.round((plot.y1 - plot.y0) * r))).data));
+          return columns;
+        }""",
+        step,
+    )
+    column = [c[i:i + 4] for c in columns for i in range(0, len(c), 4)]
     return sum(close_to(p, color) for p in column) >= 5
 
 

@@ -191,6 +191,7 @@ def test_defect_03_loss_and_update_alerts_land_on_charts_and_the_table_follows_t
     loss_alert = next(a for a in route(tensorboard, "alerts", run="mixed_bfloat16")["alerts"]
                       if a["view"]["name"] == "loss_comparison")
     navigate(page, lambda: p.locator(".gl-alert", has_text="the training loss differs").first.click())
+    wait_complete(p)
     figure = chart(p, "relative error of the loss")
     assert rule_at(figure, loss_alert["step_first"]) and loss_alert["step_first"] == q.LOSS_STEP
     assert p.text_content(".gl-loss-first") == str(q.LOSS_STEP)
