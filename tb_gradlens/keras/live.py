@@ -54,8 +54,8 @@ class LiveStep:
         self.default_step = keras_private.uses_default_train_step(model)
         self.seeds = compare.seed_states(model)
         self.replicas = Replicas(tap) if model.distribute_strategy.num_replicas_in_sync > 1 else None
-        # One trace per set of parts a call logs (``Tap.parts_due_in``); with
-        # several replicas one trace keeps every replica's collectives alike.
+        # A trace without the comparisons and one with them (``Tap.parts_due_in``);
+        # with several replicas one trace keeps every replica's collectives alike.
         self.traces_by_parts = self.replicas is None
         self._original = {}
 

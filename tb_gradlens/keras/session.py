@@ -8,10 +8,10 @@ XLA, ``ProbeStep`` under ``jit_compile=True``), installs a train function
 that writes the buffered records after every call and also when the call
 raises (``writing``), and restores every patch at the end, when the train
 function raises, or when a later session finds it stale.  A call that
-logs nothing runs Keras' own train function; one that logs runs the lens's
-step traced with only the optional parts that can be due in it
-(``Tap.parts_due_in``; without XLA and with one replica), one trace per
-set of parts.
+logs nothing and checks nothing runs Keras' own train function; the others
+run the lens's step: one trace for every call without a comparison, a
+second one with the comparisons' passes when one is first due
+(``Tap.parts_due_in``; without XLA and with one replica).
 
 A model Keras builds at its first batch (subclassed models, Sequential
 without an Input) has no variables at ``on_train_begin``: the session then

@@ -8,6 +8,7 @@ weights before an update, and the comparison slots.  ``live.LiveStep``
 them; ``writing.RecordSink`` writes them after each train-function call.
 """
 
+import sys
 import threading
 
 import tensorflow as tf
@@ -158,16 +159,19 @@ class Tap:
 
     def parts_due_in(self, first, last):
         """The optional parts (``GRADIENTS``, ``UPDATES``, ``COMPARISONS``)
-        that train steps ``[first, last)`` may log (Python): a trace of the
-        step without the others has no conditional for them (each costs
-        ~1.5% of a 1 ms step when not taken, and a comparison's keeps the
-        layer outputs).  A call that logs nothing runs with none of them
-        when the ``StepWatch`` is armed (every step checked)."""
+        the trace for train steps ``[first, last)`` includes (Python).  The
+        gradient and update statistics are in every trace where they are
+        logged at all, under conditionals a step not logged does not take:
+        one trace of the model's step serves every call without a
+        comparison (a second trace costs about what Keras' own first trace
+        of the step does).  The comparisons, whose passes trace the model
+        again, are in a second trace, made when a comparison is first due."""
         parts = set()
-        if self.gradient_schedule.any_in(first, last):
+        # (a schedule that has ended leaves its part out of the traces after it)
+        if self.logs_gradients and self.gradient_schedule.any_in(first, sys.maxsize):
             parts.add(GRADIENTS)
-        if self.logs_gradients and self.log_updates and self.update_schedule.any_in(first, last):
-            parts.add(UPDATES)
+            if self.log_updates and self.update_schedule.any_in(first, sys.maxsize):
+                parts.add(UPDATES)
         if self.slots and self.compare_schedule.any_in(first, last):
             parts.add(COMPARISONS)
         return frozenset(parts)
