@@ -3,8 +3,9 @@
 ``StepWatch`` runs on every step while it is armed (a ``LossScaleOptimizer``,
 or the replay of a non-finite step, on by default): one reduction over the
 gradients the optimizer is given (as ``LossScaleOptimizer`` checks them)
-and a look at the loss, no host synchronization; what it finds is written
-inside the step, in conditionals a healthy step does not take.
+and a look at the loss, no host synchronization inside the step; what it
+finds is written inside the step, in conditionals a healthy step does not
+take.
 
 * **What the optimizer did** (``optimizer_step`` records): its own step
   (``optimizer.iterations``), the loss scale before and after, whether it
@@ -17,10 +18,13 @@ inside the step, in conditionals a healthy step does not take.
   without loss scaling (it is applied); under loss scaling, a skip that
   takes the scale below ``LOSS_SCALE_FLOOR`` or, once an update was
   applied, more than ``SKIPS_IN_ROW`` skips in a row (the analysis states
-  the same rule: ``analysis.loss_scale``).  On the first such step, before
-  its update, the step is replayed as configured and in float32 (float64
-  on request) from the same weights, batch and random draws
-  (``compare.replay_step``), written as a ``nonfinite_replay`` record.
+  the same rule: ``analysis.loss_scale``).  The first such step keeps its
+  weights (before its update), batch and random draws (``kept_step``);
+  right after the call it is replayed from them as configured and in
+  float32 (float64 on request) (``compare.replay_step``), written as a
+  ``nonfinite_replay`` record, and the event file is flushed: a call with
+  a non-finite step returns with its records on disk (one host read of
+  ``alarms`` per call says so).
   With ``stop_on_nonfinite`` that update is not applied (nor any later
   one) and ``fit`` stops after the call.
 
@@ -32,6 +36,8 @@ Asked for explicitly there (``nonfinite_replay=True``/"float64",
 there.
 """
 
+import types
+
 import tensorflow as tf
 
 from tb_gradlens import compare
@@ -39,6 +45,7 @@ from tb_gradlens import distribute
 from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens.analysis.codes import DEFAULT_THRESHOLDS
+from tb_gradlens.keras.kept_step import KeptStep
 from tb_gradlens.keras.rings import StepRing
 
 # The analysis' rule (analysis.loss_scale): Keras 3 halves the scale without
@@ -83,15 +90,33 @@ class Check:
 
 class ReplaySlot:
     """The replay's passes, its buffer and its record (one per model).
-    ``reference_pass``: a comparison's float32 pass to share (a pass traced
-    into the step once: MLP +0.6 s, transformer +6.7 s on the first call,
-    BENCHMARKS.md "Non-finite steps")."""
+    ``reference_pass``: a comparison's float32 pass to share.  The passes
+    are traced when a kept step is first replayed (``run_kept``), not into
+    the step."""
 
     def __init__(self, model, reference, optimizer, slots, reference_pass=None):
+        self.model = model
         self.passes = compare.ReplayPasses(model, reference, optimizer, reference_pass)
         self.max_rows = 4 * max(1, len(compare.model_layers(model))) + 1 + len(model.trainable_variables)
         self.ring = StepRing(slots, {"replay": [self.max_rows, len(metadata.NONFINITE_REPLAY_COLUMNS)]})
         self.rows, self.extras = [], None
+        self.kept = KeptStep(model, optimizer)
+        self._run_kept = None  # the replay of a kept step, traced when first run
+
+    def run_kept(self):
+        """After the call: replay the step kept in it, if one was (as the
+        step ran: traced, or eagerly); its record goes to ``ring``."""
+        kept = self.kept.take()
+        if kept is None:
+            return False
+        if self._run_kept is None:
+            run = lambda x, y, sample_weight, seeds, step: self.run(  # noqa: E731
+                self.model, types.SimpleNamespace(x=x, y=y, sample_weight=sample_weight, seeds=seeds), step)
+            self._run_kept = run if self.model.run_eagerly else keras_private.without_retracing_warning(
+                tf.function(run, autograph=False))
+        step = tf.constant(kept.step, tf.int64)
+        self.kept.run_with_kept_values(lambda: self._run_kept(kept.x, kept.y, kept.sample_weight, kept.seeds, step))
+        return True
 
     def run(self, model, capture, step):
         replay = compare.replay_step(model, capture.x, capture.y, capture.sample_weight, capture.seeds,
@@ -148,6 +173,8 @@ class StepWatch:
         self.session_start = distribute.buffer(tf.constant(0, tf.int64))
         self.replayed = distribute.buffer(tf.constant(False))
         self.stopped = distribute.buffer(tf.constant(False))
+        self.alarms = distribute.buffer(tf.constant(0, tf.int64))  # steps found not finite
+        self._alarms_seen = 0
 
     # -- without XLA: around the optimizer's update --------------------------------
 
@@ -204,10 +231,12 @@ class StepWatch:
         if self.stops:
             self.stopped.assign(tf.logical_or(self.stopped.read_value(), trouble))
         self._record(step, iteration, scale, next_scale, skipped, tf.logical_not(loss_ok))
+        self.alarms.assign_add(1)
         return tf.constant(True)
 
     def _replay(self, step, capture):
-        self.replay.run(self.tap.model, capture, step)
+        """Keep the step for its replay after the call (``kept_step``)."""
+        self.replay.kept.keep(step, capture)
         self.replayed.assign(True)
         return tf.constant(True)
 
@@ -257,6 +286,7 @@ class StepWatch:
 
         def record():
             self._record(step, iteration, scale, after, skipped, tf.constant(float("nan")))
+            self.alarms.assign_add(tf.cast(skipped, tf.int64))
             return tf.constant(True)
 
         when(self.tap.status, "optimizer step record", (metadata.OPTIMIZER_STEP,), notable, record,
@@ -280,6 +310,23 @@ class StepWatch:
     def begin(self, first_step):
         """Outside the step, when training starts at train step ``first_step``."""
         self.session_start.assign(first_step)
+
+    def after_call(self):
+        """Outside the step, after each call: whether a step of the call
+        was not finite (one host read); if so, the replay of a step it kept
+        runs now (``ReplaySlot.run_kept``)."""
+        if not self.armed:
+            return False
+        alarms = int(self.alarms.numpy())
+        if alarms == self._alarms_seen:
+            return False
+        self._alarms_seen = alarms
+        if self.replay is not None:
+            try:
+                self.replay.run_kept()
+            except Exception as error:  # noqa: BLE001 - the lens never stops training
+                self.tap.status.failed(REPLAY_WHAT, (metadata.NONFINITE_REPLAY,), error, name=self.tap.status.name)
+        return True
 
     def stop_requested(self):
         """Outside the step: whether an update was held back (host read)."""
