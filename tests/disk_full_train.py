@@ -5,7 +5,8 @@ Run inside a private mount namespace whose MOUNT is a small tmpfs::
     python tests/disk_full_train.py MODE MOUNT OUT_DIR
 
 MODE ``keras``: ``model.fit`` of the README's MLP (float32, real digits) with
-``GradLensCallback(gradient_every=1, update_every=1)``; a callback listed after it fills
+``GradLensCallback(gradient_every=1, update_every=1, flush_seconds=0)`` (every logged
+call flushed: the writer's recovery is tested step by step); a callback listed after it fills
 the disk at the end of batch FILL[0] and frees it at FREE[0], then fills
 and frees it again (FILL[1], FREE[1]).  MODE ``loop``: the README's custom
 ``tf.function`` loop with ``tb_gradlens.summary.create_file_writer`` and
@@ -132,7 +133,8 @@ def main(mode, mount, out_dir):
                     os.kill(os.getpid(), signal.SIGKILL)  # the copy of the run is made outside
 
         model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0,
-                  callbacks=[GradLensCallback(logdir, gradient_every=1, update_every=1, compare_every=0), DiskCallback()])
+                  callbacks=[GradLensCallback(logdir, gradient_every=1, update_every=1, compare_every=0,
+                                                   flush_seconds=0), DiskCallback()])
     else:
         writer = (tb_gradlens.summary.create_file_writer(logdir) if mode == "loop"
                   else tf.summary.create_file_writer(logdir))

@@ -175,6 +175,13 @@ def test_update_statistics_are_taken_on_gradient_steps_every_20_by_default():
         update_schedule(Schedule(3), 20)
 
 
+def test_a_flush_interval_that_is_not_a_number_at_least_0_is_refused_when_the_callback_is_made(tmp_path):
+    for bad in (-1, float("nan")):
+        with pytest.raises(ValueError, match="flush_seconds must be a number >= 0"):
+            GradLensCallback(str(tmp_path), flush_seconds=bad)
+    assert GradLensCallback(str(tmp_path), flush_seconds=0).flush_seconds == 0.0
+
+
 def _twin_grads(model, x, y):
     with tf.GradientTape() as tape:
         y_pred = model(x, training=True)

@@ -220,6 +220,64 @@ def test_nan_from_the_log_of_a_negative_is_replayed_as_not_precision(tmp_path):
     assert headline["first_nonfinite_step"] == 2
 
 
+class _OnDisk(keras.callbacks.Callback):
+    """After each batch: the kinds of record the run's event files hold now (read from disk)."""
+
+    def __init__(self, logdir):
+        super().__init__()
+        self.logdir, self.seen = logdir, {}
+
+    def on_train_batch_end(self, batch, logs=None):
+        found = read_records(self.logdir).get("run", {})
+        self.seen[batch] = {(record.kind, datum.step) for _, (record, data) in found.items() for datum in data}
+
+
+def test_a_nonfinite_step_the_schedule_does_not_log_is_on_disk_with_its_replay_when_its_call_returns(tmp_path):
+    """The NaN step 2 is not a logged step (gradients every 100): its
+    optimizer_step record and its replay are on disk before the next batch
+    starts, so a crash or a kill right after it still shows where it came
+    from."""
+    x, y = real_models.digits(6 * BATCH, np.random.default_rng(0))
+    x = x.copy()
+    x[2 * BATCH + 1] = -5.0
+    disk = _OnDisk(str(tmp_path))
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=100, compare_every=0)
+    models = []
+    for callbacks in ([], [callback, disk]):
+        model = real_models.log_input_mlp("mixed_bfloat16")
+        model.compile(optimizer="adam", loss=real_models.SPARSE_CE)
+        model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False, callbacks=callbacks)
+        models.append(model)
+    assert (metadata.OPTIMIZER_STEP, 2) in disk.seen[2] and (metadata.NONFINITE_REPLAY, 2) in disk.seen[2]
+    assert (metadata.NONFINITE_REPLAY, 2) not in disk.seen[1]
+    # The replay ran after the step on the weights kept before its update, and put the weights back.
+    for a, b in zip(*(_state(m) for m in models)):
+        np.testing.assert_array_equal(a, b)
+
+
+class _OnDiskAtEpochEnd(_OnDisk):
+    def on_train_batch_end(self, batch, logs=None):
+        pass
+
+    def on_epoch_end(self, epoch, logs=None):
+        _OnDisk.on_train_batch_end(self, epoch, logs)
+
+
+def test_healthy_logged_steps_are_on_disk_at_the_end_of_their_epoch(tmp_path):
+    """Healthy logged steps may wait up to about a second for their flush
+    (one flush per logged call was most of a small model's logged step),
+    never past the end of their epoch."""
+    x, y = real_models.digits(6 * BATCH, np.random.default_rng(0))
+    disk = _OnDiskAtEpochEnd(str(tmp_path))
+    callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=0)
+    model = real_models.log_input_mlp("mixed_bfloat16")
+    model.compile(optimizer="adam", loss=real_models.SPARSE_CE)
+    model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0, shuffle=False, callbacks=[callback, disk])
+    for epoch in (0, 1):
+        steps = {step for kind, step in disk.seen[epoch] if kind == metadata.GRAD_STATS}
+        assert steps == set(range(6 * (epoch + 1)))
+
+
 class UnclampedVarianceNorm(keras.layers.Layer):
     """A normalization computing the variance as E[x^2] - E[x]^2 in its
     compute dtype, not clamped at 0: its square root is NaN when rounding

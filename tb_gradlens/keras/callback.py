@@ -6,6 +6,7 @@ from tb_gradlens import distribute
 from tb_gradlens import safety
 from tb_gradlens.keras.advising import AdvisorHook
 from tb_gradlens.keras.schedule import COMPARE_EVERY
+from tb_gradlens.keras.schedule import FLUSH_SECONDS
 from tb_gradlens.keras.schedule import GRADIENT_EVERY
 from tb_gradlens.keras.schedule import Schedule
 from tb_gradlens.keras.schedule import update_schedule
@@ -43,8 +44,9 @@ class GradLensCallback(keras.callbacks.Callback):
         each replica's gradient vs the replica mean (``divergence``
         records named ``replicas``; one small all-gather every step).
       nonfinite_replay: check every step for a non-finite loss or gradient
-        (one reduction over the gradients, no host read) and replay the
-        first one in trouble before its update, as configured and in
+        (one reduction over the gradients, one host read per call) and
+        replay the first one in trouble right after its call, from what
+        it kept before its update, as configured and in
         float32 ("float64": in float64), from the same weights, batch and
         random draws: a ``nonfinite_replay`` record whose verdict the
         ``nonfinite`` alert carries ("16-bit precision" or "not
@@ -55,6 +57,11 @@ class GradLensCallback(keras.callbacks.Callback):
       stop_on_nonfinite: do not apply the update of that step (nor any
         later one) and stop ``fit`` after the call (Keras'
         ``TerminateOnNaN`` stops after the update).
+      flush_seconds: healthy logged steps are flushed to the event file
+        together, at most this many seconds apart (default 1), and always
+        at epoch end, train end, when a call raises and at exit; a call
+        with a non-finite step is flushed when it returns.  0: every
+        logged call is flushed when it returns.
 
     What is logged, and how (README "Precision lens"): the gradients the
     optimizer applies (loss scaling undone), at the true optimizer step,
@@ -75,7 +82,7 @@ class GradLensCallback(keras.callbacks.Callback):
                  variables=None, start_step=0, stop_step=None, comparisons="auto",
                  histogram=True, update_stats=True, activations=True, name="model",
                  replica_divergence=False, advisor=None, update_every=None, nonfinite_replay="auto",
-                 stop_on_nonfinite=False):
+                 stop_on_nonfinite=False, flush_seconds=FLUSH_SECONDS):
         super().__init__()
         self.log_dir = log_dir
         self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
@@ -93,6 +100,9 @@ class GradLensCallback(keras.callbacks.Callback):
                              % (nonfinite_replay,))
         self.nonfinite_replay = nonfinite_replay or False
         self.stop_on_nonfinite = bool(stop_on_nonfinite)
+        if not flush_seconds >= 0:
+            raise ValueError("tb_gradlens: flush_seconds must be a number >= 0, not %r" % (flush_seconds,))
+        self.flush_seconds = float(flush_seconds)
         self.advisor = advisor
         self._advising = None
         self._writer = None
@@ -132,6 +142,10 @@ class GradLensCallback(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         if self._active is not None:
             self._active.sync()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._active is not None:
+            self._active.flush()  # (healthy logged steps wait up to a second for their flush)
 
     def on_train_end(self, logs=None):
         if self._active is not None:

@@ -24,6 +24,10 @@ COMPARE_EVERY = 100
 # ResNet50 1.06x -> 1.12x a plain step.  So they are taken every 20 steps
 # also when the gradients are logged every step (``update_every``).
 UPDATE_EVERY = 20
+# Healthy logged steps are flushed together at most this far apart (a call
+# with a non-finite step at once): a flush per logged call was most of the
+# cost of a logged step on small models (BENCHMARKS.md).
+FLUSH_SECONDS = 1.0
 
 
 class Schedule:

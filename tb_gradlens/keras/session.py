@@ -20,6 +20,7 @@ what ``fit`` does itself under a distribution strategy) when the train
 function is first called, and sets up before that first step.
 """
 
+import time
 import weakref
 
 from tb_gradlens import keras_private
@@ -91,6 +92,8 @@ class Session:
         self._lead = 0  # train step - optimizer step, where the watch is off (then constant)
         self._writes_pending = True  # the status or dtype map may have changed
         self._traces_written = 0  # tap.traces when they were last written
+        self._flushed_at = 0.0  # time.monotonic() of the last flush
+        self._unflushed = 0  # events written inside the step since (at most)
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -264,17 +267,34 @@ class Session:
             finally:
                 self.restore()
             self.next_step = first + self.tap.gradients.slots
+            alarmed = safety.call(WRITE_CAUSE, self.tap.watch.after_call, default=True)
             if self.tap.watch.stop_requested():
                 self._stop(first)
-            if self.tap.any_due_in(first, self.next_step):
+            if alarmed or self.tap.any_due_in(first, self.next_step):
                 if self.sink.in_step:
                     self.sink.note_steps(first, self.next_step)
-                self.flush(first)
+                if alarmed or not self._flush_may_wait():
+                    self.flush(first)
+                else:
+                    self._unflushed += self.sink.events_per_call
             elif self._writes_pending:
                 self.flush(first)
             return logs
 
         return train_function
+
+    def _flush_may_wait(self):
+        """Whether the records a healthy logged call wrote inside the step
+        may stay in the writer's queue: the step's check would have said
+        if a step was not finite (``StepWatch`` armed), nothing else is to
+        be written, the last flush is less than ``flush_seconds`` old and
+        the queue stays below half its size (a full queue would flush
+        inside the step, where a full disk raises).  Epoch end, train end,
+        a raising call and the writer's close at exit flush as well."""
+        return (self.sink.in_step and self.tap.watch.armed and not self._writes_pending
+                and self.tap.traces == self._traces_written
+                and time.monotonic() - self._flushed_at < self.callback.flush_seconds
+                and self._unflushed + self.sink.events_per_call <= getattr(self.writer, "max_queue", 0) // 2)
 
     def _plain_call_suffices(self, first):
         """Whether the call from train step ``first`` logs nothing, has
@@ -299,6 +319,7 @@ class Session:
         again, the flush is all there is to do."""
         if self.sink is None:
             return
+        self._flushed_at, self._unflushed = time.monotonic(), 0
         with safety.guard(WRITE_CAUSE):
             traces = self.tap.traces if self.tap is not None else 0
             if self.sink.in_step and not self._writes_pending and traces == self._traces_written:

@@ -99,6 +99,7 @@ class RecordSink:
         self._offset = 0
         self._offset_variable = None  # the offset read inside the step (write_in_step)
         self.in_step = False
+        self.events_per_call = 0  # events a call writes inside the step, at most (write_in_step)
         self._key = _key(log_dir)
         self._last_path = self._last_real = None  # the event file path, and its realpath
         self._writers = {}  # key -> (rows and extras it was built for, RecordWriter)
@@ -125,6 +126,7 @@ class RecordSink:
         # events per step: gradient and update statistics, histogram, indices, loss, optimizer step,
         # replay; 3 per comparison
         per_call = tap.gradients.slots * (7 + 3 * len(tap.slots))
+        self.events_per_call = per_call
         if per_call > getattr(self.writer, "max_queue", 0) // 2:
             # More events per call than the writer queues: TensorFlow would
             # flush inside the step, where a full disk raises.
