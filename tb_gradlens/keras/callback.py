@@ -44,7 +44,7 @@ class GradLensCallback(keras.callbacks.Callback):
         each replica's gradient vs the replica mean (``divergence``
         records named ``replicas``; one small all-gather every step).
       nonfinite_replay: check every step for a non-finite loss or gradient
-        (one reduction over the gradients, one host read per call) and
+        (one reduction over the gradients, no host read) and
         replay the first one in trouble right after its call, from what
         it kept before its update, as configured and in
         float32 ("float64": in float64), from the same weights, batch and

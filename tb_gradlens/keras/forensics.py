@@ -23,8 +23,8 @@ take.
   right after the call it is replayed from them as configured and in
   float32 (float64 on request) (``compare.replay_step``), written as a
   ``nonfinite_replay`` record, and the event file is flushed: a call with
-  a non-finite step returns with its records on disk (one host read of
-  ``alarms`` per call says so).
+  a non-finite step returns with its records on disk (the step tells the
+  host from the branch a healthy step does not take: no read per call).
   With ``stop_on_nonfinite`` that update is not applied (nor any later
   one) and ``fit`` stops after the call.
 
@@ -173,8 +173,7 @@ class StepWatch:
         self.session_start = distribute.buffer(tf.constant(0, tf.int64))
         self.replayed = distribute.buffer(tf.constant(False))
         self.stopped = distribute.buffer(tf.constant(False))
-        self.alarms = distribute.buffer(tf.constant(0, tf.int64))  # steps found not finite
-        self._alarms_seen = 0
+        self._alarmed = False  # a step since the last call was not finite (set from inside the step)
 
     # -- without XLA: around the optimizer's update --------------------------------
 
@@ -231,8 +230,17 @@ class StepWatch:
         if self.stops:
             self.stopped.assign(tf.logical_or(self.stopped.read_value(), trouble))
         self._record(step, iteration, scale, next_scale, skipped, tf.logical_not(loss_ok))
-        self.alarms.assign_add(1)
+        self._alarm()
         return tf.constant(True)
+
+    def _alarm(self):
+        """Inside the step, in a branch a healthy step does not take: tell
+        the host (``after_call``) without a host read on every call."""
+        def note():
+            self._alarmed = True
+            return True
+
+        tf.py_function(note, [], tf.bool)
 
     def _replay(self, step, capture):
         """Keep the step for its replay after the call (``kept_step``)."""
@@ -286,7 +294,7 @@ class StepWatch:
 
         def record():
             self._record(step, iteration, scale, after, skipped, tf.constant(float("nan")))
-            self.alarms.assign_add(tf.cast(skipped, tf.int64))
+            tf.cond(skipped, lambda: (self._alarm(), tf.constant(True))[1], lambda: tf.constant(False))
             return tf.constant(True)
 
         when(self.tap.status, "optimizer step record", (metadata.OPTIMIZER_STEP,), notable, record,
@@ -313,14 +321,11 @@ class StepWatch:
 
     def after_call(self):
         """Outside the step, after each call: whether a step of the call
-        was not finite (one host read); if so, the replay of a step it kept
+        was not finite (``_alarm``); if so, the replay of a step it kept
         runs now (``ReplaySlot.run_kept``)."""
-        if not self.armed:
+        if not self._alarmed:
             return False
-        alarms = int(self.alarms.numpy())
-        if alarms == self._alarms_seen:
-            return False
-        self._alarms_seen = alarms
+        self._alarmed = False
         if self.replay is not None:
             try:
                 self.replay.run_kept()

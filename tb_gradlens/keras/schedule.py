@@ -6,23 +6,13 @@ from tb_gradlens import compare
 from tb_gradlens import patterns
 from tb_gradlens import summary_v2
 
-# Defaults from measurement (BENCHMARKS.md sections 3d, 3f, 3g: model.fit,
-# mixed_bfloat16, 2 CPU cores, quiet machine): a step that logs gradient
-# statistics and the histogram costs 1.01x a plain step on MobileNetV2,
-# 1.02-1.04x on the ~5M transformer, 1.06-1.1x on ResNet50 and 1.3-1.4x on the 0.9 ms
-# MLP (its event-file flush, ~0.1 ms, is most of that); with update
-# statistics as well 1.03-1.12x; a bfloat16-vs-float32 comparison step
-# 1.8-2.6x (one float32 pass alone is 0.6-1.3x); steps not logged run Keras'
-# own train function.  Every 20 steps the statistics add well under 1% on
-# average on the real models, comparisons every 100 another 0.9-1.7%.
-# Disk, not time, keeps gradients from every step: a logged step of
-# ResNet50 is ~255 KB, mostly the histogram's 281 bins per variable.
+# Defaults from measurement: what each costs is in the README's table and
+# BENCHMARKS.md (sections 3d-3h and 10).
 GRADIENT_EVERY = 20
 COMPARE_EVERY = 100
-# Update statistics keep a copy of the weights from before the update, and
-# the optimizer's in-place update then copies them again (copy-on-write):
-# ResNet50 1.06x -> 1.12x a plain step.  So they are taken every 20 steps
-# also when the gradients are logged every step (``update_every``).
+# Update statistics keep a copy of the weights from before the update (the
+# optimizer's in-place update then copies them again): every 20 steps also
+# when the gradients are logged every step (``update_every``).
 UPDATE_EVERY = 20
 # Healthy logged steps are flushed together at most this far apart (a call
 # with a non-finite step at once): a flush per logged call was most of the
