@@ -26,7 +26,8 @@ def test_benchmark_command_runs_at_tiny_size():
     assert "| mlp | 64 |" in fit_part and "gradients written in the step (prototype)" in fit_part
     variables_part = out.split("## variables")[1].split("## real_models")[0]
     assert "| 1000 | yes |" in variables_part and "| 100 | no |" in variables_part
-    assert "| bn_dropout_cnn | False |" in out.split("## real_models")[1]
+    assert "| bn_dropout_cnn | False |" in out.split("## real_models")[1].split("## short_fit")[0]
+    assert "| bn_dropout_cnn | defaults |" in out.split("## short_fit")[1]
     assert "rust (--load_fast=true): logdir loaded in" in out
     assert "| series 1 column, max_steps=2000 (as the tab asks) |" in out
     assert "| series 1 column, all steps (API, not the tab) |" in out
