@@ -16,8 +16,8 @@ table: configuration x alert code.
   one logging interval after it).  Target: every fault caught.
 
 Dropout: ``keras.layers.Dropout`` draws its mask in the compute dtype, so
-a float32 pass seeded alike drops other units than the bfloat16 step
-(DESIGN.md section 8).  ``GradLensCallback`` and ``compare_keras`` now give
+a float32 pass seeded alike drops other units than the bfloat16 step.
+``GradLensCallback`` and ``compare_keras`` now give
 both passes the step's own draws (``tb_gradlens/compare/randomness.py``),
 with or without XLA; the fit rows of Dropout models still run with
 ``jit_compile=True`` (their setup from before), and the custom-loop rows use

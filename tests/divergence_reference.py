@@ -15,7 +15,7 @@ def np_spacing(x, dtype):
 
 
 def np_divergence(c, r, dtype, floor_fraction=0.1):
-    """The nine divergence metrics of DESIGN.md section 6, in float64."""
+    """The nine divergence metrics (README "Precision lens"), in float64."""
     c = np.asarray(c).astype(np.float64).ravel()
     r = np.asarray(r).astype(np.float64).ravel()
     finite = np.isfinite(c) & np.isfinite(r)

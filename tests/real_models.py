@@ -374,7 +374,7 @@ def layer_classes():
     class Float32MaskDropout(keras.layers.Layer):
         """Dropout whose mask is drawn in float32 whatever the compute dtype,
         so a bfloat16 pass and its float32 reference drop the same units
-        (keras.layers.Dropout draws in the compute dtype: DESIGN.md section 8)."""
+        (keras.layers.Dropout draws in the compute dtype: tb_gradlens/compare/randomness.py)."""
 
         def __init__(self, rate, seed=None, **kwargs):
             super().__init__(**kwargs)

@@ -2,7 +2,7 @@
 
 A bfloat16 step and its float32 reference must drop the same units and add
 the same noise, or the comparison measures two different random networks
-(rel L2 ~ 1).  Two facts make "same seed" not enough (DESIGN.md section 8):
+(rel L2 ~ 1).  Two facts make "same seed" not enough:
 TensorFlow draws a dropout mask in the dtype of the tensor dropped, so a
 float32 and a bfloat16 draw with one seed keep different units; and XLA
 draws other numbers than TensorFlow's kernels from the same seed, in any
