@@ -391,6 +391,30 @@ def test_default_backend_is_the_kernel_on_cpu_when_it_builds():
         backends.choose("cuda")
 
 
+def _op_types(function, *args):
+    """Every op type of the traced ``function`` (its nested functions included)."""
+    graph = function.get_concrete_function(*args).graph.as_graph_def()
+    return {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
+
+
+def test_with_a_gpu_the_compiled_cpu_kernel_is_never_in_the_step(monkeypatch):
+    """GPU users: the compiled kernel reads host memory, so where a GPU
+    holds the gradients the pass must be TensorFlow ops (the "xla" path,
+    whose cost BENCHMARKS.md measures on CPU beside the kernel's).  Proxy
+    for a machine with a GPU: the device list says one is there."""
+    grads = [tf.constant(FIXED_CASES["random_normal"]), tf.constant(FIXED_CASES["denormals"])]
+    function = tf.function(lambda g: numerics.gradient_statistics(g))
+    kernel_ops = {"GradlensGradientStatistics", "PyFunc", "EagerPyFunc"}
+    assert _op_types(function, grads) & kernel_ops  # on this CPU: the kernel
+    monkeypatch.setattr(backends, "_gpu", [True])
+    assert backends.choose() == "xla"
+    function = tf.function(lambda g: numerics.gradient_statistics(g))
+    assert not _op_types(function, grads) & kernel_ops
+    stats, hist = function(grads)
+    for i, name in enumerate(("random_normal", "denormals")):
+        assert_stats_match(stats.numpy()[i], reference_statistics(FIXED_CASES[name]))
+
+
 def test_without_a_compiler_the_tensorflow_path_computes_the_same(tmp_path, monkeypatch):
     grads = [tf.constant(FIXED_CASES[k]) for k in ("random_normal", "denormals", "nan")]
     with_kernel = numerics.gradient_statistics(grads)
