@@ -23,7 +23,6 @@ from tb_gradlens import health
 from tb_gradlens import live_tail
 from tb_gradlens import logdir_monitor
 from tb_gradlens import metadata
-from tb_gradlens.json_encoding import encode_array  # noqa: F401 (tests, callers)
 from tb_gradlens.json_encoding import encode_json
 from tb_gradlens import reading
 

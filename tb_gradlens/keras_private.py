@@ -121,26 +121,6 @@ def uses_default_train_step(model):
             and type(model)._compute_loss is trainer._compute_loss)
 
 
-@contextlib.contextmanager
-def capturing_compute_loss(model, on_loss):
-    """Within the block, ``on_loss(loss)`` sees every loss Keras' train step
-    computes (``Trainer._compute_loss``, shadowed by an instance attribute),
-    before the optimizer scales it."""
-    cls = type(model)
-
-    def compute_loss(*args, **kwargs):
-        loss = cls._compute_loss(model, *args, **kwargs)
-        on_loss(loss)
-        return loss
-
-    object.__setattr__(model, "_compute_loss", compute_loss)
-    try:
-        yield
-    finally:
-        if "_compute_loss" in model.__dict__:
-            object.__delattr__(model, "_compute_loss")
-
-
 def loss_objects(model):
     """The compiled loss and its Loss objects with a dtype
     (``Trainer._compile_loss``, ``CompileLoss._flat_losses``, ``Loss._dtype``)."""
@@ -280,10 +260,6 @@ def set_train_function(model, function):
 def unshadow(obj, name):
     if name in obj.__dict__:
         object.__delattr__(obj, name)
-
-
-def is_shadowed(obj, name):
-    return name in obj.__dict__
 
 
 # ---------------------------------------------------------------------------

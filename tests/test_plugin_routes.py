@@ -13,6 +13,7 @@ from werkzeug import test as werkzeug_test
 import gradlens_logs as logs
 from tb_gradlens import analysis
 from tb_gradlens import gradlens_plugin
+from tb_gradlens import json_encoding
 from tb_gradlens import metadata
 
 PREFIX = "/data/plugin/gradlens/"
@@ -411,7 +412,7 @@ def test_series_follow_a_growing_logdir(tmp_path):
     ],
 )
 def test_encode_array_round_trips_and_spells_nonfinite(array):
-    text = gradlens_plugin.encode_array(array)
+    text = json_encoding.encode_array(array)
     decoded = json.loads(text)
 
     def to_number(x):

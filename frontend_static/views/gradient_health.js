@@ -74,8 +74,3 @@ export function cellTexts(health, col, r, s) {
   return {status: health.status[r][s] === STATUS.dead ? 'dead: all-zero gradient' : 'ok',
     l2: null, maxAbs: null, zero: null, nonfinite: '0'};
 }
-
-/** The largest finite max |g| of each row (ranking healthy rows). */
-export function rowSizes(health) {
-  return health.maxAbs.map((row) => row.reduce((m, v) => (Number.isFinite(v) && v > m ? v : m), 0));
-}
