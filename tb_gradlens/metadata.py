@@ -173,7 +173,7 @@ OPTIMIZER_STEP_COLUMNS = (
     "loss_nonfinite",  # 1 when the step's loss was NaN or infinite (NaN: not seen, under XLA)
 )
 
-# The first non-finite step replayed before its update (kind
+# The first non-finite step replayed from its weights before its update (kind
 # ``nonfinite_replay``): per row, in forward order (``row_kinds``: layer
 # outputs, the loss, then the gradients), the non-finite element count and
 # the largest finite magnitude in the step as configured (candidate) and

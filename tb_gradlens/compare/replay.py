@@ -1,6 +1,6 @@
 """A non-finite training step replayed: the step as configured and a more
 precise reference (float32, or float64 on request), from the same weights,
-batch and random draws, before its update is applied.
+batch and random draws it had before its update was applied.
 
 Where does the first non-finite value appear, in forward order (each
 layer's output, the loss, then each gradient), in each setting?  When the
@@ -59,7 +59,7 @@ class ReplayPasses:
     scaled backward pass); the reference computes the plain loss, so it is
     the float32 pass of a comparison and can be that pass
     (``reference_pass``: a ``KerasPass`` of ``Variant(reference)`` with
-    activations, already traced into the step)."""
+    activations, a comparison's, traced once and reused)."""
 
     def __init__(self, model, reference="float32", optimizer=None, reference_pass=None):
         if reference not in REFERENCES:
