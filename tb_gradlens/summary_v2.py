@@ -323,7 +323,7 @@ def _write_float_record(name, record, values, step):
 
 
 @tf.autograph.experimental.do_not_convert
-def replica_divergence(grads, variables, step=None, name="replicas", extras=None):
+def replica_divergence(grads, variables, step=None, name=records.REPLICAS_NAME, extras=None):
     """Write how far each replica's gradient is from the mean over replicas.
 
     Call inside ``strategy.run`` from every replica (it runs collectives),
@@ -355,7 +355,7 @@ def replica_divergence(grads, variables, step=None, name="replicas", extras=None
 
 
 @tf.autograph.experimental.do_not_convert
-def write_replica_divergence(gathered, rows, step=None, name="replicas", extras=None):
+def write_replica_divergence(gathered, rows, step=None, name=records.REPLICAS_NAME, extras=None):
     """Write ``[R, V, len(DIVERGENCE_COLUMNS)]`` replica-vs-mean values as R ``divergence`` records."""
     extras = extras or distribute.replica_extras()
     gathered = summary_values.with_static_shape(gathered, [len(extras), len(rows), len(metadata.DIVERGENCE_COLUMNS)])

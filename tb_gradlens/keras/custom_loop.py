@@ -135,7 +135,7 @@ class GradLens(LoopChecks):
                 )
                 if gathered is not None:
                     summary_v2.write_replica_divergence(
-                        gathered, summary_v2.variable_paths(variables), step, "replicas"
+                        gathered, summary_v2.variable_paths(variables), step, records.REPLICAS_NAME
                     )
             return True
 

@@ -15,6 +15,7 @@ import tensorflow as tf
 from tb_gradlens import distribute
 from tb_gradlens import keras_private
 from tb_gradlens import metadata
+from tb_gradlens import records
 from tb_gradlens import summary_v2
 from tb_gradlens.keras.tap import GRADIENT_KINDS
 from tb_gradlens.keras.tap import when
@@ -100,7 +101,7 @@ class Replicas:
             return []
         read = self.tap.gradients.reader("replicas")
         return [
-            ("replicas", metadata.RecordMetadata(metadata.DIVERGENCE, self.tap.rows, metadata.DIVERGENCE_COLUMNS,
+            (records.REPLICAS_NAME, metadata.RecordMetadata(metadata.DIVERGENCE, self.tap.rows, metadata.DIVERGENCE_COLUMNS,
                                                  extras),
              lambda i=i: read()[i])
             for i, extras in enumerate(self.extras)

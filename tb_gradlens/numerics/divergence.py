@@ -29,12 +29,14 @@ from tb_gradlens.numerics import kernel
 from tb_gradlens.numerics import library_calls
 from tb_gradlens.numerics import packing
 from tb_gradlens.numerics import sparse
+from tb_gradlens.records import comparisons as comparison_records
 
 # An element is "significant" for sign_flip (and the denominators of max_rel
 # and ulp_rms are floored) at SIGNIFICANCE_FLOOR * rms(r): the rounding
 # noise of a correct bfloat16 computation (~2^-8 of the typical value)
-# stays well below a tenth of the typical value.
-SIGNIFICANCE_FLOOR = 0.1
+# stays well below a tenth of the typical value.  One constant with the
+# record format's default (what a record that does not state it means).
+SIGNIFICANCE_FLOOR = comparison_records.DEFAULT_FLOOR_FRACTION
 
 SUMS = ("n", "sum_r2", "sum_d2", "sum_c2", "sum_cr", "sum_ulp2", "max_abs", "max_rel",
         "significant", "flipped", "flushed", "nonfinite")  # the kernel's row, in order

@@ -62,6 +62,7 @@ from tb_gradlens.records.comparisons import ComparisonInfo  # noqa: F401
 from tb_gradlens.records.comparisons import DEFAULT_FLOOR_FRACTION  # noqa: F401
 from tb_gradlens.records.comparisons import PRECISION  # noqa: F401
 from tb_gradlens.records.comparisons import REPLICA_VS_MEAN  # noqa: F401
+from tb_gradlens.records.comparisons import REPLICAS_NAME  # noqa: F401
 from tb_gradlens.records.comparisons import comparison_extras  # noqa: F401
 from tb_gradlens.records.comparisons import read_comparison  # noqa: F401
 from tb_gradlens.records.comparisons import read_reference_16_bit  # noqa: F401

@@ -12,6 +12,8 @@ FormatError = metadata.FormatError
 
 PRECISION = "precision"
 REPLICA_VS_MEAN = "replica_vs_mean"
+# The name (tag prefix) of the replica-vs-mean divergence records.
+REPLICAS_NAME = "replicas"
 COMPARISONS = (PRECISION, REPLICA_VS_MEAN)
 
 # The significance floor of the divergence metrics (numerics), as a
