@@ -175,6 +175,27 @@ def test_update_statistics_are_taken_on_gradient_steps_every_20_by_default():
         update_schedule(Schedule(3), 20)
 
 
+def test_at_the_defaults_a_short_fit_pays_no_comparison_trace_and_the_first_comparison_is_one_interval_in(
+        data, tmp_path):
+    """A newcomer's smoke run is short: the comparison's passes traced at
+    step 0 doubled a 50-step fit of a keras.applications model.  At the
+    defaults the first comparison is at step 100 (then every 100); a
+    compare_every given compares from start_step on."""
+    def compared(callback, last=250):
+        return [k for k in range(last) if callback.compare_schedule(k)]
+
+    assert compared(GradLensCallback(str(tmp_path / "a"))) == [100, 200]
+    assert compared(GradLensCallback(str(tmp_path / "b"), start_step=7)) == [107, 207]
+    assert compared(GradLensCallback(str(tmp_path / "c"), compare_every=100)) == [0, 100, 200]
+    x, y = data
+    callback = GradLensCallback(str(tmp_path / "run"))
+    _model().fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[callback])
+    assert all("comparisons" not in parts for parts in callback._session._traced)
+    records = read_records(str(tmp_path))
+    assert _steps(records, "run", metadata.GRAD_STATS)[1] == [0]
+    assert not records_of_kind(records, "run", metadata.DIVERGENCE)
+
+
 def test_a_flush_interval_that_is_not_a_number_at_least_0_is_refused_when_the_callback_is_made(tmp_path):
     for bad in (-1, float("nan")):
         with pytest.raises(ValueError, match="flush_seconds must be a number >= 0"):

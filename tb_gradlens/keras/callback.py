@@ -23,7 +23,13 @@ class GradLensCallback(keras.callbacks.Callback):
       log_dir: the TensorBoard run directory to write to.
       gradient_every: log gradient statistics every N optimizer steps
         (0: never).
-      compare_every: run the comparisons every M optimizer steps (0: never).
+      compare_every: run the comparisons every M optimizer steps (0:
+        never).  Default: every ``COMPARE_EVERY`` (100) steps from step
+        ``start_step + 100``, so that a short run does not pay for tracing
+        the comparison's passes (a 50-step fit of a keras.applications model
+        took about twice as long with a comparison at step 0); a value
+        given compares from ``start_step`` on (``compare_every=100``
+        includes step 0).
       variables: regex (re.search on variable paths) selecting the
         variables whose gradient and update statistics are logged.
       start_step, stop_step: only log optimizer steps in [start, stop).
@@ -78,7 +84,7 @@ class GradLensCallback(keras.callbacks.Callback):
     replica 0's share of the batch.  See ``tb_gradlens.distribute``.
     """
 
-    def __init__(self, log_dir, gradient_every=GRADIENT_EVERY, compare_every=COMPARE_EVERY,
+    def __init__(self, log_dir, gradient_every=GRADIENT_EVERY, compare_every=None,
                  variables=None, start_step=0, stop_step=None, comparisons="auto",
                  histogram=True, update_stats=True, activations=True, name="model",
                  replica_divergence=False, advisor=None, update_every=None, nonfinite_replay="auto",
@@ -86,7 +92,10 @@ class GradLensCallback(keras.callbacks.Callback):
         super().__init__()
         self.log_dir = log_dir
         self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
-        self.compare_schedule = Schedule(compare_every, start_step, stop_step)
+        if compare_every is None:  # the default: the first comparison one interval in (see Args)
+            self.compare_schedule = Schedule(COMPARE_EVERY, (start_step or 0) + COMPARE_EVERY, stop_step)
+        else:
+            self.compare_schedule = Schedule(compare_every, start_step, stop_step)
         self.update_schedule = update_schedule(self.gradient_schedule, update_every, update_stats)
         self.variables = variables
         self.comparisons = comparisons
