@@ -194,6 +194,12 @@ def test_at_the_defaults_a_short_fit_pays_no_comparison_trace_and_the_first_comp
     records = read_records(str(tmp_path))
     assert _steps(records, "run", metadata.GRAD_STATS)[1] == [0]
     assert not records_of_kind(records, "run", metadata.DIVERGENCE)
+    # What the overview, the tab and `report` say instead of a bare "no comparison logged":
+    from test_analysis import source_of
+    from tb_gradlens.analysis.coverage import comparison_note
+
+    note = comparison_note(source_of(str(tmp_path)), "run")
+    assert note.startswith("the first comparison is due at step 100 (then every 100); the run's last record is at step 0")
 
 
 def test_a_flush_interval_that_is_not_a_number_at_least_0_is_refused_when_the_callback_is_made(tmp_path):

@@ -109,7 +109,9 @@ def step_offsets(source, run):
 def comparison_note(source, run):
     """Why ``run`` holds no comparison, when one of its writers said so (a
     lens status's unsupported comparison kinds, e.g. "every layer computes
-    in float32: nothing to compare against"); None when it holds one, or
+    in float32: nothing to compare against"), or when its schedule says
+    the first comparison is due after the run's last step (the Keras
+    callback's defaults compare from step 100); None when it holds one, or
     nothing says why."""
     if any(e.kind in (metadata.DIVERGENCE, metadata.ACTIVATION_DIVERGENCE, metadata.LOSS_COMPARISON)
            for e in source.entries(run)):
@@ -121,4 +123,17 @@ def comparison_note(source, run):
             for u in (status.unsupported if status is not None else ()):
                 if metadata.DIVERGENCE in u.kinds or metadata.LOSS_COMPARISON in u.kinds:
                     reason = u.reason
+            if reason is None and status is not None:
+                reason = _not_due_yet(status, last_step(source, run)) or reason
     return reason
+
+
+def _not_due_yet(status, end):
+    """"the first comparison is due at step N ..." when ``status`` expects
+    comparisons from a step after ``end`` (the run's last step), else None."""
+    starts = [e for e in status.expected if e.kind == metadata.DIVERGENCE and e.every > 0]
+    if end is None or not starts or min(e.start for e in starts) <= end:
+        return None
+    first = min(starts, key=lambda e: e.start)
+    return ("the first comparison is due at step %d (then every %d); the run's last record is at step %d "
+            "(compare_every given compares from start_step)" % (first.start, first.every, end))
