@@ -10,6 +10,7 @@
 
 import {getJson} from '../api.js';
 import {fmt, fmtRatio} from '../format.js';
+import {lastAtOrBefore} from '../scale.js';
 
 /**
  * The limits of a divergence-like tag entry (runs route):
@@ -48,22 +49,10 @@ export function judges(limits, column) {
   return Boolean(limits && limits.ok && limits.column === column);
 }
 
-/** Index of the last element of sorted `steps` at or before `step` (-1: none). */
-export function atOrBefore(steps, step) {
-  let lo = 0;
-  let hi = steps.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (steps[mid] <= step) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo - 1;
-}
-
 /** The limit of row r at `step`: the one of the logged comparison at or before it (NaN: none). */
 export function limitAt(limits, r, step) {
   if (!limits || !limits.ok || r < 0 || !limits.limits[r]) return NaN;
-  const i = atOrBefore(limits.steps, step);
+  const i = lastAtOrBefore(limits.steps, step);
   return i < 0 ? NaN : limits.limits[r][i];
 }
 
