@@ -68,7 +68,7 @@ setuptools.setup(
     },
     entry_points={
         "tensorboard_plugins": [
-            "gradlens = tb_gradlens.loader:GradLensLoader",
+            "gradlens = tb_gradlens.serving.loader:GradLensLoader",
         ],
         "console_scripts": [
             "tb-gradlens = tb_gradlens.cli:main",

@@ -372,8 +372,8 @@ def all_configs(tiny=False):
 def analyse(logdir):
     """(alerts, errors) of every run of ``logdir``, as ``tb-gradlens report`` sees them."""
     from tb_gradlens import analysis
-    from tb_gradlens import logdir as logdir_lib
-    from tb_gradlens import reading
+    from tb_gradlens.serving import logdir as logdir_lib
+    from tb_gradlens.serving import reading
 
     loaded = logdir_lib.open_logdir(logdir, progress=False)
     source = reading.Source(loaded.provider, loaded.ctx, loaded.experiment_id)
@@ -387,8 +387,8 @@ def budget_ratios(logdir):
     gradients and the loss (x sqrt(2) when both sides round alike).  The
     constants of ``Thresholds`` should sit well above these on healthy runs."""
     from tb_gradlens import analysis
-    from tb_gradlens import logdir as logdir_lib
-    from tb_gradlens import reading
+    from tb_gradlens.serving import logdir as logdir_lib
+    from tb_gradlens.serving import reading
     from tb_gradlens.analysis import tolerances
 
     unit = analysis.DEFAULT_THRESHOLDS.replace(

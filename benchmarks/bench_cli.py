@@ -23,7 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The report as the console script runs it; "unchecked" leaves TensorBoard's own reader in place.
 CODE = """
 import sys
-from tb_gradlens import checked_reader, cli
+from tb_gradlens import cli
+from tb_gradlens.serving import checked_reader
 if sys.argv[1] == "unchecked":
     checked_reader.install = lambda: None
 sys.exit(cli.main(["report", sys.argv[2], "-q"]))

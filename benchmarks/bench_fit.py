@@ -91,7 +91,7 @@ def in_step_gradients(log_dir):
     from tb_gradlens import numerics
     from tb_gradlens import records
     from tb_gradlens import summary
-    from tb_gradlens import summary_v2
+    from tb_gradlens.writing import summary_ops
 
     class InStep(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
@@ -112,7 +112,7 @@ def in_step_gradients(log_dir):
                 with writer.as_default():
                     after = [tf.identity(v.value) for v in variables]
                     summary.update_stats(
-                        numerics.update_statistics(before, after), summary_v2.variable_paths(variables),
+                        numerics.update_statistics(before, after), summary_ops.variable_paths(variables),
                         step=step, extras=records.update_extras([v.dtype for v in variables]))
                 return result
 

@@ -110,8 +110,8 @@ def quick_configs(steps=12, every=3):
 def harm_index(logdir):
     """{kind: (largest value / limit, row, step)} over the judged rows of a run."""
     from tb_gradlens import analysis
-    from tb_gradlens import logdir as logdir_lib
-    from tb_gradlens import reading
+    from tb_gradlens.serving import logdir as logdir_lib
+    from tb_gradlens.serving import reading
     from tb_gradlens.analysis import harm
     from tb_gradlens.analysis import tolerances
 

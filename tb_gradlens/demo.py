@@ -208,7 +208,7 @@ def serve(logdir, port=6006, host="127.0.0.1"):
     from tensorboard import default
     from tensorboard import program
 
-    from tb_gradlens import loader
+    from tb_gradlens.serving import loader
 
     plugins = default.get_plugins()
     if not _entry_point_installed():

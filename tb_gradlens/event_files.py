@@ -1,6 +1,6 @@
 """Event files under a logdir: finding them safely, checking them, comparing them.
 
-TensorFlow-free; shared by the command line (``tb_gradlens.logdir``) and
+TensorFlow-free; shared by the command line (``tb_gradlens.serving.logdir``) and
 the plugin (``logdir_monitor.LogdirMonitor``).  TensorBoard's readers stop silently at a
 damaged record, and two writers in one run make its two loaders show
 different data; this module says so, naming the file:

@@ -18,7 +18,7 @@ from tensorboard.compat.proto import summary_pb2
 
 from tb_gradlens import metadata
 from tb_gradlens import summary
-from tb_gradlens import summary_v2
+from tb_gradlens.writing import summary_ops
 
 STEPS = 5
 VARIABLES = ("dense/kernel", "dense/bias")
@@ -90,7 +90,7 @@ def write_bad(path):
             # A dtype map that is not JSON at step 1 (the others are fine).
             payload = "{not json" if step == 1 else '{"layers": [], "model_output_dtype": "float32"}'
             record = metadata.RecordMetadata(metadata.DTYPES, [], ())
-            summary_v2.write_record("model", record, tf.constant(payload), step)
+            summary_ops.write_record("model", record, tf.constant(payload), step)
     writer.close()
 
 
@@ -107,7 +107,7 @@ def write_nonfinite(path):
             fill = specials[step % 3]
             grads = [np.full((3, 2), fill, np.float32), np.full(2, specials[(step + 1) % 3], np.float32)]
             summary.gradients([tf.constant(g) for g in grads], variables, step=step)
-            summary_v2.write_record(
+            summary_ops.write_record(
                 "precision", div, tf.fill([2, len(metadata.DIVERGENCE_COLUMNS)], fill), step
             )
             tf.summary.scalar("loss", float(fill), step=step)

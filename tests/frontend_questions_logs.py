@@ -197,7 +197,7 @@ def _write_comparisons(logdir):
     from tb_gradlens import metadata
     from tb_gradlens import records
     from tb_gradlens import summary
-    from tb_gradlens import summary_v2
+    from tb_gradlens.writing import summary_ops
 
     cols = metadata.DIVERGENCE_COLUMNS_V1  # no stable-rounding column: the depth formula judges
     f32 = records.variant("float32", "float32", "float32", "float32")
@@ -213,23 +213,23 @@ def _write_comparisons(logdir):
             m[:, cols.index("rel_l2")] = [rel_l2(r, step) for r in DIV_ROWS]
             m[:, cols.index("cosine")] = 1 - m[:, 0] ** 2 / 2
             m[:, cols.index("norm_ratio")] = 1.0
-            summary_v2.divergence(m, DIV_ROWS, records.comparison_extras(f32, bf16, row_dtypes=ROW_DTYPES),
+            summary_ops.divergence(m, DIV_ROWS, records.comparison_extras(f32, bf16, row_dtypes=ROW_DTYPES),
                                   step=step, name=bf16_name)
             a = np.zeros((len(LAYERS), len(cols)), np.float32)
             a[:, 0] = [0.002, 0.004, 0.02 if step >= 100 else 0.006]
-            summary_v2.divergence(a, LAYERS, records.comparison_extras(f32, bf16, row_dtypes=["bfloat16"] * 3),
+            summary_ops.divergence(a, LAYERS, records.comparison_extras(f32, bf16, row_dtypes=["bfloat16"] * 3),
                                   step=step, name=bf16_name, kind=metadata.ACTIVATION_DIVERGENCE)
             err = (1.5 if step >= LOSS_STEP else 0.3) * TOLERANCE
-            summary_v2.loss_comparison([[1.0, 1.0 + err, err, err]], records.comparison_extras(f32, bf16),
+            summary_ops.loss_comparison([[1.0, 1.0 + err, err, err]], records.comparison_extras(f32, bf16),
                                        step=step, name=bf16_name)
             u = np.zeros((len(DIV_ROWS), 3), np.float32)
             u[:, 0], u[:, 1] = 1e-4, 1e-3
             u[DIV_ROWS.index(LOST_ROW), 2] = 0.4 if step >= LOST_STEP else 0.01
-            summary_v2.update_stats(u, DIV_ROWS, step=step, name="updates",
+            summary_ops.update_stats(u, DIV_ROWS, step=step, name="updates",
                                     extras=records.update_extras(["bfloat16"] * len(DIV_ROWS)))
             x = np.zeros((len(DIV_ROWS), len(cols)), np.float32)
             x[:, 0] = 0.002
-            summary_v2.divergence(x, DIV_ROWS, records.comparison_extras(bf16, xla), step=step, name=xla_name)
+            summary_ops.divergence(x, DIV_ROWS, records.comparison_extras(bf16, xla), step=step, name=xla_name)
         for step in Q4_STEPS:
             tf.summary.scalar("loss", loss_b(step), step=step)
         summary.gradients([tf.ones([2])], [tf.Variable(tf.ones([2]), name="w")], step=0)
@@ -241,7 +241,7 @@ def _write_comparisons(logdir):
         for step in range(0, 50, 10):
             m = np.zeros((WIDE, len(cols)), np.float32)
             m[:, 0] = np.linspace(1e-3, 0.2, WIDE)
-            summary_v2.divergence(m, rows, records.comparison_extras(f32, bf16), step=step, name=bf16_name)
+            summary_ops.divergence(m, rows, records.comparison_extras(f32, bf16), step=step, name=bf16_name)
             summary.gradients([tf.fill([2], 0.1 * (i + 1)) for i in range(WIDE)], wide, step=step)
     writer.close()
     _write_fit_and_measured(logdir, f32, bf16, bf16_name)
@@ -264,7 +264,7 @@ def _write_fit_and_measured(logdir, f32, bf16, bf16_name):
     from tb_gradlens import metadata
     from tb_gradlens import records
     from tb_gradlens import summary
-    from tb_gradlens import summary_v2
+    from tb_gradlens.writing import summary_ops
 
     cols = metadata.DIVERGENCE_COLUMNS_V1
     writer = tf.summary.create_file_writer(os.path.join(logdir, "fit_mixed_bfloat16"))
@@ -274,11 +274,11 @@ def _write_fit_and_measured(logdir, f32, bf16, bf16_name):
             m[:, cols.index("rel_l2")] = 0.1 * TOLERANCE
             m[:, cols.index("cosine")] = 1.0
             m[:, cols.index("norm_ratio")] = 1.0
-            summary_v2.divergence(m, DIV_ROWS, records.comparison_extras(f32, bf16, row_dtypes=ROW_DTYPES),
+            summary_ops.divergence(m, DIV_ROWS, records.comparison_extras(f32, bf16, row_dtypes=ROW_DTYPES),
                                   step=step, name=bf16_name)
             u = np.zeros((len(DIV_ROWS), 3), np.float32)
             u[:, 0], u[:, 1], u[:, 2] = 1e-4, 1e-3, 0.5  # float32 weights: what bfloat16 storage would lose
-            summary_v2.update_stats(u, DIV_ROWS, step=step, name="updates",
+            summary_ops.update_stats(u, DIV_ROWS, step=step, name="updates",
                                     extras=records.update_extras(["float32"] * len(DIV_ROWS)))
         for step in range(0, len(Q4_STEPS), FIT_EVERY):
             tf.summary.scalar("loss", loss_b(step), step=step)
@@ -294,7 +294,7 @@ def _write_fit_and_measured(logdir, f32, bf16, bf16_name):
             m[:, full.index("norm_ratio")] = 1.0
             m[:, full.index("nonfinite")] = 0.0
             m[:, full.index(metadata.STABLE_REL_L2)] = measured_stable(step)
-            summary_v2.divergence(m, MEASURED_ROWS, records.comparison_extras(
+            summary_ops.divergence(m, MEASURED_ROWS, records.comparison_extras(
                 f32, bf16, row_dtypes=["bfloat16"] * len(MEASURED_ROWS)), step=step, name=bf16_name)
         summary.gradients([tf.ones([2])], [tf.Variable(tf.ones([2]), name="w")], step=0)
     writer.close()

@@ -18,7 +18,7 @@ from tensorboard.compat.proto import summary_pb2
 
 from tb_gradlens import metadata
 from tb_gradlens import summary
-from tb_gradlens import summary_v2
+from tb_gradlens.writing import summary_ops
 
 VARIABLES = ("dense/kernel", "dense/bias", "frozen")
 SHAPES = ((3, 2), (2,), (4,))
@@ -113,8 +113,8 @@ def write_logdir(logdir):
                 summary.gradients(grads, variables, step=step)
                 tf.summary.scalar("loss", loss_at(run, step), step=step)
                 if run == "f32":
-                    summary_v2.write_record("grads", div_record, tf.constant(divergence_at(step)), step)
-                    summary_v2.write_record("optimizer", upd_record, tf.constant(update_at(step)), step)
+                    summary_ops.write_record("grads", div_record, tf.constant(divergence_at(step)), step)
+                    summary_ops.write_record("optimizer", upd_record, tf.constant(update_at(step)), step)
                     if step == 0:
                         summary.dtypes(DTYPE_MAP, step=step)
                     _write_future(step)

@@ -24,11 +24,11 @@ import real_models
 import readback
 import tb_gradlens
 from tb_gradlens import metadata
-from tb_gradlens import reading
 from tb_gradlens import records as records_module
 from tb_gradlens.advisor import api
 from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens.keras import GradLensCallback
+from tb_gradlens.serving import reading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BAD = "naive_norm"
@@ -274,7 +274,7 @@ def test_callback_rounds_reach_the_route_and_the_cli(trained):
 
     from tensorboard.backend import application
     from tensorboard.plugins import base_plugin
-    from tb_gradlens import gradlens_plugin
+    from tb_gradlens.serving import gradlens_plugin
 
     context = base_plugin.TBContext(data_provider=provider, logdir=str(logdir))
     client = werkzeug_test.Client(application.TensorBoardWSGI([gradlens_plugin.GradLensPlugin(context)]))

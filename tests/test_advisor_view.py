@@ -50,7 +50,7 @@ OLD_ADVICE = {
 def advised(tmp_path_factory):
     import tensorflow as tf
 
-    from tb_gradlens import summary_v2
+    from tb_gradlens.writing import summary_ops
 
     logdir = tmp_path_factory.mktemp("advisor_view")
     workload = real_models.FAULT_ZOO["advisor_mlp"]
@@ -60,7 +60,7 @@ def advised(tmp_path_factory):
                                 log_dir=str(logdir / "bf16"), step=3)
     writer = tf.summary.create_file_writer(os.path.join(str(logdir), "old_advice"))
     with writer.as_default():
-        summary_v2.advice(json.loads(json.dumps(OLD_ADVICE)), step=3)
+        summary_ops.advice(json.loads(json.dumps(OLD_ADVICE)), step=3)
     writer.close()
     return str(logdir), result
 

@@ -13,8 +13,8 @@ from tb_gradlens import analysis
 from tb_gradlens import float_formats
 from tb_gradlens import metadata
 from tb_gradlens import records
-from tb_gradlens import summary_v2
 from tb_gradlens.analysis import tolerances
+from tb_gradlens.writing import summary_ops
 
 from test_analysis import make_series
 from test_analysis import source_of
@@ -140,7 +140,7 @@ def write_comparison(logdir, run, kind, rows, tables, extras, name="model_vs_flo
     writer = tf.summary.create_file_writer(str(logdir / run))
     with writer.as_default():
         for step, t in enumerate(tables):
-            summary_v2.write_record(name, record, tf.constant(t), step * 10)
+            summary_ops.write_record(name, record, tf.constant(t), step * 10)
     writer.close()
 
 
@@ -244,7 +244,7 @@ def test_alerts_that_repeat_per_run_are_grouped(tmp_path):
         t[0, metadata.GRAD_STATS_COLUMNS.index("is_none")] = 1.0 if run != "c" else 0.0
         writer = tf.summary.create_file_writer(str(tmp_path / run))
         with writer.as_default():
-            summary_v2.write_record("model", record, tf.constant(t), 0)
+            summary_ops.write_record("model", record, tf.constant(t), 0)
         writer.close()
     alerts, _ = analysis.run_alerts(source_of(str(tmp_path)))
     (group,) = analysis.group_alerts(alerts)
@@ -255,7 +255,7 @@ def test_a_display_filter_never_changes_a_limit_or_a_verdict(tmp_path):
     """Issue 25: with the variable regex 'dense_2' the Overview and the alerts judged against the
     limit of depth 1 while the Divergence view kept the model's.  A filtered view now shows the
     judgement of the whole record, restricted to the rows and steps it shows."""
-    from tb_gradlens import filtered_source
+    from tb_gradlens.serving import filtered_source
 
     layers = ["dense_1", "dense_2", "dense_3", "dense_4"]
     rel = [[0.003, 0.006, 0.012, 0.03]] * 6  # dense_4 at depth 4: 0.03 < 5 u 4 = 0.078, but > 5 u 1

@@ -11,10 +11,10 @@ from tensorboard.backend.event_processing import plugin_event_multiplexer
 
 from tb_gradlens import analysis
 from tb_gradlens import metadata
-from tb_gradlens import reading
 from tb_gradlens import records
 from tb_gradlens import summary
-from tb_gradlens import summary_v2
+from tb_gradlens.serving import reading
+from tb_gradlens.writing import summary_ops
 
 
 def source_of(logdir):
@@ -303,7 +303,7 @@ def test_dead_relu_layer_gives_zero_gradient_alert(tmp_path):
 
     _train(str(tmp_path), "dead_relu", model_fn, steps)
     (alert,) = alerts_of(str(tmp_path), "zero_gradient", zero_gradient_steps=5)
-    paths = summary_v2.variable_paths(model.trainable_variables)
+    paths = summary_ops.variable_paths(model.trainable_variables)
     dead_kernel, dead_bias, out_kernel, out_bias = paths
     assert alert.run == "dead_relu"
     assert set(alert.variables) == {dead_kernel, dead_bias, out_kernel}  # h = 0 zeroes out/kernel too
@@ -381,7 +381,7 @@ def test_float32_cancellation_against_float64_gives_mismatch_alert(tmp_path):
             cand = np.float64(np.mean(x32 * x32, dtype=np.float32) - np.mean(x32, dtype=np.float32) ** 2)
             rel.append(abs(cand - ref) / abs(ref))
             table = divergence_table([[rel[-1]]])[0]
-            summary_v2.write_record("variance", record, tf.constant(table), step)
+            summary_ops.write_record("variance", record, tf.constant(table), step)
     writer.close()
     first = int(np.argmax(np.array(rel) > analysis.DEFAULT_THRESHOLDS.float32_rel_l2))
     assert rel[0] < 1e-3 < rel[-1]  # the oracle itself shows the cancellation
@@ -449,7 +449,7 @@ def _write_loss_comparisons(logdir, run, losses, scalar=False):
     with writer.as_default():
         for step, loss in enumerate(losses):
             row = np.array([[loss * 0.99, loss, loss * 0.01, 0.0101]], np.float32)
-            summary_v2.write_record("model_vs_float32", record, tf.constant(row), step * 10)
+            summary_ops.write_record("model_vs_float32", record, tf.constant(row), step * 10)
             if scalar:
                 tf.summary.scalar("loss", loss, step=step * 10)
     writer.close()

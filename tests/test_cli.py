@@ -277,7 +277,7 @@ def test_report_lists_unsupported_features_and_fails_a_run_lacking_records(tmp_p
 
 def test_compare_without_a_loss_scalar_says_what_it_compares_instead(tmp_path):
     from tb_gradlens import records
-    from tb_gradlens import summary_v2
+    from tb_gradlens.writing import summary_ops
 
     ref = records.variant("float32", "float32", "float32", "float32")
     cand = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
@@ -288,7 +288,7 @@ def test_compare_without_a_loss_scalar_says_what_it_compares_instead(tmp_path):
         with writer.as_default():
             for step in range(3):
                 loss = scale / (step + 1)
-                summary_v2.write_record("model_vs_float32", record,
+                summary_ops.write_record("model_vs_float32", record,
                                         tf.constant([[loss, loss, 0.0, 0.0]], tf.float32), step)
         writer.close()
     result = run_cli("compare", tmp_path, "a", "b")

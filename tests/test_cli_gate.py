@@ -83,7 +83,7 @@ def test_the_progress_bar_moves_while_a_large_file_is_read(tmp_path, monkeypatch
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "benchmarks"))
     import frontend_logdir
 
-    from tb_gradlens import logdir as logdir_lib
+    from tb_gradlens.serving import logdir as logdir_lib
 
     path = tmp_path / "big"
     frontend_logdir.write_logdir(str(path), variables=128, steps=300, hist_every=1, div_every=10)

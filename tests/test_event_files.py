@@ -18,7 +18,7 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c a
 import hostile_logs
 from tb_gradlens import crc32c
 from tb_gradlens import event_files
-from tb_gradlens import logdir_monitor
+from tb_gradlens.serving import logdir_monitor
 
 
 @settings(max_examples=300, deadline=None)

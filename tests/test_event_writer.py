@@ -1,4 +1,4 @@
-"""Writing on a real disk that fills and frees (tb_gradlens.event_writer).
+"""Writing on a real disk that fills and frees (tb_gradlens.writing.event_writer).
 
 A small tmpfs is mounted in a private mount namespace (``unshare -m``, or
 ``unshare -rm`` without root) and filled to the last byte by a file, twice,
@@ -164,8 +164,8 @@ def test_writer_is_a_drop_in_summary_writer(tmp_path):
     import tensorflow as tf
 
     import tb_gradlens
-    from tb_gradlens import distribute
-    from tb_gradlens import event_writer
+    from tb_gradlens.writing import distribute
+    from tb_gradlens.writing import event_writer
 
     writer = tb_gradlens.summary.create_file_writer(str(tmp_path / "run"))
     assert isinstance(writer, tf.summary.SummaryWriter)
@@ -195,7 +195,7 @@ def test_writer_is_a_drop_in_summary_writer(tmp_path):
 def test_memory_sink_keeps_replays_and_bounds_what_is_written_while_failing(tmp_path):
     import tensorflow as tf
 
-    from tb_gradlens import event_sink
+    from tb_gradlens.writing import event_sink
 
     handle = tf.raw_ops.SummaryWriter(shared_name="sink_test", container="")
     sink = event_sink.MemorySink(".sinktest.v2", max_queue=100, max_bytes=10**9)

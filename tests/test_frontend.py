@@ -3,7 +3,7 @@ against a real `tensorboard` process.
 
 The logdir is written by the project's own code: tb_gradlens.demo trains the
 float32 and mixed_bfloat16 MLPs (gradient statistics, histograms, loss), and
-tb_gradlens.summary_v2.write_record adds the kinds the demo does not log yet
+tb_gradlens.writing.summary_ops.write_record adds the kinds the demo does not log yet
 (divergence, activation divergence, a dtype map, and a gradient record whose
 variable is named like an HTML injection).
 
@@ -107,11 +107,11 @@ def build_logdir(logdir):
     from tb_gradlens import demo
     from tb_gradlens import metadata
     from tb_gradlens import summary
-    from tb_gradlens import summary_v2
+    from tb_gradlens.writing import summary_ops
 
     demo.write_demo_logdir(logdir, steps=STEPS)
     model = demo.build_mlp(BF16)
-    variables = summary_v2.variable_paths(model.trainable_variables)
+    variables = summary_ops.variable_paths(model.trainable_variables)
     rows = variables + [HOSTILE]
     div = metadata.RecordMetadata(
         metadata.DIVERGENCE, rows, metadata.DIVERGENCE_COLUMNS_V1,
@@ -137,9 +137,9 @@ def build_logdir(logdir):
     with writer.as_default():
         summary.dtypes(DTYPE_MAP, step=0)
         for step in range(STEPS):
-            summary_v2.write_record("precision", div, tf.constant(dv[step]), step)
-            summary_v2.write_record("precision", act, tf.constant(av[step]), step)
-            summary_v2.write_record("odd", hostile, tf.constant(none_row), step)
+            summary_ops.write_record("precision", div, tf.constant(dv[step]), step)
+            summary_ops.write_record("precision", act, tf.constant(av[step]), step)
+            summary_ops.write_record("odd", hostile, tf.constant(none_row), step)
     writer.close()
     return rows
 

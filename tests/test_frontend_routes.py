@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import gradlens_logs as logs
-from tb_gradlens import filtered_source
 from tb_gradlens import metadata
 from tb_gradlens import records
+from tb_gradlens.serving import filtered_source
 from test_plugin_routes import client, get, get_json, logdir, number, provider, tag_of  # noqa: F401
 
 
@@ -148,7 +148,7 @@ def test_concurrent_cache_misses_compute_once():
     import threading
     import time
 
-    from tb_gradlens import reading
+    from tb_gradlens.serving import reading
 
     cache = reading.Cache()
     calls = []

@@ -51,12 +51,12 @@ def test_fresh_venv_has_no_tensorflow_and_a_working_entry_point(fresh_venv):
     assert no_tf.returncode != 0, "the fresh venv must not have TensorFlow"
     out = subprocess.run(
         [fresh_venv, "-c",
-         "import importlib.metadata as m, tb_gradlens.gradlens_plugin as p, os;"
+         "import importlib.metadata as m, tb_gradlens, tb_gradlens.serving.gradlens_plugin as p, os;"
          "print([e.value for e in m.entry_points(group='tensorboard_plugins') if e.name == 'gradlens']);"
-         "print(p.static_dir().startswith(os.path.dirname(p.__file__)))"],
+         "print(p.static_dir().startswith(os.path.dirname(tb_gradlens.__file__)))"],
         capture_output=True, text=True, check=True, cwd="/",
     ).stdout.split("\n")
-    assert out[0] == "['tb_gradlens.loader:GradLensLoader']"
+    assert out[0] == "['tb_gradlens.serving.loader:GradLensLoader']"
     assert out[1] == "True"  # the frontend ships inside the installed package
 
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from tb_gradlens import json_encoding
+from tb_gradlens.serving import json_encoding
 
 
 def _walk(obj):

@@ -1,6 +1,6 @@
 """Every private Keras and TensorFlow API tb_gradlens touches is still there.
 
-``tb_gradlens/keras_private.py`` is the one module that reaches into Keras'
+``tb_gradlens/writing/keras_private.py`` is the one module that reaches into Keras'
 internals.  A Keras (or TensorFlow) upgrade that renames one of them fails
 here, with its name, before it fails anywhere else.
 """
@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tb_gradlens import keras_private
+from tb_gradlens.writing import keras_private
 
 
 def _model():

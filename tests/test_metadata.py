@@ -6,8 +6,8 @@ import json
 import pytest
 from tensorboard.compat.proto import summary_pb2
 
-from tb_gradlens import loader
 from tb_gradlens import metadata
+from tb_gradlens.serving import loader
 
 
 def _stats_record(rows=("dense/kernel", "dense/bias")):
@@ -90,8 +90,8 @@ def test_package_import_is_tensorflow_free():
     import sys
 
     code = (
-        "import sys, tb_gradlens, tb_gradlens.metadata, tb_gradlens.loader, "
-        "tb_gradlens.gradlens_plugin, tb_gradlens.reading\n"
+        "import sys, tb_gradlens, tb_gradlens.metadata, tb_gradlens.serving.loader, "
+        "tb_gradlens.serving.gradlens_plugin, tb_gradlens.serving.reading\n"
         "bad = [m for m in sys.modules if m == 'tensorflow' or m.startswith('tensorflow.') or m == 'keras']\n"
         "assert not bad, bad\n"
     )

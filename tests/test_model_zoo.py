@@ -46,8 +46,8 @@ from readback import multiplexer_provider
 from readback import read_records
 from tb_gradlens import analysis
 from tb_gradlens import metadata
-from tb_gradlens import reading
 from tb_gradlens.keras import GradLensCallback
+from tb_gradlens.serving import reading
 
 BATCH = 8
 GRAD_KINDS = (metadata.GRAD_STATS, metadata.GRAD_HISTOGRAM, metadata.UPDATE_STATS)

@@ -12,9 +12,9 @@ from werkzeug import test as werkzeug_test
 
 import gradlens_logs as logs
 from tb_gradlens import analysis
-from tb_gradlens import gradlens_plugin
-from tb_gradlens import json_encoding
 from tb_gradlens import metadata
+from tb_gradlens.serving import gradlens_plugin
+from tb_gradlens.serving import json_encoding
 
 PREFIX = "/data/plugin/gradlens/"
 

@@ -13,9 +13,9 @@ import tensorflow as tf
 
 from tb_gradlens import float_formats
 from tb_gradlens import metadata
-from tb_gradlens import reading
 from tb_gradlens import records
-from tb_gradlens import summary_v2
+from tb_gradlens.serving import reading
+from tb_gradlens.writing import summary_ops
 
 from readback import multiplexer_provider
 
@@ -124,8 +124,8 @@ def test_a_record_with_bad_extras_is_an_error_entry_and_the_rest_is_served(tmp_p
     bad = metadata.RecordMetadata(
         metadata.UPDATE_STATS, ["w"], metadata.UPDATE_STATS_COLUMNS, {"variable_dtypes": {"w": 1}})
     source, (good_tag, bad_tag) = _written_and_read(tmp_path, lambda: (
-        summary_v2.write_record("good", good, tf.zeros([1, 3]), 0),
-        summary_v2.write_record("bad", bad, tf.zeros([1, 3]), 0)))
+        summary_ops.write_record("good", good, tf.zeros([1, 3]), 0),
+        summary_ops.write_record("bad", bad, tf.zeros([1, 3]), 0)))
     entries = {e.tag: e for e in source.entries("run")}
     assert entries[good_tag].record is not None and entries[good_tag].error is None
     assert entries[bad_tag].record is None and "variable_dtypes" in entries[bad_tag].error
@@ -140,7 +140,7 @@ def test_lens_status_round_trip_and_expected_steps(tmp_path):
         [records.unsupported("comparison mixed_bfloat16_vs_float32", [metadata.DIVERGENCE],
                              "the model's layers cannot switch policy", step=0)],
     )
-    source, written = _written_and_read(tmp_path, lambda: summary_v2.lens_status(status, step=0))
+    source, written = _written_and_read(tmp_path, lambda: summary_ops.lens_status(status, step=0))
     assert bool(written)
     (entry,) = source.entries_of_kind("run", metadata.LENS_STATUS)
     (point,) = source.lens_statuses("run", entry.tag)
@@ -192,7 +192,7 @@ def test_records_written_the_old_way_are_analysed_without_guessing(tmp_path):
                                          version=1)
         writer = tf.summary.create_file_writer(str(tmp_path / run))
         with writer.as_default():
-            summary_v2.write_record("grads", record, tf.constant(value), 0)
+            summary_ops.write_record("grads", record, tf.constant(value), 0)
         writer.close()
     source = reading.Source(multiplexer_provider(str(tmp_path)))
     alerts, problems = analysis.run_alerts(source)
@@ -237,7 +237,7 @@ def _advice_payload():
 
 def test_advice_round_trip_through_an_event_file(tmp_path):
     payload = _advice_payload()
-    source, written = _written_and_read(tmp_path, lambda: summary_v2.advice(payload, step=5))
+    source, written = _written_and_read(tmp_path, lambda: summary_ops.advice(payload, step=5))
     assert bool(written)
     (entry,) = source.entries_of_kind("run", metadata.ADVICE)
     assert list(entry.record.rows) == ["dense", "norm", "raw"]
@@ -270,8 +270,8 @@ def test_malformed_advice_is_refused(change):
 def test_an_unreadable_advice_point_is_an_error_entry(tmp_path):
     payload = _advice_payload()
     payload["recommendation"]["float32"] = ["ghost"]
-    source, _ = _written_and_read(tmp_path, lambda: (summary_v2.advice(_advice_payload(), step=1),
-                                                     summary_v2.advice(payload, step=2)))
+    source, _ = _written_and_read(tmp_path, lambda: (summary_ops.advice(_advice_payload(), step=1),
+                                                     summary_ops.advice(payload, step=2)))
     (entry,) = source.entries_of_kind("run", metadata.ADVICE)
     points = source.advice("run", entry.tag)
     assert "error" not in points[0] and "unreadable advice at step 2" in points[1]["error"]

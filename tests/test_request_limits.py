@@ -14,9 +14,9 @@ from werkzeug import test as werkzeug_test
 
 import hostile_logs
 from test_plugin_routes import make_provider
-from tb_gradlens import gradlens_plugin
 from tb_gradlens import metadata
 from tb_gradlens import patterns
+from tb_gradlens.serving import gradlens_plugin
 
 PREFIX = "/data/plugin/gradlens/"
 
@@ -108,7 +108,7 @@ def test_a_crafted_huge_record_is_checked_a_budget_at_a_time(tmp_path):
     damage once it has read it all."""
     import tracemalloc
 
-    from tb_gradlens import logdir_monitor
+    from tb_gradlens.serving import logdir_monitor
 
     claimed = 24 * 1024 * 1024
     crafted_file(str(tmp_path / "logs" / "crafted"), claimed)
@@ -174,7 +174,7 @@ def test_crc32c_of_long_and_pieced_data_equals_tensorboards():
 
 def test_tensorboards_stub_still_reads_records_through_the_hook_the_cli_replaces():
     """The command line replaces the TF-free stub's ``PyRecordReader_New``
-    (tb_gradlens.checked_reader): a TensorBoard upgrade that stops reading
+    (tb_gradlens.serving.checked_reader): a TensorBoard upgrade that stops reading
     through it would bring back the byte-by-byte checksum; this names it."""
     import inspect
 
@@ -196,7 +196,7 @@ def test_overview_of_a_sweep_reads_each_tag_of_all_runs_in_one_provider_call(tmp
     data server each call is a gRPC round trip: 2,000 runs took 180 s), and
     answers exactly what each run read alone answers."""
     from tb_gradlens import analysis
-    from tb_gradlens import reading
+    from tb_gradlens.serving import reading
     from test_plugin_routes import CountingProvider
 
     logdir = str(tmp_path / "sweep")
@@ -244,7 +244,7 @@ def test_a_growing_run_is_read_incrementally(tmp_path):
     import numpy as np
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-    from tb_gradlens import reading
+    from tb_gradlens.serving import reading
     from test_plugin_routes import CountingProvider
 
     logdir = str(tmp_path / "logs")

@@ -24,8 +24,8 @@ from test_gradient_stats import reference_statistics
 from test_plugin_routes import PREFIX
 from test_plugin_routes import make_provider
 from test_plugin_routes import number
-from tb_gradlens import gradlens_plugin
 from tb_gradlens import metadata
+from tb_gradlens.serving import gradlens_plugin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUTES = ("runs", "alerts", "overview")

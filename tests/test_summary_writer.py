@@ -267,7 +267,7 @@ def test_a_logged_fit_step_flushes_the_event_file_once(tmp_path, monkeypatch):
     new bytes (event_writer): a logged step's record sets (gradients,
     updates, loss) are written inside one as_default() block and flushed
     once, not once per record set."""
-    from tb_gradlens import event_writer
+    from tb_gradlens.writing import event_writer
     from tb_gradlens.keras import GradLensCallback
 
     flushes = []
@@ -297,12 +297,12 @@ def test_a_logged_fit_step_writes_its_records_inside_the_train_function(tmp_path
     function around Keras' XLA step) and the call's wrapper only flushes:
     no record set is written after the call, every step's records are on
     disk, and each tag carries its metadata once."""
-    from tb_gradlens import summary_writing
+    from tb_gradlens.writing import record_writing
     from tb_gradlens.keras import GradLensCallback
 
     after_the_call = []
-    original = summary_writing.RecordWriter.__call__
-    monkeypatch.setattr(summary_writing.RecordWriter, "__call__",
+    original = record_writing.RecordWriter.__call__
+    monkeypatch.setattr(record_writing.RecordWriter, "__call__",
                         lambda self, step: (after_the_call.append(step), original(self, step))[1])
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, dtype="mixed_bfloat16"),

@@ -18,8 +18,8 @@ import keras
 import numpy as np
 import pytest
 
-from tb_gradlens import keras_private
 from tb_gradlens.analysis import codes
+from tb_gradlens.writing import keras_private
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 

@@ -4,10 +4,10 @@ import tensorflow as tf
 
 from tb_gradlens import compare
 from tb_gradlens import safety
-from tb_gradlens import summary_v2
 from tb_gradlens.advisor import limits
 from tb_gradlens.advisor import rounds
 from tb_gradlens.advisor.units import MAX_UNITS
+from tb_gradlens.writing import summary_ops
 
 WRITER = "tb_gradlens.advise"
 
@@ -105,12 +105,12 @@ def advise(model, data, log_dir=None, tolerance=None, max_units=MAX_UNITS, trace
 
 
 def _write(payload, log_dir, step, name):
-    from tb_gradlens import event_writer
+    from tb_gradlens.writing import event_writer
 
     with safety.guard(WRITER + " (writing)"):
         writer = event_writer.create_file_writer(str(log_dir))
         with writer.as_default():
-            summary_v2.advice(payload, step=step, name=name)
+            summary_ops.advice(payload, step=step, name=name)
         writer.flush()
         writer.close()
 
@@ -120,7 +120,7 @@ def keep_in_float32(model, paths):
     advisor names them; a group's every layer) to float32, on a built model:
     the advisor's recommendation in one line.  A path the model does not
     have raises ValueError (nothing is changed then)."""
-    from tb_gradlens import keras_private
+    from tb_gradlens.writing import keras_private
 
     by_path = {}
     for layer in keras_private.flatten_layers(model)[1:]:

@@ -18,11 +18,11 @@ import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import numerics
-from tb_gradlens import reading
 from tb_gradlens import records
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import tolerances
 from tb_gradlens.compare import dtype_maps
+from tb_gradlens.serving import reading
 
 KINDS = (metadata.DIVERGENCE, metadata.ACTIVATION_DIVERGENCE, metadata.LOSS_COMPARISON)
 

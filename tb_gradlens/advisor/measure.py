@@ -31,10 +31,10 @@ import tensorflow as tf
 from tb_gradlens.advisor import judging
 from tb_gradlens.advisor import limits
 from tb_gradlens.advisor import recommend
-from tb_gradlens.analysis import codes
 from tb_gradlens.advisor.passes import ALL
-from tb_gradlens.advisor.passes import STABLE
 from tb_gradlens.advisor.passes import MappedPass
+from tb_gradlens.advisor.passes import STABLE
+from tb_gradlens.analysis import codes
 from tb_gradlens.compare import keras_passes
 
 # Per unit: the gradient divergences and harm indices of its leave-one-out

@@ -16,8 +16,8 @@ import numpy as np
 import tensorflow as tf
 
 from tb_gradlens import compare
-from tb_gradlens import keras_private
 from tb_gradlens.compare import dtype_maps
+from tb_gradlens.writing import keras_private
 
 ALL = "all"
 STABLE = "stable"  # the float32 reference rounded between layers as the model as configured rounds

@@ -14,7 +14,7 @@ up to the block's own layers.  A model with more candidate units than
 
 import collections
 
-from tb_gradlens import keras_private
+from tb_gradlens.writing import keras_private
 
 SIXTEEN_BIT = ("bfloat16", "float16")
 MAX_UNITS = 16

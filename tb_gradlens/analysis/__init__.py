@@ -2,7 +2,7 @@
 
 Pure NumPy, TensorFlow-free, shared by the TensorBoard plugin and the
 command line.  Every entry point takes a *source*: anything with the
-methods of ``tb_gradlens.reading.Source`` (``runs``, ``entries``,
+methods of ``tb_gradlens.serving.reading.Source`` (``runs``, ``entries``,
 ``entries_of_kind``, ``series``, ``dtype_maps``, ``lens_statuses``,
 ``scalars``, ``scalar_listing``, ``cached``).  The plugin builds one over
 TensorBoard's data provider; the CLI builds the same over
@@ -48,8 +48,8 @@ from tb_gradlens.analysis.overview import overview  # noqa: F401
 from tb_gradlens.analysis.overview import worst_divergence  # noqa: F401
 from tb_gradlens.analysis.runs import DEFAULT_QUANTITY  # noqa: F401
 from tb_gradlens.analysis.runs import LOSS_TAG  # noqa: F401
-from tb_gradlens.analysis.runs import SCALAR  # noqa: F401
 from tb_gradlens.analysis.runs import Quantity  # noqa: F401
+from tb_gradlens.analysis.runs import SCALAR  # noqa: F401
 from tb_gradlens.analysis.runs import align  # noqa: F401
 from tb_gradlens.analysis.runs import compare_runs  # noqa: F401
 from tb_gradlens.analysis.runs import quantity_series  # noqa: F401

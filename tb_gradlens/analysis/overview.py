@@ -11,13 +11,13 @@ from tensorboard import errors
 
 from tb_gradlens import metadata
 from tb_gradlens.analysis import codes
-from tb_gradlens.analysis import harm
-from tb_gradlens.analysis.coverage import comparison_note
 from tb_gradlens.analysis import findings
+from tb_gradlens.analysis import harm
 from tb_gradlens.analysis import replays
+from tb_gradlens.analysis import tolerances
+from tb_gradlens.analysis.coverage import comparison_note
 from tb_gradlens.analysis.coverage import step_offsets
 from tb_gradlens.analysis.loss_scale import optimizer_steps
-from tb_gradlens.analysis import tolerances
 
 
 class _Found:

@@ -3,7 +3,7 @@
 Commands: ``report`` (headline and alerts per run, a CI gate with
 ``--fail-on``), ``compare`` (two runs step by step), ``export`` (long-format
 CSV or JSON Lines for pandas) and ``demo``.  The read commands use
-TensorBoard's own reading code (``tb_gradlens.logdir``) and the analysis the
+TensorBoard's own reading code (``tb_gradlens.serving.logdir``) and the analysis the
 plugin serves (``tb_gradlens.analysis``); they never import TensorFlow.
 
 Exit status: 0 success (no alert at or above ``--fail-on``), 1 alerts at or
@@ -21,6 +21,7 @@ from tb_gradlens.cli import advise as advise_command
 from tb_gradlens.cli import export as export_command
 from tb_gradlens.cli import report as report_command
 from tb_gradlens.cli import runs as runs_command
+from tb_gradlens.cli.common import CommandError
 from tb_gradlens.cli.common import ENV_DEBUG
 from tb_gradlens.cli.common import EXIT_ALERTS  # noqa: F401
 from tb_gradlens.cli.common import EXIT_INTERNAL
@@ -28,7 +29,6 @@ from tb_gradlens.cli.common import EXIT_OK  # noqa: F401
 from tb_gradlens.cli.common import EXIT_OUTPUT
 from tb_gradlens.cli.common import EXIT_READ_ERROR  # noqa: F401
 from tb_gradlens.cli.common import EXIT_USAGE
-from tb_gradlens.cli.common import CommandError
 from tb_gradlens.cli.common import plain_int
 from tb_gradlens.cli.common import printable
 

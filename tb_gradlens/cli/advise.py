@@ -2,8 +2,8 @@
 and ``tb-gradlens demo``."""
 
 from tb_gradlens.cli import common
-from tb_gradlens.cli.common import EXIT_OK
 from tb_gradlens.cli.common import CommandError
+from tb_gradlens.cli.common import EXIT_OK
 from tb_gradlens.cli.common import printable
 
 

@@ -79,9 +79,9 @@ def open_source(args):
     runs it matches are read."""
     matcher = run_matcher(getattr(args, "run", None))
     no_tensorflow_for_reading()
-    from tb_gradlens import logdir as logdir_lib
+    from tb_gradlens.serving import logdir as logdir_lib
     from tb_gradlens import patterns
-    from tb_gradlens import reading
+    from tb_gradlens.serving import reading
 
     wanted = None
     if matcher is not None:
@@ -155,7 +155,7 @@ def unread_files(loaded, runs):
 
 def dumps(obj):
     """JSON with NaN/Infinity as the strings the HTTP routes use."""
-    from tb_gradlens.json_encoding import encode_json
+    from tb_gradlens.serving.json_encoding import encode_json
 
     return encode_json(obj)
 

@@ -5,9 +5,9 @@ import json
 import sys
 
 from tb_gradlens.cli import common
+from tb_gradlens.cli.common import CommandError
 from tb_gradlens.cli.common import EXIT_OK
 from tb_gradlens.cli.common import EXIT_USAGE
-from tb_gradlens.cli.common import CommandError
 from tb_gradlens.cli.common import printable
 
 

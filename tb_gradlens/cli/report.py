@@ -2,9 +2,9 @@
 alerts; a CI gate with ``--fail-on``."""
 
 from tb_gradlens.cli import common
+from tb_gradlens.cli.common import CommandError
 from tb_gradlens.cli.common import EXIT_ALERTS
 from tb_gradlens.cli.common import EXIT_OK
-from tb_gradlens.cli.common import CommandError
 from tb_gradlens.cli.common import printable
 
 

@@ -4,10 +4,10 @@
 import sys
 
 from tb_gradlens.cli import common
+from tb_gradlens.cli.common import CommandError
 from tb_gradlens.cli.common import EXIT_ALERTS
 from tb_gradlens.cli.common import EXIT_OK
 from tb_gradlens.cli.common import EXIT_USAGE
-from tb_gradlens.cli.common import CommandError
 from tb_gradlens.cli.common import printable
 
 

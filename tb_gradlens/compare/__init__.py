@@ -56,14 +56,14 @@ from tb_gradlens.compare.keras_step import built_on  # noqa: F401
 from tb_gradlens.compare.keras_step import compare_keras  # noqa: F401
 from tb_gradlens.compare.keras_step import reference_pass_for  # noqa: F401
 from tb_gradlens.compare.keras_step import stable_pass_for  # noqa: F401
-from tb_gradlens.compare.stable import DitheredPass  # noqa: F401
-from tb_gradlens.compare.stable import StableRoundingPass  # noqa: F401
 from tb_gradlens.compare.randomness import SharedDraws  # noqa: F401
 from tb_gradlens.compare.replay import Replay  # noqa: F401
 from tb_gradlens.compare.replay import ReplayPasses  # noqa: F401
 from tb_gradlens.compare.replay import replay_step  # noqa: F401
-from tb_gradlens.compare.variants import POLICIES  # noqa: F401
+from tb_gradlens.compare.stable import DitheredPass  # noqa: F401
+from tb_gradlens.compare.stable import StableRoundingPass  # noqa: F401
 from tb_gradlens.compare.variants import Comparison  # noqa: F401
+from tb_gradlens.compare.variants import POLICIES  # noqa: F401
 from tb_gradlens.compare.variants import Variant  # noqa: F401
 from tb_gradlens.compare.variants import as_variant  # noqa: F401
 from tb_gradlens.compare.variants import default_name  # noqa: F401

@@ -3,9 +3,9 @@ comparison side states."""
 
 import tensorflow as tf
 
-from tb_gradlens import keras_private
 from tb_gradlens import records
-from tb_gradlens import summary_v2
+from tb_gradlens.writing import keras_private
+from tb_gradlens.writing import summary_ops
 
 
 def own_variable_dtype(layer):
@@ -67,7 +67,7 @@ def dtype_map(model, output_dtypes=None):
         )
     variables = [
         {"path": path, "dtype": tf.as_dtype(v.dtype).name}
-        for path, v in zip(summary_v2.variable_paths(model.weights), model.weights)
+        for path, v in zip(summary_ops.variable_paths(model.weights), model.weights)
     ]
     return records.dtype_map(
         layers, variables, output_dtypes.get(id(model)) or _last_output_dtype(layers)

@@ -5,9 +5,9 @@ import contextlib
 import tensorflow as tf
 
 from tb_gradlens import numerics
-from tb_gradlens import summary_v2
 from tb_gradlens.compare.variants import Comparison
 from tb_gradlens.compare.variants import as_variant
+from tb_gradlens.writing import summary_ops
 
 
 def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat16", names=None):
@@ -30,7 +30,7 @@ def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat1
         if v.policy is None:
             raise ValueError("tb_gradlens.compare_fn: a variant needs a policy, got %r" % v)
     variables = list(variables)
-    rows = list(names) if names is not None else summary_v2.variable_paths(variables)
+    rows = list(names) if names is not None else summary_ops.variable_paths(variables)
     ref = _fn_pass(loss_fn, variables, reference)
     cand = _fn_pass(loss_fn, variables, candidate)
     for what, result in (("reference", ref), ("candidate", cand)):

@@ -12,8 +12,8 @@ import re
 
 import tensorflow as tf
 
-from tb_gradlens import keras_private
 from tb_gradlens.compare import randomness
+from tb_gradlens.writing import keras_private
 
 # Ops that move or store a value without computing with it.
 _NOT_COMPUTING = frozenset(("Placeholder", "ReadVariableOp", "Identity", "IdentityN", "Const", "NoOp", "Cast"))

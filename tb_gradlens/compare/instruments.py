@@ -16,7 +16,7 @@ import threading
 
 import tensorflow as tf
 
-from tb_gradlens import keras_private
+from tb_gradlens.writing import keras_private
 
 _local = threading.local()
 _lock = threading.Lock()

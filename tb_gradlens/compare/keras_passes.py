@@ -15,12 +15,12 @@ import contextlib
 import keras
 import tensorflow as tf
 
-from tb_gradlens import keras_private
 from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare.functions import device_scope
 from tb_gradlens.compare.instruments import ActivationRecorder
 from tb_gradlens.compare.randomness import SharedDraws
 from tb_gradlens.compare.variants import as_variant
+from tb_gradlens.writing import keras_private
 
 model_layers = keras_private.flatten_layers
 

@@ -20,7 +20,6 @@ import tensorflow as tf
 
 from tb_gradlens import numerics
 from tb_gradlens import safety
-from tb_gradlens import summary_v2
 from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare import graph_dtypes
 from tb_gradlens.compare.keras_passes import KerasPass
@@ -30,6 +29,7 @@ from tb_gradlens.compare.stable import StableRoundingPass
 from tb_gradlens.compare.stable import rounding_dtypes
 from tb_gradlens.compare.variants import Comparison
 from tb_gradlens.compare.variants import as_variant
+from tb_gradlens.writing import summary_ops
 
 
 def rounds_more(model, reference, candidate):
@@ -211,7 +211,7 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         candidate_extras=dict(candidate.describe(model_policy, surrounding_jit, dtypes),
                               execution=_execution(candidate, surrounding_jit, eager),
                               gradients="applied" if applied else "recomputed"),
-        variable_rows=summary_v2.variable_paths(variables),
+        variable_rows=summary_ops.variable_paths(variables),
         gradient_divergence=numerics.comparison_values(
             numerics.divergence_metrics(cand_grads, ref_grads, grad_dtypes), grad_stable, grad_half),
         loss=numerics.comparison_values(numerics.loss_comparison(ref_loss, cand_loss), loss_stable, loss_half),

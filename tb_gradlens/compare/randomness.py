@@ -33,8 +33,8 @@ import threading
 import keras
 import tensorflow as tf
 
-from tb_gradlens import keras_private
 from tb_gradlens.compare import instruments
+from tb_gradlens.writing import keras_private
 
 _local = threading.local()
 _lock = threading.Lock()

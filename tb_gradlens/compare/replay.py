@@ -15,12 +15,12 @@ import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import records
-from tb_gradlens import summary_v2
 from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare.keras_passes import KerasPass
 from tb_gradlens.compare.keras_step import pass_runner
 from tb_gradlens.compare.variants import Variant
 from tb_gradlens.compare.variants import as_variant
+from tb_gradlens.writing import summary_ops
 
 REFERENCES = ("float32", "float64")
 
@@ -95,7 +95,7 @@ def replay_step(model, x, y=None, sample_weight=None, state_values=None, referen
     rows.append("loss")
     kinds.append(records.replays.LOSS)
     values.append((census(cand_loss), census(ref_loss)))
-    for path, c, r in zip(summary_v2.variable_paths(model.trainable_variables), cand_grads, ref_grads):
+    for path, c, r in zip(summary_ops.variable_paths(model.trainable_variables), cand_grads, ref_grads):
         rows.append(path)
         kinds.append(records.replays.GRADIENT)
         values.append((census(c), census(r)))

@@ -29,11 +29,11 @@ inside (a variance as E[x^2] - E[x]^2, a long 16-bit cumulative sum,
 
 import tensorflow as tf
 
-from tb_gradlens import keras_private
 from tb_gradlens.compare import instruments
 from tb_gradlens.compare.keras_passes import KerasPass
 from tb_gradlens.compare.keras_passes import model_layers
 from tb_gradlens.compare.variants import as_variant
+from tb_gradlens.writing import keras_private
 
 _LOW = {"bfloat16": tf.bfloat16, "float16": tf.float16, "float32": tf.float32}
 _BITS = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53}

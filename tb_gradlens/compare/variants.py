@@ -5,7 +5,7 @@ from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens import safety
-from tb_gradlens import summary_v2
+from tb_gradlens.writing import summary_ops
 
 # Policy name -> (compute dtype, storage dtype of the weights).
 POLICIES = {
@@ -169,14 +169,14 @@ class Comparison:
         import tensorflow as tf
 
         name = name or default_name(self.reference, self.candidate)
-        summary_v2.divergence(
+        summary_ops.divergence(
             self.gradient_divergence, self.variable_rows, self.extras(), step=step, name=name
         )
-        summary_v2.loss_comparison(
+        summary_ops.loss_comparison(
             self.loss, self.extras(metadata.LOSS_COMPARISON), step=step, name=name
         )
         if self.activation_divergence is not None and self.activation_rows:
-            summary_v2.divergence(
+            summary_ops.divergence(
                 self.activation_divergence,
                 self.activation_rows,
                 self.extras(metadata.ACTIVATION_DIVERGENCE),

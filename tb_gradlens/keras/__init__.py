@@ -22,7 +22,7 @@ its state), ``live`` (the step observed as it runs, without XLA),
 ``schedule`` (when, which variables, which comparisons), ``forensics``
 (every step checked: loss-scale skips, the replay of the first non-finite
 step), ``custom_loop`` (``GradLens``).  Every private Keras API used is in
-``tb_gradlens.keras_private``.
+``tb_gradlens.writing.keras_private``.
 """
 
 from tb_gradlens.keras.callback import GradLensCallback  # noqa: F401

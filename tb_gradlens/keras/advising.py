@@ -10,11 +10,11 @@ bit-identical with and without it.  A failure is reported once
 """
 
 from tb_gradlens import safety
-from tb_gradlens import summary_v2
 from tb_gradlens.advisor import api
 from tb_gradlens.advisor import limits
 from tb_gradlens.advisor import rounds
 from tb_gradlens.keras.schedule import Schedule
+from tb_gradlens.writing import summary_ops
 
 CAUSE = "tb_gradlens.keras.GradLensCallback (precision advisor)"
 WRITER = "tb_gradlens.keras.GradLensCallback"
@@ -71,7 +71,7 @@ class AdvisorHook:
             payload = self._measure(step + step_offset)
             if payload is not None:
                 with self.writer.as_default():
-                    summary_v2.advice(payload, step=step + step_offset, name=self.advisor.name)
+                    summary_ops.advice(payload, step=step + step_offset, name=self.advisor.name)
 
     def _measure(self, step):
         reason = limits.several_replicas(self.model)

@@ -2,16 +2,16 @@
 
 import keras
 
-from tb_gradlens import distribute
 from tb_gradlens import safety
+from tb_gradlens.keras import session as session_module
 from tb_gradlens.keras.advising import AdvisorHook
 from tb_gradlens.keras.schedule import COMPARE_EVERY
 from tb_gradlens.keras.schedule import FLUSH_SECONDS
 from tb_gradlens.keras.schedule import GRADIENT_EVERY
 from tb_gradlens.keras.schedule import Schedule
 from tb_gradlens.keras.schedule import update_schedule
-from tb_gradlens.keras import session as session_module
 from tb_gradlens.keras.session import Session
+from tb_gradlens.writing import distribute
 
 
 class GradLensCallback(keras.callbacks.Callback):
@@ -81,7 +81,7 @@ class GradLensCallback(keras.callbacks.Callback):
     Under ``tf.distribute`` (MirroredStrategy, MultiWorkerMirroredStrategy)
     the statistics describe the all-reduced gradient the optimizer applies,
     computed by replica 0 and written by the chief only; comparisons run on
-    replica 0's share of the batch.  See ``tb_gradlens.distribute``.
+    replica 0's share of the batch.  See ``tb_gradlens.writing.distribute``.
     """
 
     def __init__(self, log_dir, gradient_every=GRADIENT_EVERY, compare_every=None,

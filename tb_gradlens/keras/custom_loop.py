@@ -3,19 +3,19 @@
 import tensorflow as tf
 
 from tb_gradlens import compare
-from tb_gradlens import distribute
-from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens import safety
-from tb_gradlens import summary_v2
 from tb_gradlens.keras.loop_checks import LoopChecks
 from tb_gradlens.keras.schedule import COMPARE_EVERY
 from tb_gradlens.keras.schedule import GRADIENT_EVERY
 from tb_gradlens.keras.schedule import Schedule
 from tb_gradlens.keras.schedule import select
 from tb_gradlens.keras.status import AskedAsCalled
+from tb_gradlens.writing import distribute
+from tb_gradlens.writing import keras_private
+from tb_gradlens.writing import summary_ops
 
 WRITER = "tb_gradlens.keras.GradLens"
 
@@ -129,13 +129,13 @@ class GradLens(LoopChecks):
 
         def write():
             with self.writer.as_default():
-                summary_v2.gradients(
+                summary_ops.gradients(
                     grads, variables, step=step, name=self.name, histogram=self.histogram,
                     aggregate=False,
                 )
                 if gathered is not None:
-                    summary_v2.write_replica_divergence(
-                        gathered, summary_v2.variable_paths(variables), step, records.REPLICAS_NAME
+                    summary_ops.write_replica_divergence(
+                        gathered, summary_ops.variable_paths(variables), step, records.REPLICAS_NAME
                     )
             return True
 
@@ -153,10 +153,10 @@ class GradLens(LoopChecks):
                 [gradients[i] for i in chosen] if gradients is not None else None,
             )
             with self.writer.as_default():
-                summary_v2.update_stats(
-                    stats, summary_v2.variable_paths([variables[i] for i in chosen]),
+                summary_ops.update_stats(
+                    stats, summary_ops.variable_paths([variables[i] for i in chosen]),
                     step=step, name=self.name,
-                    extras=records.update_extras([summary_v2.dtype_name(variables[i]) for i in chosen]),
+                    extras=records.update_extras([summary_ops.dtype_name(variables[i]) for i in chosen]),
                 )
             return True
 
@@ -250,7 +250,7 @@ class GradLens(LoopChecks):
         if current == self._written_map:
             return False
         with self.writer.as_default():
-            summary_v2.dtypes(current, step=step, name=self.name)
+            summary_ops.dtypes(current, step=step, name=self.name)
         self._written_map = current
         return True
 

@@ -41,12 +41,12 @@ import types
 import tensorflow as tf
 
 from tb_gradlens import compare
-from tb_gradlens import distribute
-from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens.analysis.codes import DEFAULT_THRESHOLDS
 from tb_gradlens.keras.kept_step import KeptStep
 from tb_gradlens.keras.rings import StepRing
+from tb_gradlens.writing import distribute
+from tb_gradlens.writing import keras_private
 
 # The analysis' rule (analysis.loss_scale): Keras 3 halves the scale without
 # end; below 1 it shrinks the gradients it should protect (TensorFlow's own
@@ -187,8 +187,8 @@ class StepWatch:
         totals = sums(list(grads) + ([] if loss is None else [loss]))
         bad = tf.logical_not(tf.reduce_all(tf.math.is_finite(totals)))
         n_grads = len([g for g in grads if g is not None])
-        from tb_gradlens.keras.tap import GRADIENTS
-        from tb_gradlens.keras.tap import when
+        from tb_gradlens.keras.branches import GRADIENTS
+        from tb_gradlens.keras.branches import when
 
         when(self.tap.status, "the check of a non-finite step", (metadata.OPTIMIZER_STEP,), bad,
              lambda: self._nonfinite(step, totals, n_grads, loss is not None, capture), name=self.tap.status.name)
@@ -222,7 +222,7 @@ class StepWatch:
         else:
             skipped, trouble, next_scale = tf.constant(False), tf.constant(True), scale
         if self.replays and capture is not None:
-            from tb_gradlens.keras.tap import when
+            from tb_gradlens.keras.branches import when
 
             when(self.tap.status, REPLAY_WHAT, (metadata.NONFINITE_REPLAY,),
                  tf.logical_and(trouble, tf.logical_not(self.replayed.read_value())),
@@ -266,7 +266,7 @@ class StepWatch:
         ``optimizer_step`` record (the scale the update left)."""
         if check is None or not logs_gradients:
             return
-        from tb_gradlens.keras.tap import when
+        from tb_gradlens.keras.branches import when
 
         def record():
             self._record(step, check.iteration, check.scale, self._scale(), tf.constant(False), tf.constant(False))
@@ -284,7 +284,7 @@ class StepWatch:
         (NaN in the record)."""
         if not self.loss_scaling:
             return run()
-        from tb_gradlens.keras.tap import when
+        from tb_gradlens.keras.branches import when
 
         iteration, scale = self._iteration(), self._scale()
         out = run()

@@ -19,7 +19,7 @@ import types
 
 import tensorflow as tf
 
-from tb_gradlens import keras_private
+from tb_gradlens.writing import keras_private
 
 
 def _any_shape(dtype):

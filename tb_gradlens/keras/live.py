@@ -17,15 +17,15 @@ import keras
 import tensorflow as tf
 
 from tb_gradlens import compare
-from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens.keras.replicas import Replicas
-from tb_gradlens.keras.tap import COMPARISON_KINDS
-from tb_gradlens.keras.tap import COMPARISONS
-from tb_gradlens.keras.tap import GRADIENT_KINDS
-from tb_gradlens.keras.tap import GRADIENTS
-from tb_gradlens.keras.tap import UPDATES
-from tb_gradlens.keras.tap import when
+from tb_gradlens.keras.branches import COMPARISONS
+from tb_gradlens.keras.branches import COMPARISON_KINDS
+from tb_gradlens.keras.branches import GRADIENTS
+from tb_gradlens.keras.branches import GRADIENT_KINDS
+from tb_gradlens.keras.branches import UPDATES
+from tb_gradlens.keras.branches import when
+from tb_gradlens.writing import keras_private
 
 class _Capture:
     """What one train step exposes to the optimizer hook (per replica thread)."""

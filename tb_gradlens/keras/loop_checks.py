@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from tb_gradlens import compare
 from tb_gradlens import metadata
-from tb_gradlens import summary_v2
 from tb_gradlens.keras.schedule import Schedule
+from tb_gradlens.writing import summary_ops
 
 
 class LoopChecks:
@@ -52,8 +52,8 @@ class LoopChecks:
         def run():
             replay = compare.replay_step(model, x, y, sample_weight, seeds, passes=self._passes[key])
             with self.writer.as_default():
-                summary_v2.write_record(self.name, replay.record(), replay.values,
-                                        summary_v2.resolve_step(step))
+                summary_ops.write_record(self.name, replay.record(), replay.values,
+                                        summary_ops.resolve_step(step))
             found.append(replay)
             return True
 

@@ -32,12 +32,12 @@ import keras
 import tensorflow as tf
 
 from tb_gradlens import compare
-from tb_gradlens import keras_private
 from tb_gradlens import metadata
+from tb_gradlens.keras.branches import COMPARISON_KINDS
+from tb_gradlens.keras.branches import GRADIENT_KINDS
+from tb_gradlens.keras.branches import when
 from tb_gradlens.numerics import sparse
-from tb_gradlens.keras.tap import COMPARISON_KINDS
-from tb_gradlens.keras.tap import GRADIENT_KINDS
-from tb_gradlens.keras.tap import when
+from tb_gradlens.writing import keras_private
 
 CUSTOM_STEP_REASON = (
     "under jit_compile=True a custom train_step runs inside Keras' XLA-compiled step, where "

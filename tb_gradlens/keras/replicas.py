@@ -5,20 +5,20 @@ the optimizer's own all-reduce (``keras_private.all_reduce``) is shadowed,
 so they cost no extra communication.  Replica 0 fills the buffers; with
 ``replica_divergence`` every replica measures its gradient against the
 replica mean and the results are all-gathered (outside any condition: a
-collective is joined by every replica).  See ``tb_gradlens.distribute``.
+collective is joined by every replica).  See ``tb_gradlens.writing.distribute``.
 """
 
 import threading
 
 import tensorflow as tf
 
-from tb_gradlens import distribute
-from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens import records
-from tb_gradlens import summary_v2
-from tb_gradlens.keras.tap import GRADIENT_KINDS
-from tb_gradlens.keras.tap import when
+from tb_gradlens.keras.branches import GRADIENT_KINDS
+from tb_gradlens.keras.branches import when
+from tb_gradlens.writing import distribute
+from tb_gradlens.writing import keras_private
+from tb_gradlens.writing import summary_ops
 
 
 class Replicas:
@@ -70,7 +70,7 @@ class Replicas:
         for g, v in pairs:
             k = self.keys.get(self.var_key(v))
             if k is not None:
-                chosen[k] = summary_v2.as_gradient(g)
+                chosen[k] = summary_ops.as_gradient(g)
         return chosen
 
     def describe(self, local, reduced, step):

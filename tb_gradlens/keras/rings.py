@@ -9,13 +9,13 @@ call is still there when the call returns, and is written in step order.
 Where the step runs without XLA around the lens (``LiveStep``, and the
 probe's function around Keras' XLA step) and one replica writes, the sink
 sets ``write_now`` instead: ``put`` then writes the step's records inside
-the step (``summary_v2.InStepRecordWriter``) and buffers nothing, so a
+the step (``summary_ops.InStepRecordWriter``) and buffers nothing, so a
 logged step costs no host read and no graph call of its own.
 """
 
 import tensorflow as tf
 
-from tb_gradlens import distribute
+from tb_gradlens.writing import distribute
 
 
 class StepRing:
@@ -69,7 +69,7 @@ class StepRing:
 
     def reader(self, name, rows=None):
         """A function reading buffer ``name`` at the selected slot (for
-        ``summary_v2.RecordWriter``), or the value being written now
+        ``summary_ops.RecordWriter``), or the value being written now
         (``write_now``); ``rows`` keeps the first rows only."""
         buffer = self.values[name]
 

@@ -4,7 +4,7 @@ import tensorflow as tf
 
 from tb_gradlens import compare
 from tb_gradlens import patterns
-from tb_gradlens import summary_v2
+from tb_gradlens.writing import summary_ops
 
 # Defaults from measurement: what each costs is in the README's table and
 # BENCHMARKS.md (sections 3d-3h and 10).
@@ -85,7 +85,7 @@ def select(variables, pattern):
     raises ``patterns.PatternError``, a ValueError)."""
     if pattern is None:
         return list(range(len(variables)))
-    return patterns.filter_names(pattern, summary_v2.variable_paths(variables))
+    return patterns.filter_names(pattern, summary_ops.variable_paths(variables))
 
 
 # Why a model gets no "auto" comparison (said in the run's lens status, the report and the tab).

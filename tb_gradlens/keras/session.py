@@ -23,16 +23,16 @@ function is first called, and sets up before that first step.
 import time
 import weakref
 
-from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens import safety
 from tb_gradlens.keras import writing
 from tb_gradlens.keras.live import LiveStep
 from tb_gradlens.keras.probe import ProbeStep
 from tb_gradlens.keras.status import LensStatus
-from tb_gradlens.keras.tap import COMPARISON_KINDS
-from tb_gradlens.keras.tap import GRADIENT_KINDS
+from tb_gradlens.keras.branches import COMPARISON_KINDS
+from tb_gradlens.keras.branches import GRADIENT_KINDS
 from tb_gradlens.keras.tap import Tap
+from tb_gradlens.writing import keras_private
 
 WRITER = "tb_gradlens.keras.GradLensCallback"
 WRITE_CAUSE = WRITER + " (writing)"

@@ -15,7 +15,7 @@ import weakref
 
 from tb_gradlens import records
 from tb_gradlens import safety
-from tb_gradlens import summary_v2
+from tb_gradlens.writing import summary_ops
 
 _serial = itertools.count(1)
 _labels = weakref.WeakKeyDictionary()
@@ -94,7 +94,7 @@ class LensStatus:
         payload = self.payload()
         if payload == self._written:
             return False
-        summary_v2.lens_status(payload, step=step, name=self.name)
+        summary_ops.lens_status(payload, step=step, name=self.name)
         self._written = payload
         return True
 

@@ -14,16 +14,16 @@ import threading
 import tensorflow as tf
 
 from tb_gradlens import compare
-from tb_gradlens import distribute
-from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
-from tb_gradlens import summary_v2
 from tb_gradlens.keras import schedule as schedules
+from tb_gradlens.keras.branches import COMPARISON_KINDS, COMPARISONS, GRADIENTS, UPDATES, when
 from tb_gradlens.keras.forensics import StepWatch
 from tb_gradlens.keras.rings import StepRing
 from tb_gradlens.keras.slots import ComparisonSlot
+from tb_gradlens.writing import distribute
+from tb_gradlens.writing import summary_ops
 
 
 def _size(variable):
@@ -31,32 +31,6 @@ def _size(variable):
     for d in variable.shape:
         n *= int(d)
     return n
-
-
-GRADIENT_KINDS = (metadata.GRAD_STATS, metadata.GRAD_HISTOGRAM)
-COMPARISON_KINDS = (metadata.DIVERGENCE, metadata.LOSS_COMPARISON, metadata.ACTIVATION_DIVERGENCE)
-# The parts of a logged step that a trace of it may leave out (``Tap.parts``).
-GRADIENTS = "gradients"
-UPDATES = "updates"
-COMPARISONS = "comparisons"
-
-
-def when(status, what, kinds, pred, fn, name=None):
-    """``tf.cond(pred, fn, no-op)``, the branch kept out of steps not taken;
-    a failure to build it is reported once per model and recorded
-    (``LensStatus.failed``).  True if built."""
-    try:
-        out = tf.cond(pred, fn, lambda: tf.constant(False))
-        if distribute.replica_context() is None:
-            # (A functional If of one replica cannot take another replica's
-            # variables: with several replicas TensorFlow must lower it.)
-            keras_private.keep_branches_unlowered(out)
-        return True
-    except Exception as error:  # noqa: BLE001 - the lens never stops training
-        status.failed(what, kinds, error, name=name)
-        return False
-
-
 
 
 class Tap:
@@ -86,7 +60,7 @@ class Tap:
         variables = model.trainable_variables
         self.selected = schedules.select(variables, options.variables)
         self.selected_vars = [variables[i] for i in self.selected]
-        self.rows = summary_v2.variable_paths(self.selected_vars)
+        self.rows = summary_ops.variable_paths(self.selected_vars)
         self.sizes = [_size(v) for v in self.selected_vars]
         self.index = {id(v): k for k, v in enumerate(self.selected_vars)}
         n = len(self.selected_vars)
@@ -188,14 +162,14 @@ class Tap:
         for g, v in zip(grads, variables):
             k = self.index.get(id(v))
             if k is not None:
-                chosen[k] = summary_v2.as_gradient(g)
+                chosen[k] = summary_ops.as_gradient(g)
         return chosen
 
     def note_gradient_dtypes(self, chosen):
         """The ``grad_stats`` extras of the gradients the step applies (trace time)."""
         self.gradient_extras = records.gradient_extras(
-            [summary_v2.dtype_name(v) for v in self.selected_vars],
-            [summary_v2.dtype_name(g) for g in chosen],
+            [summary_ops.dtype_name(v) for v in self.selected_vars],
+            [summary_ops.dtype_name(g) for g in chosen],
         )
         self.sparse_rows = numerics.sparse_positions(chosen)
 

@@ -28,10 +28,10 @@ import os
 import tensorflow as tf
 
 from tb_gradlens import compare
-from tb_gradlens import keras_private
 from tb_gradlens import metadata
 from tb_gradlens import records
-from tb_gradlens import summary_v2
+from tb_gradlens.writing import keras_private
+from tb_gradlens.writing import summary_ops
 
 class _Written:
     """What this process wrote into one log_dir: the highest record step,
@@ -149,7 +149,7 @@ class RecordSink:
             described = [(r.rows, r.extras) for _, r, _ in records_]
             built = self._writers.get(key)
             if built is None or built[0] != described:
-                built = (described, summary_v2.InStepRecordWriter(handle, records_, scalars))
+                built = (described, summary_ops.InStepRecordWriter(handle, records_, scalars))
                 self._writers[key] = built
             return built[1](tf.cast(step, tf.int64) + self._offset_variable.read_value())
 
@@ -202,7 +202,7 @@ class RecordSink:
         if self.tap.observed_dtypes is not None:
             current = compare.dtype_map(self.tap.model, self.tap.observed_dtypes)
             if current != self._written_map:
-                summary_v2.dtypes(current, step=step, name=self.tap.status.name)
+                summary_ops.dtypes(current, step=step, name=self.tap.status.name)
                 self._written_map = current
 
     def _write_ring(self, ring, key, make_records):
@@ -229,7 +229,7 @@ class RecordSink:
         described = [(r.rows, r.extras) for _, r, _ in records_]
         built = self._writers.get(key)
         if built is None or built[0] != described:
-            built = (described, summary_v2.RecordWriter(self.writer, records_))
+            built = (described, summary_ops.RecordWriter(self.writer, records_))
             self._writers[key] = built
         return built[1]
 
@@ -249,7 +249,7 @@ class RecordSink:
                 metadata.GRAD_HISTOGRAM, tap.rows, metadata.HISTOGRAM_COLUMNS, records.histogram_extras(),
             ), tap.gradients.reader("histogram")))
         if tap.sparse_rows:
-            pending.append((name, summary_v2.gradient_indices_record(
+            pending.append((name, summary_ops.gradient_indices_record(
                 [tap.rows[k] for k in tap.sparse_rows], [tap.selected_vars[k] for k in tap.sparse_rows],
             ), tap.gradients.reader("indices", rows=len(tap.sparse_rows))))
         if self.replicas is not None:
@@ -270,5 +270,5 @@ class RecordSink:
         tap = self.tap
         return [(tap.status.name, metadata.RecordMetadata(
             metadata.UPDATE_STATS, tap.rows, metadata.UPDATE_STATS_COLUMNS,
-            records.update_extras([summary_v2.dtype_name(v) for v in tap.selected_vars]),
+            records.update_extras([summary_ops.dtype_name(v) for v in tap.selected_vars]),
         ), tap.updates.reader("update"))]

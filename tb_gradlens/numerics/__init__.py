@@ -28,9 +28,9 @@ from tb_gradlens.numerics.bits import is_zero  # noqa: F401
 from tb_gradlens.numerics.bits import log2_bin_index  # noqa: F401
 from tb_gradlens.numerics.bits import spacing  # noqa: F401
 from tb_gradlens.numerics.divergence import SIGNIFICANCE_FLOOR  # noqa: F401
+from tb_gradlens.numerics.divergence import comparison_values  # noqa: F401
 from tb_gradlens.numerics.divergence import divergence_metrics  # noqa: F401
 from tb_gradlens.numerics.divergence import tensor_divergence  # noqa: F401
-from tb_gradlens.numerics.divergence import comparison_values  # noqa: F401
 from tb_gradlens.numerics.gradient_stats import gradient_statistics  # noqa: F401
 from tb_gradlens.numerics.loss import loss_comparison  # noqa: F401
 from tb_gradlens.numerics.sparse import gradient_index_counts  # noqa: F401

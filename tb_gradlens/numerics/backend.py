@@ -20,8 +20,8 @@ the kernel keeps them exactly.
 import numpy as np
 import tensorflow as tf
 
-from tb_gradlens import tf_internals
 from tb_gradlens.numerics import kernel
+from tb_gradlens.numerics import tf_internals
 
 BACKENDS = ("kernel", "tf", "xla")
 

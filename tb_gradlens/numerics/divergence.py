@@ -22,13 +22,13 @@ import tensorflow as tf
 import tensorflow.experimental.numpy as tnp
 
 from tb_gradlens import metadata
-from tb_gradlens import step_failures
 from tb_gradlens.numerics import backend as backends
 from tb_gradlens.numerics import bits
 from tb_gradlens.numerics import kernel
 from tb_gradlens.numerics import library_calls
 from tb_gradlens.numerics import packing
 from tb_gradlens.numerics import sparse
+from tb_gradlens.numerics import step_failures
 from tb_gradlens.records import comparisons as comparison_records
 
 # An element is "significant" for sign_flip (and the denominators of max_rel

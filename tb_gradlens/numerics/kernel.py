@@ -89,7 +89,7 @@ def report_failed_rows(marker, what):
     never NaN otherwise."""
     import tensorflow as tf
 
-    from tb_gradlens import step_failures
+    from tb_gradlens.numerics import step_failures
 
     step_failures.report_if("tb_gradlens compiled kernel", tf.reduce_any(tf.math.is_nan(marker)),
                             "the compiled kernel failed (out of memory) computing %s: its rows are NaN" % what)

@@ -4,7 +4,7 @@ TensorFlow-free.  ``metadata.py`` defines the frame of a record (version,
 kind, rows, columns); this package defines the kind-specific keys beside
 them (``RecordMetadata.extras``) and the dtype-map payload:
 
-* writers (``summary_v2``, ``compare``, ``keras``, ``distribute``) build
+* writers (``summary_ops``, ``compare``, ``keras``, ``distribute``) build
   extras only with the ``*_extras`` / ``variant`` / ``dtype_map``
   functions here;
 * readers (``analysis``, ``cli``, the plugin) take them out only with the
@@ -61,8 +61,8 @@ from tb_gradlens.records.comparisons import COMPARISONS  # noqa: F401
 from tb_gradlens.records.comparisons import ComparisonInfo  # noqa: F401
 from tb_gradlens.records.comparisons import DEFAULT_FLOOR_FRACTION  # noqa: F401
 from tb_gradlens.records.comparisons import PRECISION  # noqa: F401
-from tb_gradlens.records.comparisons import REPLICA_VS_MEAN  # noqa: F401
 from tb_gradlens.records.comparisons import REPLICAS_NAME  # noqa: F401
+from tb_gradlens.records.comparisons import REPLICA_VS_MEAN  # noqa: F401
 from tb_gradlens.records.comparisons import comparison_extras  # noqa: F401
 from tb_gradlens.records.comparisons import read_comparison  # noqa: F401
 from tb_gradlens.records.comparisons import read_reference_16_bit  # noqa: F401
@@ -81,9 +81,9 @@ from tb_gradlens.records.statistics import GradientInfo  # noqa: F401
 from tb_gradlens.records.statistics import HistogramInfo  # noqa: F401
 from tb_gradlens.records.statistics import gradient_extras  # noqa: F401
 from tb_gradlens.records.statistics import gradient_index_extras  # noqa: F401
-from tb_gradlens.records.statistics import read_gradient_indices  # noqa: F401
 from tb_gradlens.records.statistics import histogram_extras  # noqa: F401
 from tb_gradlens.records.statistics import read_gradient  # noqa: F401
+from tb_gradlens.records.statistics import read_gradient_indices  # noqa: F401
 from tb_gradlens.records.statistics import read_histogram  # noqa: F401
 from tb_gradlens.records.statistics import read_update  # noqa: F401
 from tb_gradlens.records.statistics import update_extras  # noqa: F401

@@ -4,8 +4,8 @@ import collections
 
 from tb_gradlens import metadata
 from tb_gradlens.records import checks
-from tb_gradlens.records.variants import read_variant
 from tb_gradlens.records.variants import MIXED
+from tb_gradlens.records.variants import read_variant
 
 FormatError = metadata.FormatError
 

@@ -1,8 +1,8 @@
 """What the gradlens writers take: variable paths, dtype names, gradients as
 the statistics pass takes them, and which dtypes have no statistics.
 
-Shared by ``summary_v2``, the Keras lens and the precision comparison
-(``summary_v2`` re-exports every name, as before).
+Shared by ``summary_ops``, the Keras lens and the precision comparison
+(``summary_ops`` re-exports every name, as before).
 """
 
 import tensorflow as tf

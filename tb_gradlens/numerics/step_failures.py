@@ -19,7 +19,7 @@ trace of the failure there.
 import tensorflow as tf
 
 from tb_gradlens import safety
-from tb_gradlens import tf_internals
+from tb_gradlens.numerics import tf_internals
 
 
 class StepFailure(RuntimeError):

@@ -18,7 +18,7 @@ out.  Results are memoized in the wrapped source's cache under the filter.
 import numpy as np
 
 from tb_gradlens import metadata
-from tb_gradlens import reading
+from tb_gradlens.serving import reading
 
 # Extras that hold one entry per row (tb_gradlens.records): sliced with the rows.
 PER_ROW_EXTRAS = ("row_dtypes", "variable_dtypes", "gradient_dtypes")

@@ -23,6 +23,6 @@ class GradLensLoader(base_plugin.TBLoader):
             samples.setdefault(metadata.PLUGIN_NAME, DEFAULT_SAMPLES)
 
     def load(self, context):
-        from tb_gradlens import gradlens_plugin
+        from tb_gradlens.serving import gradlens_plugin
 
         return gradlens_plugin.GradLensPlugin(context)

@@ -23,15 +23,15 @@ from tensorboard import errors
 from tensorboard import plugin_util
 from tensorboard.data import provider as tb_provider
 
-from tb_gradlens import batch_reading
 from tb_gradlens import metadata
 from tb_gradlens import records
-from tb_gradlens.read_cache import Cache  # noqa: F401 (reading.Cache)
-from tb_gradlens.selection import row_filter  # noqa: F401
-from tb_gradlens.selection import select_columns  # noqa: F401
-from tb_gradlens.selection import select_rows  # noqa: F401
-from tb_gradlens.selection import select_steps  # noqa: F401
-from tb_gradlens.selection import thin_indices  # noqa: F401
+from tb_gradlens.serving import batch_reading
+from tb_gradlens.serving.read_cache import Cache  # noqa: F401 (reading.Cache)
+from tb_gradlens.serving.selection import row_filter  # noqa: F401
+from tb_gradlens.serving.selection import select_columns  # noqa: F401
+from tb_gradlens.serving.selection import select_rows  # noqa: F401
+from tb_gradlens.serving.selection import select_steps  # noqa: F401
+from tb_gradlens.serving.selection import thin_indices  # noqa: F401
 
 logger = logging.getLogger(__name__)
 

@@ -22,75 +22,21 @@ global batch.  tb_gradlens follows three rules there:
 all-reduce) is from the mean over replicas, as ``divergence`` records.
 """
 
-import json
-import os
-
 import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
-
-
-def cluster_task(strategy=None):
-    """(task_type, task_id, cluster dict) of this process; (None, None, {}) alone.
-
-    Read from the strategy's cluster resolver, else from ``TF_CONFIG``.
-    """
-    strategy = strategy or tf.distribute.get_strategy()
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is not None:
-        cluster = resolver.cluster_spec().as_dict()
-        if cluster:
-            return resolver.task_type, resolver.task_id, cluster
-    try:
-        config = json.loads(os.environ.get("TF_CONFIG") or "{}")
-    except ValueError as error:
-        raise ValueError("tb_gradlens: TF_CONFIG is not valid JSON: %s" % error) from None
-    task = config.get("task") or {}
-    return task.get("type"), task.get("index"), config.get("cluster") or {}
-
-
-def is_chief(strategy=None):
-    """Whether this process writes: the ``chief`` task, else ``worker`` 0.
-
-    A process outside a cluster is its own chief.  Evaluators and
-    parameter servers are not.
-    """
-    task_type, task_id, cluster = cluster_task(strategy)
-    if task_type is None or task_type == "chief":
-        return True
-    if task_type == "worker":
-        return "chief" not in cluster and int(task_id or 0) == 0
-    return False
+from tb_gradlens.writing import event_writer
+from tb_gradlens.writing.cluster import cluster_task, is_chief, is_first_replica, replica_context  # noqa: F401
 
 
 def chief_writer(log_dir, strategy=None):
     """A file writer on ``log_dir`` for the chief (``event_writer.ResilientFileWriter``:
     it survives a disk that fills and frees); a no-op writer elsewhere."""
     if is_chief(strategy):
-        from tb_gradlens import event_writer
-
         return event_writer.create_file_writer(log_dir)
     return tf.summary.create_noop_writer()
-
-
-def replica_context():
-    """The replica context when inside ``strategy.run`` with > 1 replica, else None."""
-    if tf.distribute.in_cross_replica_context():
-        return None
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync <= 1:
-        return None
-    return context
-
-
-def is_first_replica():
-    """Boolean tensor: True on replica 0 (and outside ``strategy.run``)."""
-    context = replica_context()
-    if context is None:
-        return tf.constant(True)
-    return tf.equal(tf.cast(context.replica_id_in_sync_group, tf.int32), 0)
 
 
 def buffer(initial):
@@ -165,7 +111,7 @@ def replica_divergence(local_grads, reduced_grads, due=True):
         metrics = compute() if due else tf.zeros([len(local), n_columns])
     else:
         metrics = tf.cond(due, compute, lambda: tf.zeros([len(local), n_columns]))
-    from tb_gradlens.summary_values import with_static_shape
+    from tb_gradlens.writing.summary_inputs import with_static_shape
 
     metrics = with_static_shape(metrics, [len(local), n_columns])
     gathered = context.all_gather(metrics[tf.newaxis], axis=0)

@@ -16,15 +16,15 @@ import numpy as np
 from werkzeug import wrappers
 
 from tb_gradlens import analysis
+from tb_gradlens import metadata
 from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens.analysis import runs as runs_analysis
-from tb_gradlens import filtered_source
-from tb_gradlens import health
-from tb_gradlens import live_tail
-from tb_gradlens import logdir_monitor
-from tb_gradlens import metadata
-from tb_gradlens.json_encoding import encode_json
-from tb_gradlens import reading
+from tb_gradlens.serving import filtered_source
+from tb_gradlens.serving import health
+from tb_gradlens.serving import live_tail
+from tb_gradlens.serving import logdir_monitor
+from tb_gradlens.serving import reading
+from tb_gradlens.serving.json_encoding import encode_json
 
 _STATIC_PREFIX = "/static/"
 
@@ -57,7 +57,7 @@ def static_dir():
     Installed: ``tb_gradlens/frontend_static`` (package data); from a source
     checkout: ``<repo>/frontend_static``.
     """
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tb_gradlens/
     for candidate in (
         os.path.join(here, "frontend_static"),
         os.path.join(os.path.dirname(here), "frontend_static"),

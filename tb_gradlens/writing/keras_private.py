@@ -6,7 +6,7 @@ policy without copying it, sharing one random draw between two passes, or
 running a step outside of Keras' XLA cluster.  Everything below reaches
 into Keras' (and a little into TensorFlow's) internals; nothing else in
 tb_gradlens touches private Keras.  The TensorFlow internals of the writing
-side (XLA context, default summary writer) are in ``tb_gradlens/tf_internals.py``.  A Keras upgrade that renames one of these breaks this
+side (XLA context, default summary writer) are in ``tb_gradlens/numerics/tf_internals.py``.  A Keras upgrade that renames one of these breaks this
 file only: each function says what it relies on.
 
 Checked against Keras 3.15 and TensorFlow 2.21 (``tests/test_keras_private.py``

@@ -6,7 +6,7 @@ degrades to a safe answer when an internal moves.  What is where:
 * here: the TensorFlow internals of writing and of the numerics backend
   choice (whether ops are being built for XLA, the default summary
   writer); no Keras;
-* ``tb_gradlens/keras_private.py``: every private Keras API the lens
+* ``tb_gradlens/writing/keras_private.py``: every private Keras API the lens
   touches (and the TensorFlow graph internals only the Keras lens and the
   precision comparison use: keeping a ``tf.cond`` functional, the graph
   being built).

@@ -23,9 +23,9 @@ from tensorboard import context as tb_context
 from tensorboard.backend.event_processing import data_provider
 from tensorboard.backend.event_processing import plugin_event_multiplexer
 
-from tb_gradlens import checked_reader
 from tb_gradlens import event_files
 from tb_gradlens import metadata
+from tb_gradlens.serving import checked_reader
 
 
 class LogdirError(Exception):

@@ -59,8 +59,9 @@ import tensorflow as tf
 
 from tb_gradlens import crc32c
 from tb_gradlens import event_files
-from tb_gradlens import event_sink
 from tb_gradlens import safety
+from tb_gradlens.writing import cluster
+from tb_gradlens.writing import event_sink
 
 _CAUSE = "tb_gradlens event file writer"
 _DROP_CAUSE = "tb_gradlens kept records"  # kept records lost: past the memory bound, or at close
@@ -147,8 +148,6 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             return None
         if self._closed:
             return None
-        from tb_gradlens import distribute  # (distribute imports this module)
-
         def flush_from_graph(_handle):
             self._flush_now()
             return True
@@ -158,8 +157,8 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             # (automatic control dependencies follow resource inputs).
             return tf.py_function(flush_from_graph, [self._resource], tf.bool)
 
-        if distribute.replica_context() is not None:  # replica 0 writes; one flush per step
-            return tf.cond(distribute.is_first_replica(), call, lambda: tf.constant(False))
+        if cluster.replica_context() is not None:  # replica 0 writes; one flush per step
+            return tf.cond(cluster.is_first_replica(), call, lambda: tf.constant(False))
         return call()
 
     def close(self):

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import records
-from tb_gradlens import tf_internals
+from tb_gradlens.numerics import tf_internals
 
 
 class MetadataOnce:
@@ -176,7 +176,7 @@ class RecordWriter:
     def __init__(self, writer, records):
         self._writer = writer
         self._records = record_entries(records)
-        from tb_gradlens import keras_private  # TensorFlow's own flag for once-per-object functions
+        from tb_gradlens.writing import keras_private  # TensorFlow's own flag for once-per-object functions
 
         self._with_metadata = keras_private.function_per_instance(lambda step: self._write(step, True),
                                                                   autograph=False)

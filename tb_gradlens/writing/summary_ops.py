@@ -25,20 +25,20 @@ import json
 
 import tensorflow as tf
 
-from tb_gradlens import distribute
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens import safety
-from tb_gradlens import summary_values
-from tb_gradlens import summary_writing
-from tb_gradlens.summary_values import as_gradient  # noqa: F401 - the documented names
-from tb_gradlens.summary_values import dtype_name
-from tb_gradlens.summary_values import unsupported_dtype_reason
-from tb_gradlens.summary_values import variable_path  # noqa: F401
-from tb_gradlens.summary_values import variable_paths
-from tb_gradlens.summary_writing import InStepRecordWriter  # noqa: F401 - the Keras lens writes with it
-from tb_gradlens.summary_writing import RecordWriter  # noqa: F401 - the Keras lens writes with it
+from tb_gradlens.writing import distribute
+from tb_gradlens.writing import record_writing
+from tb_gradlens.writing import summary_inputs
+from tb_gradlens.writing.record_writing import InStepRecordWriter  # noqa: F401 - the Keras lens writes with it
+from tb_gradlens.writing.record_writing import RecordWriter  # noqa: F401 - the Keras lens writes with it
+from tb_gradlens.writing.summary_inputs import as_gradient  # noqa: F401 - the documented names
+from tb_gradlens.writing.summary_inputs import dtype_name
+from tb_gradlens.writing.summary_inputs import unsupported_dtype_reason
+from tb_gradlens.writing.summary_inputs import variable_path  # noqa: F401
+from tb_gradlens.writing.summary_inputs import variable_paths
 
 
 def resolve_step(step):
@@ -74,13 +74,13 @@ def write_record(name, record, tensor, step):
     """Write one gradlens record (tensor float32 [rows, columns]) at ``step``.
 
     The tag's metadata goes with its first event to each writer only
-    (``summary_writing.MetadataOnce``).  Returns the tag written to.  Must be called where
+    (``record_writing.MetadataOnce``).  Returns the tag written to.  Must be called where
     recording is known to be on (inside ``_if_recording`` or eagerly after
     checking).
     """
     tag = metadata.tag_for(name, record)
     serialized = metadata.create_summary_metadata(record).SerializeToString()
-    summary_writing.METADATA_ONCE.write(tag, tensor, step, serialized)
+    record_writing.METADATA_ONCE.write(tag, tensor, step, serialized)
     return tag
 
 
@@ -114,7 +114,7 @@ def gradients(grads, variables, step=None, name="gradients", histogram=True, agg
       aggregate: inside ``strategy.run`` with several replicas, sum the
         per-replica gradients across replicas first (an all-reduce, as the
         optimizer does), so the record describes the applied gradient.
-        Every replica must then make the call (``tb_gradlens.distribute``).
+        Every replica must then make the call (``tb_gradlens.writing.distribute``).
         False: ``grads`` are already all-reduced.
 
     Returns:
@@ -154,13 +154,13 @@ def _gradients(grads, variables, step, name, histogram):
             kept.append(i)
     grads = [as_gradient(grads[i]) for i in kept]
     variables = [variables[i] for i in kept]
-    stats_record, hist_record = summary_writing.gradient_records(
+    stats_record, hist_record = record_writing.gradient_records(
         name, [all_rows[i] for i in kept], [dtype_name(v) for v in variables],
         [dtype_name(g) for g in grads], skipped,
     )
-    sizes = [summary_values.static_size(v) for v in variables]
+    sizes = [summary_inputs.static_size(v) for v in variables]
     sparse_at = numerics.sparse_positions(grads)
-    indices_record = None if not sparse_at else summary_writing.PreparedRecord(name, gradient_indices_record(
+    indices_record = None if not sparse_at else record_writing.PreparedRecord(name, gradient_indices_record(
         [all_rows[kept[i]] for i in sparse_at], [variables[i] for i in sparse_at]))
 
     def write_indices():
@@ -184,10 +184,10 @@ def _gradients(grads, variables, step, name, histogram):
     stats, hist = numerics.gradient_statistics(grads, sizes, when=condition)
 
     def write_computed():
-        stats_record.write(summary_values.with_static_shape(stats, [len(sizes), len(metadata.GRAD_STATS_COLUMNS)]),
+        stats_record.write(summary_inputs.with_static_shape(stats, [len(sizes), len(metadata.GRAD_STATS_COLUMNS)]),
                            step)
         if histogram:
-            hist_record.write(summary_values.with_static_shape(hist, [len(sizes), len(metadata.HISTOGRAM_COLUMNS)]),
+            hist_record.write(summary_inputs.with_static_shape(hist, [len(sizes), len(metadata.HISTOGRAM_COLUMNS)]),
                               step)
         write_indices()
         return tf.constant(True)
@@ -358,7 +358,7 @@ def replica_divergence(grads, variables, step=None, name=records.REPLICAS_NAME, 
 def write_replica_divergence(gathered, rows, step=None, name=records.REPLICAS_NAME, extras=None):
     """Write ``[R, V, len(DIVERGENCE_COLUMNS)]`` replica-vs-mean values as R ``divergence`` records."""
     extras = extras or distribute.replica_extras()
-    gathered = summary_values.with_static_shape(gathered, [len(extras), len(rows), len(metadata.DIVERGENCE_COLUMNS)])
+    gathered = summary_inputs.with_static_shape(gathered, [len(extras), len(rows), len(metadata.DIVERGENCE_COLUMNS)])
     written = [
         divergence(gathered[i], rows, replica_extras, step=step, name=name)
         for i, replica_extras in enumerate(extras)
