@@ -16,6 +16,7 @@ import hostile_logs
 from test_plugin_routes import make_provider
 from tb_gradlens import metadata
 from tb_gradlens import patterns
+from tb_gradlens.patterns import matching
 from tb_gradlens.serving import gradlens_plugin
 
 PREFIX = "/data/plugin/gradlens/"
@@ -65,7 +66,7 @@ def test_rows_pattern_budget_is_one_per_request_not_one_per_tag(tmp_path, monkey
     all_rows = [names_run(logdir, "run_%d" % i) for i in range(6)]
     pattern = "(?:[a-z_0-9/]?){30}!"
     per_tag = matching_steps(pattern, all_rows[0])
-    monkeypatch.setattr(patterns, "DEFAULT_BUDGET", int(per_tag * 3))
+    monkeypatch.setattr(matching, "DEFAULT_BUDGET", int(per_tag * 3))
     client = client_of(logdir)
     for route in ("overview", "alerts"):
         status, body = get(client, route, rows=pattern)
