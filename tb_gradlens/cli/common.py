@@ -1,6 +1,7 @@
 """What every command shares: exit codes, safe printing, opening a logdir
 without TensorFlow, choosing runs, tables and JSON."""
 
+import argparse
 import re
 import sys
 import types
@@ -50,13 +51,32 @@ def plain_int(text):
     """An argparse type: a plain ASCII integer ("12", "-3"), nothing else
     (``int`` also takes "1_000", " 5", full-width and other scripts' digits)."""
     if not _PLAIN_INT.fullmatch(text):
-        import argparse
-
         raise argparse.ArgumentTypeError("%r is not a plain integer (ASCII digits only)" % text)
     return int(text)
 
 
 _PLAIN_INT = re.compile(r"-?[0-9]+", re.ASCII)
+
+
+# The arguments several commands share; each command module adds its own
+# subparser with ``add_parser(subparsers)``.
+FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+def add_logdir_arguments(parser: argparse.ArgumentParser) -> None:
+    """LOGDIR and ``-q/--quiet`` (no progress bar)."""
+    parser.add_argument("logdir", help="TensorBoard log directory (runs are its sub-directories)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def add_run_filter(parser: argparse.ArgumentParser) -> None:
+    """``--run REGEX``."""
+    parser.add_argument("--run", help="only runs whose name matches this regex")
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    """``--json``."""
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def run_matcher(pattern):
