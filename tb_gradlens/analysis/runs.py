@@ -188,7 +188,7 @@ def first_nonfinite_step(steps, values):
 
 def compare_runs(source, run_a, run_b, quantity=DEFAULT_QUANTITY, noise_run=None,
                  thresholds=codes.DEFAULT_THRESHOLDS):
-    """Step-aligned comparison of ``quantity`` between two runs of one logdir.
+    """The run comparison: ``quantity`` of two runs of one logdir, step-aligned.
 
     At the steps both runs logged: a, b, difference b - a, ratio b / a and
     relative difference (b - a) / |a|.  Steps logged by one run only are
@@ -246,7 +246,7 @@ def compare_runs(source, run_a, run_b, quantity=DEFAULT_QUANTITY, noise_run=None
     }
 
 
-def restrict_to_steps(result, step_min=None, step_max=None):
+def restrict_run_comparison(result, step_min=None, step_max=None):
     """A ``compare_runs`` answer with its step-aligned sequences cut to
     ``[step_min, step_max]`` (a display filter: the summary, decided on
     the whole runs, stays as it is)."""
@@ -272,7 +272,7 @@ def restrict_to_steps(result, step_min=None, step_max=None):
 
 
 def _summary(common, a, b, rel, noise, thresholds):
-    """The verdict of a comparison (see ``compare_runs``)."""
+    """The verdict of a run comparison (see ``compare_runs``)."""
     out = {
         "max_abs_rel_difference": max_abs_rel(rel, a, b),
         "noise": None,

@@ -93,7 +93,7 @@ def run_matcher(pattern):
 
 
 def open_source(args):
-    """(Source, LogdirSource) of ``args.logdir``; warnings printed to stderr.
+    """(Source, LoadedLogdir) of ``args.logdir``; warnings printed to stderr.
 
     With ``args.run`` (a pattern), the pattern is checked first and only the
     runs it matches are read."""
