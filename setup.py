@@ -64,6 +64,7 @@ setuptools.setup(
             "hypothesis>=6",
             "pandas>=1.5",  # the README's export one-liners are tested
             "playwright>=1.40",
+            "mypy==2.4.1",  # the type check of the public API (mypy.ini; .ci/run, tests/test_types.py)
         ],
     },
     entry_points={

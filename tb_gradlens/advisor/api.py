@@ -1,5 +1,16 @@
 """``tb_gradlens.advise(model, data)``: the precision advisor once, outside training."""
 
+import os
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import Dict
+from typing import Iterable
+from typing import List
+from typing import Mapping
+from typing import Optional
+from typing import Sequence
+from typing import Union
+
 import tensorflow as tf
 
 from tb_gradlens import compare
@@ -8,6 +19,9 @@ from tb_gradlens.advisor import limits
 from tb_gradlens.advisor import rounds
 from tb_gradlens.advisor.units import MAX_UNITS
 from tb_gradlens.writing import summary_ops
+
+if TYPE_CHECKING:
+    import keras
 
 WRITER = "tb_gradlens.advise"
 
@@ -35,30 +49,31 @@ class AdviceResult:
     ``float32_layers`` (the recommended layer paths), ``code()`` (the lines
     that apply it) and a readable ``str``."""
 
-    def __init__(self, payload):
+    def __init__(self, payload: Mapping[str, Any]) -> None:
         from tb_gradlens import records
 
         self.payload = payload
         self.advice = records.read_advice(payload)
 
     @property
-    def float32_layers(self):
+    def float32_layers(self) -> List[str]:
         rec = self.advice.recommendation
         return [] if rec is None else list(rec["layers"])
 
-    def code(self):
+    def code(self) -> str:
         from tb_gradlens.analysis import advice as advice_analysis
 
         return advice_analysis.apply_code(self.advice)
 
-    def __str__(self):
+    def __str__(self) -> str:
         from tb_gradlens.analysis import advice as advice_analysis
 
         return "\n".join(advice_analysis.text_lines(self.advice))
 
 
-def advise(model, data, log_dir=None, tolerance=None, max_units=MAX_UNITS, traced=False, step=0,
-           name="advisor", max_verifications=rounds.MAX_VERIFICATIONS):
+def advise(model: "keras.Model", data: Iterable[Any], log_dir: Union[str, "os.PathLike[str]", None] = None,
+           tolerance: Optional[float] = None, max_units: int = MAX_UNITS, traced: bool = False, step: int = 0,
+           name: str = "advisor", max_verifications: int = rounds.MAX_VERIFICATIONS) -> AdviceResult:
     """Attribute the 16-bit error of one training step of ``model`` to its
     layers and recommend the fewest to keep in float32 (README "Precision
     advisor").
@@ -115,14 +130,14 @@ def _write(payload, log_dir, step, name):
         writer.close()
 
 
-def keep_in_float32(model, paths):
+def keep_in_float32(model: "keras.Model", paths: Sequence[str]) -> None:
     """Set the dtype policy of the layers at ``paths`` (``Layer.path``, as the
     advisor names them; a group's every layer) to float32, on a built model:
     the advisor's recommendation in one line.  A path the model does not
     have raises ValueError (nothing is changed then)."""
     from tb_gradlens.writing import keras_private
 
-    by_path = {}
+    by_path: Dict[str, Any] = {}
     for layer in keras_private.flatten_layers(model)[1:]:
         by_path.setdefault(getattr(layer, "path", None) or layer.name, layer)
     missing = [p for p in paths if p not in by_path]

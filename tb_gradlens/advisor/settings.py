@@ -1,5 +1,9 @@
 """``Advisor``: what the precision advisor in the Keras callback is asked to do."""
 
+from typing import Any
+from typing import Iterable
+from typing import Optional
+
 from tb_gradlens.advisor.rounds import MAX_VERIFICATIONS
 from tb_gradlens.advisor.units import MAX_UNITS
 
@@ -31,8 +35,9 @@ class Advisor:
       name: tag prefix of the ``advice`` records.
     """
 
-    def __init__(self, data, every=None, units_per_step=UNITS_PER_STEP, max_units=MAX_UNITS, tolerance=None,
-                 max_verifications=MAX_VERIFICATIONS, name="advisor"):
+    def __init__(self, data: Iterable[Any], every: Optional[int] = None, units_per_step: int = UNITS_PER_STEP,
+                 max_units: int = MAX_UNITS, tolerance: Optional[float] = None,
+                 max_verifications: int = MAX_VERIFICATIONS, name: str = "advisor") -> None:
         if data is None:
             raise ValueError("tb_gradlens.Advisor: give the batch to measure on, data=(x, y)")
         if int(units_per_step) < 1 or int(max_units) < 1:

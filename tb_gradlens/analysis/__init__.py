@@ -1,15 +1,17 @@
 """Findings from logged gradlens numbers: alerts, run overview, run comparison.
 
 Pure NumPy, TensorFlow-free, shared by the TensorBoard plugin and the
-command line.  Every entry point takes a *source*: anything with the
-methods of ``tb_gradlens.serving.reading.Source`` (``runs``, ``entries``,
-``entries_of_kind``, ``series``, ``dtype_maps``, ``lens_statuses``,
-``scalars``, ``scalar_listing``, ``cached``).  The plugin builds one over
+command line.  Every entry point takes a *source*: a ``RecordSource``
+(``record_source``: the methods of ``tb_gradlens.serving.reading.Source``
+it calls, ``runs``, ``entries``, ``entries_of_kind``, ``series``,
+``dtype_maps``, ``lens_statuses``, ``scalars``, ``scalar_listing``,
+``cached``).  The plugin builds one over
 TensorBoard's data provider; the CLI builds the same over
 ``EventMultiplexer`` + ``MultiplexerDataProvider``.
 
 Modules, one job each:
 
+* ``record_source``: ``RecordSource``, what the analysis reads from;
 * ``codes``: severities, alert codes, ``Thresholds`` and ``Alert``;
 * ``texts``: what each alert says;
 * ``detectors``: pure functions of ``[steps, rows]`` arrays;
@@ -22,7 +24,8 @@ Modules, one job each:
 * ``replays``: the verdict of a replayed non-finite step;
 * ``findings``: the alerts of tags and runs (``run_alerts``), grouped;
 * ``overview``: each run's headline;
-* ``runs``: ``compare_runs``, two runs step by step;
+* ``runs``: ``compare_runs``, the run comparison: two runs step by step
+  ("comparison" alone is the precision comparison of one step);
 * ``coverage``: what the writers asked for and could not log;
 * ``export``: long-format rows.
 """
@@ -46,6 +49,7 @@ from tb_gradlens.analysis.findings import run_alerts  # noqa: F401
 from tb_gradlens.analysis.findings import tag_alerts  # noqa: F401
 from tb_gradlens.analysis.overview import overview  # noqa: F401
 from tb_gradlens.analysis.overview import worst_divergence  # noqa: F401
+from tb_gradlens.analysis.record_source import RecordSource  # noqa: F401
 from tb_gradlens.analysis.runs import DEFAULT_QUANTITY  # noqa: F401
 from tb_gradlens.analysis.runs import LOSS_TAG  # noqa: F401
 from tb_gradlens.analysis.runs import Quantity  # noqa: F401

@@ -9,11 +9,17 @@ over steps).
 """
 
 import json
+from typing import Any
+from typing import Dict
+from typing import List
+from typing import Optional
 
 from tensorboard import errors
 
 from tb_gradlens import metadata
+from tb_gradlens.analysis.record_source import RecordSource
 from tb_gradlens.records.advice_records import HARM_INDEX
+from tb_gradlens.records.advice_records import Advice
 
 FLOAT32 = '"float32"'
 
@@ -53,7 +59,7 @@ def _layer_expression(path):
 MAX_LINES = 8  # layers set one line each; more: the one-line helper only
 
 
-def apply_code(advice):
+def apply_code(advice: Advice) -> str:
     """Python that keeps the recommended layers in float32 on a built model:
     one line (``tb_gradlens.keep_in_float32``), and for a few layers the
     same layer by layer; and the policy map (layer path -> policy)."""
@@ -92,7 +98,7 @@ def _worst(worst):
         _num(worst["limit"]))
 
 
-def text_lines(advice, step=None):
+def text_lines(advice: Advice, step: Optional[int] = None) -> List[str]:
     """The advice in a few lines of text (CLI ``advise`` and ``report``)."""
     at = "" if step is None else " (step %d)" % step
     harm = advice.metric == HARM_INDEX
@@ -134,7 +140,7 @@ def _advice_json(advice):
             "not_attributable": list(advice.not_attributable), "cost": dict(advice.cost)}
 
 
-def run_advice(source, run):
+def run_advice(source: RecordSource, run: str) -> Dict[str, Any]:
     """The ``advice`` route: ``{"run", "latest": {..., "step", "tag", "code"}
     or null, "history": [{"step", "units": {name: one_at_a_time}}],
     "errors": [text]}``.  NotFoundError for an unknown run."""
@@ -153,7 +159,7 @@ def run_advice(source, run):
             "errors": [p["error"] for _, p in points if "error" in p]}
 
 
-def report_lines(source, run):
+def report_lines(source: RecordSource, run: str) -> List[str]:
     """Lines of ``tb-gradlens report`` about the run's latest advice (none: [])."""
     good = [p for _, p in _points(source, run) if p.get("advice") is not None]
     if not good:

@@ -10,10 +10,14 @@ asks for are expected at ``records.expected_steps`` up to the run's last
 logged step.
 """
 
+from typing import Any
+from typing import Dict
+
 from tensorboard import errors
 
 from tb_gradlens import metadata
 from tb_gradlens import records
+from tb_gradlens.analysis.record_source import RecordSource
 
 
 def last_step(source, run):
@@ -40,7 +44,7 @@ def _logged_steps(source, run, kind, name):
     return found
 
 
-def coverage(source, run):
+def coverage(source: RecordSource, run: str) -> Dict[str, Any]:
     """``{"statuses", "unsupported", "missing", "errors"}`` of ``run``.
 
     ``statuses``: number of lens_status records read; ``unsupported``:
@@ -49,7 +53,7 @@ def coverage(source, run):
     "first_missing_step"}]`` for each expectation with steps lacking its
     record; ``errors``: unreadable status points.
     """
-    out = {"statuses": 0, "unsupported": [], "missing": [], "errors": []}
+    out: Dict[str, Any] = {"statuses": 0, "unsupported": [], "missing": [], "errors": []}
     end = last_step(source, run)
     for entry in source.entries_of_kind(run, metadata.LENS_STATUS):
         points = source.lens_statuses(run, entry.tag)

@@ -3,14 +3,25 @@
 TensorFlow-free: one row per (run, tag, step, row, column).
 """
 
+from typing import Any
+from typing import Collection
+from typing import Dict
+from typing import Iterable
+from typing import Iterator
+from typing import List
+from typing import Optional
+from typing import Tuple
+
 from tensorboard import errors
 
 from tb_gradlens import metadata
+from tb_gradlens.analysis.record_source import RecordSource
 
 EXPORT_FIELDS = ("run", "tag", "kind", "step", "wall_time", "row", "column", "value")
 
 
-def export_rows(source, runs, kinds=None):
+def export_rows(source: RecordSource, runs: Iterable[str], kinds: Optional[Collection[str]] = None,
+                ) -> Tuple[Iterator[Dict[str, Any]], List[Tuple[str, str, str]]]:
     """(rows, problems): a generator of dicts of EXPORT_FIELDS for every
     float record of ``runs`` (of ``kinds`` if given), and the list it fills
     with ``(run, tag, error)`` for tags that cannot be read."""

@@ -3,6 +3,14 @@
 TensorFlow-free.  The detectors of each record kind: ``alerts``.
 """
 
+from typing import Any
+from typing import Dict
+from typing import Iterable
+from typing import List
+from typing import Optional
+from typing import Sequence
+from typing import Tuple
+
 from tensorboard import errors
 
 from tb_gradlens import metadata
@@ -13,6 +21,7 @@ from tb_gradlens.analysis import loss_scale
 from tb_gradlens.analysis import replays
 from tb_gradlens.analysis import step_alerts
 from tb_gradlens.analysis import tolerances
+from tb_gradlens.analysis.record_source import RecordSource
 
 
 class _AlertList(list):
@@ -93,7 +102,9 @@ def tag_alerts(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
     return list(source.cached(key, entry, lambda: _AlertList(compute())))
 
 
-def run_alerts(source, runs=None, thresholds=codes.DEFAULT_THRESHOLDS):
+def run_alerts(source: RecordSource, runs: Optional[Sequence[str]] = None,
+               thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS,
+               ) -> Tuple[List[codes.Alert], List[Dict[str, Any]]]:
     """(alerts, errors) of ``runs`` (default: every run).
 
     ``errors`` lists ``{"run","tag","error"}`` for tags that could not be
@@ -114,11 +125,11 @@ def run_alerts(source, runs=None, thresholds=codes.DEFAULT_THRESHOLDS):
     return found, problems
 
 
-def group_alerts(found):
+def group_alerts(found: Iterable[codes.Alert]) -> List[Tuple[str, List[codes.Alert]]]:
     """[(group key, [alerts])] of the alerts ``found``, in the order of each
     group's first alert: alerts of several runs that say the same thing
     (``Alert.group``)."""
-    groups = {}
+    groups: Dict[str, List[codes.Alert]] = {}
     for a in found:
         groups.setdefault(a.group, []).append(a)
     return list(groups.items())

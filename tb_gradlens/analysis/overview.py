@@ -6,6 +6,10 @@ not judged (a reference at its own rounding noise, replicas) stay out of
 the headline.
 """
 
+from typing import Any
+from typing import Dict
+from typing import List
+
 import numpy as np
 from tensorboard import errors
 
@@ -18,6 +22,7 @@ from tb_gradlens.analysis import tolerances
 from tb_gradlens.analysis.coverage import comparison_note
 from tb_gradlens.analysis.coverage import step_offsets
 from tb_gradlens.analysis.loss_scale import optimizer_steps
+from tb_gradlens.analysis.record_source import RecordSource
 
 
 class _Found:
@@ -112,7 +117,8 @@ def _headline(series, judgement, s, r, value, nonfinite):
     }
 
 
-def overview(source, thresholds=codes.DEFAULT_THRESHOLDS):
+def overview(source: RecordSource,
+             thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> List[Dict[str, Any]]:
     """The headline of every run: worst divergence (and, for a run without
     comparisons, why, when its writers said: ``no_comparison``), first NaN,
     dead variables, alert counts, and the step offsets its writers applied

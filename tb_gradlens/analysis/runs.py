@@ -9,6 +9,10 @@ run that became non-finite exceeds any noise floor from that step.
 """
 
 import dataclasses
+from typing import Any
+from typing import Dict
+from typing import Optional
+from typing import Tuple
 
 import numpy as np
 from tensorboard import errors
@@ -17,6 +21,7 @@ from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import harm
+from tb_gradlens.analysis.record_source import RecordSource
 
 SCALAR = "scalar"
 LOSS_TAG = "loss"
@@ -33,15 +38,15 @@ class Quantity:
     """
 
     kind: str = SCALAR
-    tag: str = None
-    row: str = None
-    column: str = None
+    tag: Optional[str] = None
+    row: Optional[str] = None
+    column: Optional[str] = None
 
 
 DEFAULT_QUANTITY = Quantity(SCALAR, LOSS_TAG)
 
 
-def quantity_series(source, run, quantity):
+def quantity_series(source: RecordSource, run: str, quantity: Quantity) -> Tuple[np.ndarray, np.ndarray, str]:
     """(steps int64, values float64, tag) of ``quantity`` in ``run``.
 
     Raises NotFoundError when the run lacks it, InvalidArgumentError when
@@ -186,9 +191,10 @@ def first_nonfinite_step(steps, values):
     return int(steps[i]), "NaN" if np.isnan(values[i]) else "infinite"
 
 
-def compare_runs(source, run_a, run_b, quantity=DEFAULT_QUANTITY, noise_run=None,
-                 thresholds=codes.DEFAULT_THRESHOLDS):
-    """Step-aligned comparison of ``quantity`` between two runs of one logdir.
+def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantity = DEFAULT_QUANTITY,
+                 noise_run: Optional[str] = None,
+                 thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> Dict[str, Any]:
+    """The run comparison: ``quantity`` of two runs of one logdir, step-aligned.
 
     At the steps both runs logged: a, b, difference b - a, ratio b / a and
     relative difference (b - a) / |a|.  Steps logged by one run only are
@@ -246,7 +252,8 @@ def compare_runs(source, run_a, run_b, quantity=DEFAULT_QUANTITY, noise_run=None
     }
 
 
-def restrict_to_steps(result, step_min=None, step_max=None):
+def restrict_run_comparison(result: Dict[str, Any], step_min: Optional[int] = None,
+                            step_max: Optional[int] = None) -> Dict[str, Any]:
     """A ``compare_runs`` answer with its step-aligned sequences cut to
     ``[step_min, step_max]`` (a display filter: the summary, decided on
     the whole runs, stays as it is)."""
@@ -272,7 +279,7 @@ def restrict_to_steps(result, step_min=None, step_max=None):
 
 
 def _summary(common, a, b, rel, noise, thresholds):
-    """The verdict of a comparison (see ``compare_runs``)."""
+    """The verdict of a run comparison (see ``compare_runs``)."""
     out = {
         "max_abs_rel_difference": max_abs_rel(rel, a, b),
         "noise": None,

@@ -1,5 +1,6 @@
-"""``tb-gradlens advise`` (the precision advisor's latest recommendation per run)
-and ``tb-gradlens demo``."""
+"""``tb-gradlens advise``: the precision advisor's latest recommendation per run."""
+
+import argparse
 
 from tb_gradlens.cli import common
 from tb_gradlens.cli.common import CommandError
@@ -7,7 +8,32 @@ from tb_gradlens.cli.common import EXIT_OK
 from tb_gradlens.cli.common import printable
 
 
-def advise(args):
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``tb-gradlens advise``'s arguments, help and examples."""
+    parser = subparsers.add_parser(
+        "advise",
+        help="the precision advisor's latest recommendation: which layers to keep in float32",
+        description="Per run: the latest advice the precision advisor recorded (its units ranked "
+        "by the error each causes alone in 16 bits, the layers to keep in float32, the gradient "
+        "divergence before and after, verified) and the code that applies it. The measurement "
+        "itself runs in Python, where the model and its data are: tb_gradlens.advise(model, "
+        "(x, y), log_dir=...) once, or GradLensCallback(..., advisor=tb_gradlens.Advisor((x, y))) "
+        "during training.",
+        epilog="examples:\n"
+        "  tb-gradlens advise logs/\n"
+        "  tb-gradlens advise logs/ --run bf16 --json\n\n"
+        "exit status: 0 advice printed, 2 usage, 3 logdir/run not readable or no run has advice,\n"
+        "4 internal error",
+        formatter_class=common.FORMATTER,
+    )
+    common.add_logdir_arguments(parser)
+    common.add_run_filter(parser)
+    common.add_json_flag(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print each run's latest advice; ``EXIT_OK``, or CommandError when no run has any."""
     from tb_gradlens.analysis import advice as advice_analysis
 
     source, loaded = common.open_source(args)
@@ -31,16 +57,3 @@ def advise(args):
                            "tb_gradlens.advise(model, data, log_dir=...) or GradLensCallback(advisor=...)"
                            % (" matching %r" % args.run if args.run else "", args.logdir))
     return EXIT_OK
-
-
-def demo(args):
-    import os
-
-    # The demo's own process: TensorFlow's start-up notes and the XLA service lines of its XLA comparison
-    # are INFO logs (level 0); warnings (level 1) still print.  A level the user set is kept.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    from tb_gradlens import demo
-
-    return demo.run(
-        args.logdir, steps=args.steps, port=args.port, serve_after=not args.no_serve
-    )

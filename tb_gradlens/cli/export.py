@@ -1,5 +1,6 @@
 """``tb-gradlens export``: long-format CSV or JSON Lines for pandas."""
 
+import argparse
 import csv
 import json
 import sys
@@ -11,7 +12,32 @@ from tb_gradlens.cli.common import EXIT_USAGE
 from tb_gradlens.cli.common import printable
 
 
-def export(args):
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``tb-gradlens export``'s arguments, help and examples."""
+    parser = subparsers.add_parser(
+        "export",
+        help="long-format CSV or JSON Lines of every record, for pandas",
+        description="One row per (run, tag, step, row, column): run, tag, kind, step, "
+        "wall_time, row, column, value. NaN and infinities are kept (CSV: nan/inf; "
+        "JSON Lines: NaN/Infinity). dtype maps are not exported (they are not numbers).",
+        epilog="examples:\n"
+        "  tb-gradlens export logs/ --format csv -o gradlens.csv\n"
+        "  tb-gradlens export logs/ --format json --kind divergence -o div.jsonl\n"
+        "pandas:\n"
+        "  pd.read_csv('gradlens.csv')        pd.read_json('div.jsonl', lines=True)\n\n"
+        "exit status: 0 exported, 2 usage, 3 logdir/run not readable, 4 internal error",
+        formatter_class=common.FORMATTER,
+    )
+    common.add_logdir_arguments(parser)
+    parser.add_argument("--format", choices=("csv", "json"), default="csv")
+    parser.add_argument("--kind", action="append", help="only this record kind (repeatable)")
+    common.add_run_filter(parser)
+    parser.add_argument("-o", "--output", help="output file (default: standard output)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the rows; ``EXIT_OK``."""
     from tb_gradlens import analysis
     from tb_gradlens import metadata
 

@@ -1,6 +1,8 @@
 """``tb-gradlens report``: each run's headline, dtypes, lens status, advice and
 alerts; a CI gate with ``--fail-on``."""
 
+import argparse
+
 from tb_gradlens.cli import common
 from tb_gradlens.cli.common import CommandError
 from tb_gradlens.cli.common import EXIT_ALERTS
@@ -34,7 +36,37 @@ def _dtype_summary(source, run):
     return None
 
 
-def report(args):
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``tb-gradlens report``'s arguments, help and examples."""
+    parser = subparsers.add_parser(
+        "report",
+        help="headline and alerts of every run; a CI gate with --fail-on",
+        description="Per run: the worst divergence and where, the first NaN/Inf step, "
+        "disconnected and zero-gradient variables, a dtype summary, what the lens could not "
+        "log and which records it asked for are missing; then the alerts (those that say "
+        "the same in several runs once).",
+        epilog="examples:\n"
+        "  tb-gradlens report logs/\n"
+        "  tb-gradlens report logs/ --run 'bf16' --fail-on error   # CI gate\n"
+        "  tb-gradlens report logs/ --json > report.json\n\n"
+        "exit status: 0 ok (nothing at or above --fail-on), 1 with --fail-on: an alert at or above it, a run\n"
+        "lacking records its writer asked for, or (--fail-on warning) an event file not read in full\n"
+        "(damaged, truncated, two writers), 2 usage, 3 logdir/run not readable, 4 internal error",
+        formatter_class=common.FORMATTER,
+    )
+    common.add_logdir_arguments(parser)
+    common.add_run_filter(parser)
+    common.add_json_flag(parser)
+    parser.add_argument(
+        "--fail-on", choices=("warning", "error"),
+        help="exit 1 when an alert of this severity or worse exists, or a run lacks "
+        "records its writer asked for (its lens_status)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report; the exit status (``EXIT_ALERTS`` when ``--fail-on`` fails)."""
     from tb_gradlens import analysis
     from tb_gradlens.analysis import advice as advice_analysis
 

@@ -1,6 +1,8 @@
-"""``tb-gradlens compare``: two runs (and a noise floor) step by step
-(``analysis.compare_runs``)."""
+"""``tb-gradlens compare``: the run comparison, two runs (and a noise floor)
+step by step (``analysis.compare_runs``).  The command keeps its name; in the
+code "comparison" alone is the precision comparison of one step."""
 
+import argparse
 import sys
 
 from tb_gradlens.cli import common
@@ -11,7 +13,45 @@ from tb_gradlens.cli.common import EXIT_USAGE
 from tb_gradlens.cli.common import printable
 
 
-def compare_runs(args):
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """``tb-gradlens compare``'s arguments, help and examples."""
+    parser = subparsers.add_parser(
+        "compare",
+        help="compare one quantity between two runs, step by step",
+        description="Step-aligned values of a quantity in RUN_A and RUN_B: difference, "
+        "ratio, relative difference; steps logged by one run only are listed. "
+        "An optional noise-floor run C (e.g. float32 with another seed) shows whether "
+        "B drifts from A more than ordinary run-to-run variation, on sustained evidence: "
+        "B's mean |(B-A)/|A|| over windows of logged steps against C's, several windows in a row.",
+        epilog="examples:\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16                  # the loss scalar\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --kind grad_stats \\\n"
+        "      --row mlp/dense_1/kernel --column l2_norm --noise-floor float32_seed1\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --noise-floor float32_seed1 \\\n"
+        "      --fail-on beyond-noise                                         # a CI gate\n"
+        "  tb-gradlens compare logs/ float32 mixed_bfloat16 --json\n\n"
+        "exit status: 0 compared (within the noise floor, or none given), 1 beyond the noise floor with\n"
+        "--fail-on beyond-noise, 2 usage, 3 logdir/run/quantity not readable, 4 internal error",
+        formatter_class=common.FORMATTER,
+    )
+    common.add_logdir_arguments(parser)
+    parser.add_argument("run_a", metavar="RUN_A")
+    parser.add_argument("run_b", metavar="RUN_B")
+    parser.add_argument("--noise-floor", metavar="RUN_C", help="a third run as noise floor")
+    parser.add_argument("--kind", default="scalar", help="'scalar' (default) or a record kind, e.g. grad_stats")
+    parser.add_argument("--tag", default=None, help="scalar tag (default: loss, the training loss; "
+                        "a run without it falls back to the loss its comparisons logged) or record tag prefix")
+    parser.add_argument("--row", help="variable or layer path (record kinds)")
+    parser.add_argument("--column", help="statistic or metric (record kinds), e.g. l2_norm")
+    common.add_json_flag(parser)
+    parser.add_argument("--max-rows", type=common.plain_int, default=40, help="table rows shown (0: all)")
+    parser.add_argument("--fail-on", choices=("beyond-noise",), default=None,
+                        help="exit 1 when run B is beyond the noise floor (needs --noise-floor)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the run comparison; ``EXIT_ALERTS`` when ``--fail-on beyond-noise`` fails."""
     from tensorboard import errors
 
     from tb_gradlens import analysis

@@ -205,7 +205,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
             "/scalars": self._serve_scalars,
             "/alerts": self._serve_alerts,
             "/overview": self._serve_overview,
-            "/compare": self._serve_compare,
+            "/compare": self._serve_run_comparison,
             "/limits": self._serve_limits,
             "/advice": self._serve_advice,
         }
@@ -402,7 +402,8 @@ class GradLensPlugin(base_plugin.TBPlugin):
         return respond_json(request, {"runs": runs})
 
     @wrappers.Request.application
-    def _serve_compare(self, request):
+    def _serve_run_comparison(self, request):
+        """The run comparison (``analysis.compare_runs``) of ``run_a`` and ``run_b``."""
         run_a = _arg(request, "run_a", required=True)
         run_b = _arg(request, "run_b", required=True)
         quantity = analysis.Quantity(
@@ -415,7 +416,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
         self._filtered_source(request, rows=False)  # 400 for a bad step range
         body = analysis.compare_runs(self._source(request), run_a, run_b, quantity, _arg(request, "noise_run"),
                                      self._thresholds)
-        body = runs_analysis.restrict_to_steps(body, _int_arg(request, "step_min"), _int_arg(request, "step_max"))
+        body = runs_analysis.restrict_run_comparison(body, _int_arg(request, "step_min"), _int_arg(request, "step_max"))
         return respond_json(request, body)
 
     @wrappers.Request.application

@@ -114,11 +114,13 @@ class Progress:
             self.stream.flush()
 
 
-class LogdirSource:
-    """A loaded logdir: ``provider``, ``ctx`` and ``experiment_id`` to read
-    through (as the plugin does), and ``problems`` (``Problem``) of what is
-    not read as written; ``runs``: the runs read, ``all_runs``: every run
-    of the logdir (those a ``select_runs`` left out too)."""
+class LoadedLogdir:
+    """A loaded logdir, what ``open_logdir`` returns (not a ``reading.Source``:
+    one is built over it, ``reading.Source(provider, ctx, experiment_id)``):
+    ``provider``, ``ctx`` and ``experiment_id`` to read through (as the
+    plugin does), and ``problems`` (``Problem``) of what is not read as
+    written; ``runs``: the runs read, ``all_runs``: every run of the logdir
+    (those a ``select_runs`` left out too)."""
 
     def __init__(self, logdir, provider, problems, runs, all_runs=None):
         self.logdir = logdir
@@ -197,4 +199,4 @@ def open_logdir(logdir, progress=True, select_runs=None):
     if bar:
         bar.close()
     provider = data_provider.MultiplexerDataProvider(multiplexer, logdir)
-    return LogdirSource(logdir, provider, problems, [run for run, _ in run_dirs], names)
+    return LoadedLogdir(logdir, provider, problems, [run for run, _ in run_dirs], names)

@@ -22,6 +22,10 @@ global batch.  tb_gradlens follows three rules there:
 all-reduce) is from the mean over replicas, as ``divergence`` records.
 """
 
+import os
+from typing import Optional
+from typing import Union
+
 import tensorflow as tf
 
 from tb_gradlens import metadata
@@ -31,7 +35,8 @@ from tb_gradlens.writing import event_writer
 from tb_gradlens.writing.cluster import cluster_task, is_chief, is_first_replica, replica_context  # noqa: F401
 
 
-def chief_writer(log_dir, strategy=None):
+def chief_writer(log_dir: Union[str, "os.PathLike[str]"],
+                 strategy: Optional[tf.distribute.Strategy] = None) -> tf.summary.SummaryWriter:
     """A file writer on ``log_dir`` for the chief (``event_writer.ResilientFileWriter``:
     it survives a disk that fills and frees); a no-op writer elsewhere."""
     if is_chief(strategy):

@@ -54,6 +54,7 @@ import threading
 import time
 import uuid
 import weakref
+from typing import Union
 
 import tensorflow as tf
 
@@ -82,8 +83,9 @@ class WriteFailure(OSError):
     """Writing an event file failed (the message says where and how)."""
 
 
-def create_file_writer(logdir, max_queue=1000, retry_seconds=1.0, filename_suffix=".v2",
-                       memory_bytes=DEFAULT_MEMORY_BYTES):
+def create_file_writer(logdir: Union[str, "os.PathLike[str]"], max_queue: int = 1000, retry_seconds: float = 1.0,
+                       filename_suffix: str = ".v2", memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                       ) -> "ResilientFileWriter":
     """A ``ResilientFileWriter`` on ``logdir`` (``tf.summary.create_file_writer``'s arguments)."""
     return ResilientFileWriter(logdir, max_queue=max_queue, retry_seconds=retry_seconds,
                                filename_suffix=filename_suffix, memory_bytes=memory_bytes)

@@ -22,6 +22,12 @@ step itself.
 """
 
 import json
+from typing import Any
+from typing import Iterable
+from typing import Mapping
+from typing import Optional
+from typing import Sequence
+from typing import Union
 
 import tensorflow as tf
 
@@ -85,7 +91,9 @@ def write_record(name, record, tensor, step):
 
 
 @tf.autograph.experimental.do_not_convert
-def gradients(grads, variables, step=None, name="gradients", histogram=True, aggregate=True):
+def gradients(grads: Iterable[Optional[tf.Tensor]], variables: Iterable[tf.Variable],
+              step: Union[int, tf.Tensor, None] = None, name: str = "gradients", histogram: bool = True,
+              aggregate: bool = True) -> tf.Tensor:
     """Write per-variable gradient statistics (and log2 histograms).
 
     One record per call: a float32 ``[variables x GRAD_STATS_COLUMNS]``
@@ -228,7 +236,8 @@ def _json_record(kind, rows, payload, step, name):
 
 
 @tf.autograph.experimental.do_not_convert
-def dtypes(dtype_map, step=None, name="model"):
+def dtypes(dtype_map: Mapping[str, Any], step: Union[int, tf.Tensor, None] = None,
+           name: str = "model") -> tf.Tensor:
     """Write a dtype map (a JSON-ready dict) as a ``dtypes`` record.
 
     The tensor is a scalar UTF-8 JSON string; rows list the layer paths.
@@ -239,7 +248,8 @@ def dtypes(dtype_map, step=None, name="model"):
 
 
 @tf.autograph.experimental.do_not_convert
-def lens_status(status, step=None, name="model"):
+def lens_status(status: Mapping[str, Any], step: Union[int, tf.Tensor, None] = None,
+                name: str = "model") -> tf.Tensor:
     """Write the lens status (``records.lens_status``) as a ``lens_status``
     record: what the writer was asked to log and what it cannot log, and why.
     Writers record it at their start and when it changes."""
@@ -248,14 +258,17 @@ def lens_status(status, step=None, name="model"):
 
 
 @tf.autograph.experimental.do_not_convert
-def advice(payload, step=None, name="advisor"):
+def advice(payload: Mapping[str, Any], step: Union[int, tf.Tensor, None] = None,
+           name: str = "advisor") -> tf.Tensor:
     """Write the precision advisor's advice (``records.advice``) as an
     ``advice`` record; rows name its units."""
     return _json_record(metadata.ADVICE, [u["name"] for u in payload.get("units", [])], payload, step, name)
 
 
 @tf.autograph.experimental.do_not_convert
-def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.DIVERGENCE):
+def divergence(metrics: tf.Tensor, rows: Sequence[str], extras: Mapping[str, Any],
+               step: Union[int, tf.Tensor, None] = None, name: str = "compare",
+               kind: str = metadata.DIVERGENCE) -> tf.Tensor:
     """Write precomputed divergence metrics (``numerics.divergence_metrics``).
 
     Args:
@@ -279,7 +292,8 @@ def divergence(metrics, rows, extras, step=None, name="compare", kind=metadata.D
 
 
 @tf.autograph.experimental.do_not_convert
-def loss_comparison(values, extras, step=None, name="compare"):
+def loss_comparison(values: tf.Tensor, extras: Mapping[str, Any], step: Union[int, tf.Tensor, None] = None,
+                    name: str = "compare") -> tf.Tensor:
     """Write a ``loss_comparison`` record (``numerics.comparison_values``, [1, 6];
     the [1, 4] of ``numerics.loss_comparison`` gets NaN in the stable-rounding
     and half-batch columns)."""
@@ -293,7 +307,8 @@ def loss_comparison(values, extras, step=None, name="compare"):
 
 
 @tf.autograph.experimental.do_not_convert
-def update_stats(stats, rows, step=None, name="updates", extras=None):
+def update_stats(stats: tf.Tensor, rows: Sequence[str], step: Union[int, tf.Tensor, None] = None,
+                 name: str = "updates", extras: Optional[Mapping[str, Any]] = None) -> tf.Tensor:
     """Write ``update_stats`` (``numerics.update_statistics``, [V, 3]);
     ``extras`` from ``records.update_extras`` (the weights' dtypes)."""
     record = metadata.RecordMetadata(
@@ -323,7 +338,9 @@ def _write_float_record(name, record, values, step):
 
 
 @tf.autograph.experimental.do_not_convert
-def replica_divergence(grads, variables, step=None, name=records.REPLICAS_NAME, extras=None):
+def replica_divergence(grads: Iterable[Optional[tf.Tensor]], variables: Iterable[tf.Variable],
+                       step: Union[int, tf.Tensor, None] = None, name: str = records.REPLICAS_NAME,
+                       extras: Optional[Sequence[Mapping[str, Any]]] = None) -> tf.Tensor:
     """Write how far each replica's gradient is from the mean over replicas.
 
     Call inside ``strategy.run`` from every replica (it runs collectives),
