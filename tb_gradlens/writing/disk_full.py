@@ -38,7 +38,7 @@ class DiskFullRecovery:
         self._next_attempt = 0.0
         self._free_at_attempt = None  # free bytes when the last try to resume failed
         self._dropping = False  # a drop was warned in this failure episode
-        self._out_of_order = False  # the last try made a file that would sort first
+        self.out_of_order = False  # the last try made a file that would sort first
 
     def fail(self, error):
         """A write failed: warn, cut the file back to its whole records and
@@ -63,22 +63,12 @@ class DiskFullRecovery:
         self.file.release()  # what was written since: into the memory sink's files
         dropped = self.sink.collect()
         if dropped:
-            self._drop(dropped, "more than %d MB were kept while the disk stays full; the oldest are "
+            self.drop(dropped, "more than %d MB were kept while the disk stays full; the oldest are "
                        "dropped" % (self.memory_bytes >> 20))
         if len(self.sink) and (time.monotonic() >= self._next_attempt or self._space_freed()):
             self.resume()
         if not self.file.healthy:
             self.sink.open(self.file.resource)
-
-    def last_try(self):
-        """At close: a last try to write what is kept; what still is, is lost (warned)."""
-        if not self.file.healthy and len(self.sink):
-            if not self.resume() and self._out_of_order:
-                time.sleep(max(0.0, int(time.time()) + 1.01 - time.time()))  # a later second sorts after
-                self.resume()
-        if not self.file.healthy and len(self.sink):
-            self._drop(len(self.sink), "the writer was closed while the disk was still full; they are "
-                       "lost (free space before closing to keep them)", warn_again=True)
 
     def _space_freed(self):
         """Whether the logdir's file system has more free space than when the
@@ -96,7 +86,7 @@ class DiskFullRecovery:
         file = self.file
         self._next_attempt = time.monotonic() + self.retry_seconds
         self._free_at_attempt = free_bytes(file.logdir) if file.local else None
-        self._out_of_order = False
+        self.out_of_order = False
         file.release()
         last_name = file.last_name
         if not file.open():
@@ -104,7 +94,7 @@ class DiskFullRecovery:
         if file.local and os.path.basename(file.path) <= last_name:
             # TensorBoard reads a run's files in name order: one created in the same second
             # with a counter of more digits ("...10" < "...9") would be read first.
-            self._out_of_order = True
+            self.out_of_order = True
             self._keep_whole(last_name, written=0)
             return False
         kept = len(self.sink)
@@ -136,9 +126,9 @@ class DiskFullRecovery:
         self.sink.forget(written)
         self._free_at_attempt = free_bytes(self.file.logdir)
 
-    def _drop(self, count, why, warn_again=False):
+    def drop(self, count, why, warn_again=False):
         """Kept records lost: counted (``dropped``, ``safety.reported()``), warned
-        at the first drop of a failure episode and at the last try."""
+        at the first drop of a failure episode and at ``close``."""
         self.dropped += count
         safety.report(DROP_CAUSE, WriteFailure(
             "%d kept record%s of %s could not be written: %s (%d dropped in all)"

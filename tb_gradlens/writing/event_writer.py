@@ -49,6 +49,7 @@ summaries, or call ``flush()``.
 import atexit
 import os
 import threading
+import time
 import uuid
 import weakref
 
@@ -150,7 +151,14 @@ class ResilientFileWriter(tf.summary.SummaryWriter):
             if self._closed:
                 return
             self._flush_now()
-            self._recovery.last_try()
+            recovery = self._recovery  # (it warns from here: the warnings point at the caller of close)
+            if not self._file.healthy and len(recovery.sink):  # a last try, now
+                if not recovery.resume() and recovery.out_of_order:
+                    time.sleep(max(0.0, int(time.time()) + 1.01 - time.time()))  # a later second sorts after
+                    recovery.resume()
+            if not self._file.healthy and len(recovery.sink):
+                recovery.drop(len(recovery.sink), "the writer was closed while the disk was still full; they "
+                              "are lost (free space before closing to keep them)", warn_again=True)
             self._closed = True
             self._file.release()
             self._recovery.sink.clear()
