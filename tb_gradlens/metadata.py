@@ -24,6 +24,7 @@ a tag never change: the writer derives the tag from a digest of them
 (``tag_for``), and a changed variable set gets a new tag.
 """
 
+import collections
 import hashlib
 import json
 
@@ -301,6 +302,18 @@ def tag_for(name, record):
     """
     digest = hashlib.sha1(serialize_content(record)).hexdigest()[:8]
     return "%s/%s/%s" % (name, record.kind, digest)
+
+
+TagParts = collections.namedtuple("TagParts", ("name", "kind", "digest"))
+
+
+def parse_tag(tag):
+    """The ``TagParts(name, kind, digest)`` of a tag made by ``tag_for``
+    (the name may hold "/" itself).  A tag of another shape, with fewer
+    than two "/" (e.g. a scalar's), is all name: kind and digest are None."""
+    if tag.count("/") < 2:
+        return TagParts(tag, None, None)
+    return TagParts(*tag.rsplit("/", 2))
 
 
 def validate(record, tag=None):

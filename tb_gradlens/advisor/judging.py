@@ -111,9 +111,7 @@ class Judge:
                 for kind, table, column, half in zip(KINDS, (grad, acts, loss), stable_cols, half_cols)}
 
     def _series(self, kind, table):
-        rows = {metadata.DIVERGENCE: self.variable_rows, metadata.ACTIVATION_DIVERGENCE: self.activation_rows,
-                metadata.LOSS_COMPARISON: ["loss"]}[kind]
-        record = metadata.RecordMetadata(kind, rows, metadata.KIND_COLUMNS[kind], self.extras[kind])
+        record = records.comparison_record(kind, self.rows(kind), self.extras[kind])
         steps = np.zeros(1, np.int64)
         return reading.Series("advisor", kind, record, steps, steps.astype(np.float64),
                               table[None].astype(np.float32))
@@ -154,4 +152,4 @@ class Judge:
 
     def rows(self, kind):
         return {metadata.DIVERGENCE: self.variable_rows, metadata.ACTIVATION_DIVERGENCE: self.activation_rows,
-                metadata.LOSS_COMPARISON: ["loss"]}[kind]
+                metadata.LOSS_COMPARISON: [records.LOSS_ROW]}[kind]

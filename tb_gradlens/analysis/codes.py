@@ -192,7 +192,7 @@ class Alert:
     def group(self):
         """Alerts of several runs that say the same thing share it: code,
         record kind, tag name (the tag without its digest) and variables."""
-        name = self.tag.rsplit("/", 2)[0] if self.tag.count("/") >= 2 else self.tag
+        name = metadata.parse_tag(self.tag).name
         return "%s|%s|%s|%s" % (self.code, self.view.get("name"), name, ",".join(self.variables))
 
     def to_json(self):

@@ -31,7 +31,7 @@ def _logged_steps(source, run, kind, name):
     """The steps at which ``run`` has a ``kind`` record under tag name ``name``."""
     found = set()
     for entry in source.entries_of_kind(run, kind):
-        if entry.tag.rsplit("/", 2)[0] != name:
+        if metadata.parse_tag(entry.tag).name != name:
             continue
         if kind == metadata.DTYPES:
             found.update(p["step"] for p in source.dtype_maps(run, entry.tag))

@@ -32,18 +32,18 @@ class _AlertList(list):
 
 def _gradient_dtypes(source, entry):
     """The gradient dtypes of the grad_stats record beside a histogram record."""
-    name = entry.tag.rsplit("/", 2)[0]
+    name = metadata.parse_tag(entry.tag).name
     for other in source.entries_of_kind(entry.run, metadata.GRAD_STATS):
-        if other.tag.rsplit("/", 2)[0] == name and list(other.record.rows) == list(entry.record.rows):
+        if metadata.parse_tag(other.tag).name == name and list(other.record.rows) == list(entry.record.rows):
             return records.read_gradient(other.record, other.tag).gradient_dtypes
     return ()
 
 
 def _statistics_tag(source, entry):
     """The grad_stats tag of the same writer holding ``entry``'s rows (None: none)."""
-    name = entry.tag.rsplit("/", 2)[0]
+    name = metadata.parse_tag(entry.tag).name
     for other in source.entries_of_kind(entry.run, metadata.GRAD_STATS):
-        if other.tag.rsplit("/", 2)[0] == name and set(entry.record.rows) <= set(other.record.rows):
+        if metadata.parse_tag(other.tag).name == name and set(entry.record.rows) <= set(other.record.rows):
             return other.tag
     return None
 

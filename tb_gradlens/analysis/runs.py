@@ -130,7 +130,7 @@ def _loss_comparison_name(source, runs):
         names = {}
         for e in entries:
             label = records.read_variant(e.record.extras.get("reference")).label
-            names[e.tag.rsplit("/", 2)[0]] = label
+            names[metadata.parse_tag(e.tag).name] = label
         common = names if common is None else {k: v for k, v in common.items() if k in names}
     if not common:
         return None

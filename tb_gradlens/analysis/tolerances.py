@@ -104,7 +104,7 @@ def least_precise(dtypes):
 def comparison_key(entry):
     """Records of one comparison share it: tag name, reference and candidate."""
     extras = entry.record.extras
-    name = entry.tag.rsplit("/", 2)[0]
+    name = metadata.parse_tag(entry.tag).name
     return (name, repr(extras.get("reference")), repr(extras.get("candidate")))
 
 

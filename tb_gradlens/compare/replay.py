@@ -13,7 +13,6 @@ the tab, ``report`` and the alert say one thing.
 
 import tensorflow as tf
 
-from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare.keras_passes import KerasPass
@@ -49,8 +48,7 @@ class Replay:
         self.rows, self.row_kinds, self.values, self.extras = rows, row_kinds, values, extras
 
     def record(self):
-        return metadata.RecordMetadata(metadata.NONFINITE_REPLAY, self.rows, metadata.NONFINITE_REPLAY_COLUMNS,
-                                       self.extras)
+        return records.nonfinite_replay_record(self.rows, self.extras)
 
 
 class ReplayPasses:

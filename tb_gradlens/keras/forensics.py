@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from tb_gradlens import compare
 from tb_gradlens import metadata
+from tb_gradlens import records
 from tb_gradlens.analysis.codes import DEFAULT_THRESHOLDS
 from tb_gradlens.keras.kept_step import KeptStep
 from tb_gradlens.keras.rings import StepRing
@@ -130,8 +131,7 @@ class ReplaySlot:
         return tf.constant(True)
 
     def records(self, name):
-        return [(name, metadata.RecordMetadata(metadata.NONFINITE_REPLAY, list(self.rows),
-                                               metadata.NONFINITE_REPLAY_COLUMNS, self.extras),
+        return [(name, records.nonfinite_replay_record(list(self.rows), self.extras),
                  self.ring.reader("replay", rows=len(self.rows)))]
 
 

@@ -12,7 +12,6 @@ import threading
 
 import tensorflow as tf
 
-from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.keras.branches import GRADIENT_KINDS
 from tb_gradlens.keras.branches import when
@@ -101,8 +100,6 @@ class Replicas:
             return []
         read = self.tap.gradients.reader("replicas")
         return [
-            (records.REPLICAS_NAME, metadata.RecordMetadata(metadata.DIVERGENCE, self.tap.rows, metadata.DIVERGENCE_COLUMNS,
-                                                 extras),
-             lambda i=i: read()[i])
+            (records.REPLICAS_NAME, records.divergence_record(self.tap.rows, extras), lambda i=i: read()[i])
             for i, extras in enumerate(self.extras)
         ]

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from tb_gradlens import compare
 from tb_gradlens import metadata
+from tb_gradlens import records
 from tb_gradlens.keras.rings import StepRing
 
 
@@ -70,18 +71,16 @@ class ComparisonSlot:
     def records(self):
         """``(name, RecordMetadata, value_fn)`` of this comparison's records."""
         pending = [
-            (self.name, metadata.RecordMetadata(metadata.DIVERGENCE, list(self.variable_rows),
-                                                metadata.DIVERGENCE_COLUMNS, self.extras[metadata.DIVERGENCE]),
+            (self.name, records.divergence_record(list(self.variable_rows), self.extras[metadata.DIVERGENCE]),
              self.ring.reader("divergence")),
-            (self.name, metadata.RecordMetadata(metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS,
-                                                self.extras[metadata.LOSS_COMPARISON]),
+            (self.name, records.loss_comparison_record(self.extras[metadata.LOSS_COMPARISON]),
              self.ring.reader("loss")),
         ]
         if self.activation_rows:
             pending.append((
                 self.name,
-                metadata.RecordMetadata(metadata.ACTIVATION_DIVERGENCE, list(self.activation_rows),
-                                        metadata.DIVERGENCE_COLUMNS, self.extras[metadata.ACTIVATION_DIVERGENCE]),
+                records.activation_divergence_record(list(self.activation_rows),
+                                                     self.extras[metadata.ACTIVATION_DIVERGENCE]),
                 self.ring.reader("activation", rows=len(self.activation_rows)),
             ))
         return pending

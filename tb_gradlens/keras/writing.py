@@ -28,7 +28,6 @@ import os
 import tensorflow as tf
 
 from tb_gradlens import compare
-from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.writing import keras_private
 from tb_gradlens.writing import summary_ops
@@ -242,12 +241,9 @@ class RecordSink:
     def _gradient_records(self):
         tap = self.tap
         name = tap.status.name
-        pending = [(name, metadata.RecordMetadata(metadata.GRAD_STATS, tap.rows, metadata.GRAD_STATS_COLUMNS,
-                                                  tap.gradient_extras), tap.gradients.reader("stats"))]
+        pending = [(name, records.grad_stats_record(tap.rows, tap.gradient_extras), tap.gradients.reader("stats"))]
         if tap.histogram:
-            pending.append((name, metadata.RecordMetadata(
-                metadata.GRAD_HISTOGRAM, tap.rows, metadata.HISTOGRAM_COLUMNS, records.histogram_extras(),
-            ), tap.gradients.reader("histogram")))
+            pending.append((name, records.grad_histogram_record(tap.rows), tap.gradients.reader("histogram")))
         if tap.sparse_rows:
             pending.append((name, summary_ops.gradient_indices_record(
                 [tap.rows[k] for k in tap.sparse_rows], [tap.selected_vars[k] for k in tap.sparse_rows],
@@ -258,17 +254,13 @@ class RecordSink:
 
     def _optimizer_records(self):
         tap = self.tap
-        return [(tap.status.name, metadata.RecordMetadata(
-            metadata.OPTIMIZER_STEP, ["optimizer"], metadata.OPTIMIZER_STEP_COLUMNS,
-            records.optimizer_step_extras(tap.watch.loss_scaling),
-        ), tap.watch.ring.reader("optimizer"))]
+        return [(tap.status.name, records.optimizer_step_record(tap.watch.loss_scaling),
+                 tap.watch.ring.reader("optimizer"))]
 
     def _replay_records(self):
         return self.tap.watch.replay.records(self.tap.status.name)
 
     def _update_records(self):
         tap = self.tap
-        return [(tap.status.name, metadata.RecordMetadata(
-            metadata.UPDATE_STATS, tap.rows, metadata.UPDATE_STATS_COLUMNS,
-            records.update_extras([summary_ops.dtype_name(v) for v in tap.selected_vars]),
-        ), tap.updates.reader("update"))]
+        extras = records.update_extras([summary_ops.dtype_name(v) for v in tap.selected_vars])
+        return [(tap.status.name, records.update_stats_record(tap.rows, extras), tap.updates.reader("update"))]

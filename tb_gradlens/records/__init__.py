@@ -6,7 +6,7 @@ them (``RecordMetadata.extras``) and the dtype-map payload:
 
 * writers (``summary_ops``, ``compare``, ``keras``, ``distribute``) build
   extras only with the ``*_extras`` / ``variant`` / ``dtype_map``
-  functions here;
+  functions here, and frame a record only with its ``*_record`` factory;
 * readers (``analysis``, ``cli``, the plugin) take them out only with the
   ``read_*`` functions here, which validate types (a malformed value is a
   ``metadata.FormatError`` naming the tag, so one bad record becomes an
@@ -42,7 +42,9 @@ advice                      (none; the tensor is an ``advice`` JSON: the
                             name the units)
 ==========================  ==============================================
 
-Modules: ``variants`` (comparison sides), ``comparisons``, ``statistics``
+Modules: ``framing`` (one factory per kind: the RecordMetadata a writer
+writes, its columns, fixed rows and extras), ``variants`` (comparison
+sides), ``comparisons``, ``statistics``
 (gradient, histogram and update extras), ``dtype_maps``, ``statuses``
 (lens_status), ``advice_records``, ``replays`` (optimizer steps and
 non-finite replays), ``checks`` (shared type checks); every
@@ -71,6 +73,23 @@ from tb_gradlens.records.dtype_maps import LAYER_KEYS  # noqa: F401
 from tb_gradlens.records.dtype_maps import UNKNOWN  # noqa: F401
 from tb_gradlens.records.dtype_maps import dtype_map  # noqa: F401
 from tb_gradlens.records.dtype_maps import read_dtype_map  # noqa: F401
+from tb_gradlens.records.framing import DIVERGENCE_KINDS  # noqa: F401
+from tb_gradlens.records.framing import LOSS_ROW  # noqa: F401
+from tb_gradlens.records.framing import OPTIMIZER_ROW  # noqa: F401
+from tb_gradlens.records.framing import activation_divergence_record  # noqa: F401
+from tb_gradlens.records.framing import advice_record  # noqa: F401
+from tb_gradlens.records.framing import comparison_record  # noqa: F401
+from tb_gradlens.records.framing import divergence_record  # noqa: F401
+from tb_gradlens.records.framing import dtypes_record  # noqa: F401
+from tb_gradlens.records.framing import grad_histogram_record  # noqa: F401
+from tb_gradlens.records.framing import grad_stats_record  # noqa: F401
+from tb_gradlens.records.framing import gradient_indices_record  # noqa: F401
+from tb_gradlens.records.framing import json_text  # noqa: F401
+from tb_gradlens.records.framing import lens_status_record  # noqa: F401
+from tb_gradlens.records.framing import loss_comparison_record  # noqa: F401
+from tb_gradlens.records.framing import nonfinite_replay_record  # noqa: F401
+from tb_gradlens.records.framing import optimizer_step_record  # noqa: F401
+from tb_gradlens.records.framing import update_stats_record  # noqa: F401
 from tb_gradlens.records.replays import ROW_KINDS  # noqa: F401
 from tb_gradlens.records.replays import ReplayInfo  # noqa: F401
 from tb_gradlens.records.replays import optimizer_step_extras  # noqa: F401

@@ -134,12 +134,8 @@ def gradient_records(name, rows, variable_dtypes, gradient_dtypes, skipped):
     prepared = _PREPARED.get(key)
     if prepared is None:
         extras = records.gradient_extras(variable_dtypes, gradient_dtypes, skipped)
-        prepared = (
-            PreparedRecord(name, metadata.RecordMetadata(
-                metadata.GRAD_STATS, rows, metadata.GRAD_STATS_COLUMNS, extras)),
-            PreparedRecord(name, metadata.RecordMetadata(
-                metadata.GRAD_HISTOGRAM, rows, metadata.HISTOGRAM_COLUMNS, records.histogram_extras())),
-        )
+        prepared = (PreparedRecord(name, records.grad_stats_record(rows, extras)),
+                    PreparedRecord(name, records.grad_histogram_record(rows)))
         _PREPARED[key] = prepared
         while len(_PREPARED) > _PREPARED_KEEP:
             _PREPARED.popitem(last=False)

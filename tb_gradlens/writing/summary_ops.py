@@ -21,7 +21,6 @@ caught while it is traced; an op that fails when the traced graph runs
 step itself.
 """
 
-import json
 from typing import Any
 from typing import Iterable
 from typing import Mapping
@@ -211,26 +210,23 @@ def gradient_indices_record(rows, variables):
         shape = getattr(v, "shape", None)
         first = shape[0] if shape is not None and len(shape) else None
         table_rows.append(None if first is None else int(first))
-    return metadata.RecordMetadata(metadata.GRADIENT_INDICES, list(rows), metadata.GRADIENT_INDICES_COLUMNS,
-                                   records.gradient_index_extras(table_rows))
+    return records.gradient_indices_record(list(rows), table_rows)
 
 
-def _json_record(kind, rows, payload, step, name):
-    """Write ``payload`` (a JSON-ready dict) as a record of a JSON kind
-    (``metadata.JSON_KINDS``): a scalar UTF-8 JSON string; ``rows`` name
-    what it describes."""
+def _json_record(record, payload, step, name):
+    """Write ``payload`` (a JSON-ready dict) as ``record``, of a JSON kind
+    (``metadata.JSON_KINDS``): a scalar UTF-8 JSON string."""
     maybe, _ = _recording()
     if not maybe:
         return tf.constant(False)
     step = resolve_step(step)
-    record = metadata.RecordMetadata(kind, rows, ())
-    text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+    text = records.json_text(payload)
 
     def write():
         write_record(name, record, tf.constant(text), step)
         return tf.constant(True)
 
-    with safety.guard("tb_gradlens.summary." + kind):
+    with safety.guard("tb_gradlens.summary." + record.kind):
         return _if_recording(write)
     return tf.constant(False)
 
@@ -243,8 +239,7 @@ def dtypes(dtype_map: Mapping[str, Any], step: Union[int, tf.Tensor, None] = Non
     The tensor is a scalar UTF-8 JSON string; rows list the layer paths.
     Callers write it at the start and when it changes, not every step.
     """
-    layers = [layer.get("path", "") for layer in dtype_map.get("layers", [])]
-    return _json_record(metadata.DTYPES, layers, dtype_map, step, name)
+    return _json_record(records.dtypes_record(dtype_map), dtype_map, step, name)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -253,8 +248,7 @@ def lens_status(status: Mapping[str, Any], step: Union[int, tf.Tensor, None] = N
     """Write the lens status (``records.lens_status``) as a ``lens_status``
     record: what the writer was asked to log and what it cannot log, and why.
     Writers record it at their start and when it changes."""
-    what = [e["kind"] + ":" + e["name"] for e in status.get("expected", [])]
-    return _json_record(metadata.LENS_STATUS, what, status, step, name)
+    return _json_record(records.lens_status_record(status), status, step, name)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -262,7 +256,7 @@ def advice(payload: Mapping[str, Any], step: Union[int, tf.Tensor, None] = None,
            name: str = "advisor") -> tf.Tensor:
     """Write the precision advisor's advice (``records.advice``) as an
     ``advice`` record; rows name its units."""
-    return _json_record(metadata.ADVICE, [u["name"] for u in payload.get("units", [])], payload, step, name)
+    return _json_record(records.advice_record(payload), payload, step, name)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -282,9 +276,9 @@ def divergence(metrics: tf.Tensor, rows: Sequence[str], extras: Mapping[str, Any
       step, name: as in ``gradients``.
       kind: metadata.DIVERGENCE or metadata.ACTIVATION_DIVERGENCE.
     """
-    if kind not in (metadata.DIVERGENCE, metadata.ACTIVATION_DIVERGENCE):
+    if kind not in records.DIVERGENCE_KINDS:
         raise ValueError("tb_gradlens.summary.divergence: kind %r is not a divergence kind" % (kind,))
-    record = metadata.RecordMetadata(kind, list(rows), metadata.DIVERGENCE_COLUMNS, extras)
+    record = records.divergence_record(list(rows), extras, kind)
     metrics = tf.cast(tf.convert_to_tensor(metrics), tf.float32)
     if metrics.shape[-1] == len(metadata.DIVERGENCE_METRICS):
         metrics = numerics.comparison_values(metrics)
@@ -297,9 +291,7 @@ def loss_comparison(values: tf.Tensor, extras: Mapping[str, Any], step: Union[in
     """Write a ``loss_comparison`` record (``numerics.comparison_values``, [1, 6];
     the [1, 4] of ``numerics.loss_comparison`` gets NaN in the stable-rounding
     and half-batch columns)."""
-    record = metadata.RecordMetadata(
-        metadata.LOSS_COMPARISON, ["loss"], metadata.LOSS_COMPARISON_COLUMNS, extras
-    )
+    record = records.loss_comparison_record(extras)
     values = tf.cast(tf.convert_to_tensor(values), tf.float32)
     if values.shape[-1] == len(metadata.LOSS_COMPARISON_COLUMNS_V1):
         values = numerics.comparison_values(values)
@@ -311,9 +303,7 @@ def update_stats(stats: tf.Tensor, rows: Sequence[str], step: Union[int, tf.Tens
                  name: str = "updates", extras: Optional[Mapping[str, Any]] = None) -> tf.Tensor:
     """Write ``update_stats`` (``numerics.update_statistics``, [V, 3]);
     ``extras`` from ``records.update_extras`` (the weights' dtypes)."""
-    record = metadata.RecordMetadata(
-        metadata.UPDATE_STATS, list(rows), metadata.UPDATE_STATS_COLUMNS, extras
-    )
+    record = records.update_stats_record(list(rows), extras)
     return _write_float_record(name, record, stats, step)
 
 
