@@ -303,6 +303,14 @@ def tag_for(name, record):
     return "%s/%s/%s" % (name, record.kind, digest)
 
 
+def tag_name(tag, kind):
+    """The name a tag was made from (``tag_for``): ``"model_vs_float32"`` of
+    ``"model_vs_float32/divergence/1a2b3c4d"``; the whole tag when it does
+    not hold ``/<kind>/``."""
+    i = tag.rfind("/%s/" % kind) if kind else -1
+    return tag[:i] if i >= 0 else tag
+
+
 def validate(record, tag=None):
     """Raise FormatError unless ``record`` is a well-formed known record."""
     if record.kind not in KINDS:

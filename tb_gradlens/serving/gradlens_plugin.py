@@ -24,6 +24,7 @@ from tb_gradlens.serving import health
 from tb_gradlens.serving import live_tail
 from tb_gradlens.serving import logdir_monitor
 from tb_gradlens.serving import reading
+from tb_gradlens.serving import run_listing
 from tb_gradlens.serving.json_encoding import encode_json
 
 _STATIC_PREFIX = "/static/"
@@ -261,21 +262,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_runs(self, request):
-        source = self._source(request)
-        scalars = source.scalar_listing()
-        problems = self._file_problems()
-        body = {
-            "runs": [
-                {
-                    "run": run,
-                    "tags": [entry.to_json() for entry in source.entries(run)],
-                    "scalars": sorted(scalars.get(run, {})),
-                    "problems": problems.get(run, []),
-                }
-                for run in source.runs()
-            ]
-        }
-        return respond_json(request, body)
+        return respond_json(request, run_listing.runs_answer(self._source(request), self._file_problems()))
 
     @wrappers.Request.application
     def _serve_series(self, request):
