@@ -18,6 +18,7 @@ from tb_gradlens import records
 from tb_gradlens.serving import gradlens_plugin
 from tb_gradlens.serving import health
 from tb_gradlens.serving import json_encoding
+from tb_gradlens.serving import routes_impl
 from tb_gradlens.serving import run_listing
 
 PREFIX = "/data/plugin/gradlens/"
@@ -492,7 +493,7 @@ def test_a_plain_series_request_is_thinned_to_the_default_max_steps(long_run):
     client, _ = long_run
     data = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm")
     steps = data["steps"]
-    assert len(steps) == gradlens_plugin.DEFAULT_MAX_STEPS and data["sampled"] is True
+    assert len(steps) == routes_impl.DEFAULT_MAX_STEPS and data["sampled"] is True
     assert steps[0] == 0 and steps[-1] == LONG_STEPS - 1 and steps == sorted(set(steps))
     assert [number(v) for v in data["values"][0][0]] == [float(s) for s in steps]  # value = step
     full = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm",
@@ -502,11 +503,11 @@ def test_a_plain_series_request_is_thinned_to_the_default_max_steps(long_run):
 
 def test_max_steps_has_a_ceiling_and_an_answer_has_a_size_cap(long_run, monkeypatch):
     client, _ = long_run
-    monkeypatch.setattr(gradlens_plugin, "MAX_STEPS", 1000)
+    monkeypatch.setattr(routes_impl, "MAX_STEPS", 1000)
     data = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm",
                     max_steps=10**9)
     assert len(data["steps"]) == 1000 and data["sampled"] is True
-    monkeypatch.setattr(gradlens_plugin, "MAX_VALUES", 5000)
+    monkeypatch.setattr(routes_impl, "MAX_VALUES", 5000)
     status, ctype, body = get(client, "series", run="long", tag="gradients/grad_stats/long")  # 14 x 1 x 1000
     assert status == 400 and ctype.startswith("text/plain")
     assert "14000 values (1 rows x 14 columns x 1000 steps)" in body and "max_steps=" in body
