@@ -48,14 +48,3 @@ export function getJson(route, params = {}) {
 export function clearCache() {
   cache.clear();
 }
-
-/** Run -> scalar tags from TensorBoard's own scalars plugin ({} if unavailable). */
-export async function scalarTags() {
-  try {
-    const response = await fetch('../scalars/tags');
-    if (!response.ok) return {};
-    return await response.json();
-  } catch (error) {
-    return {};
-  }
-}

@@ -3,7 +3,7 @@
 //   limitRatio()             value / the limit at its step: blues below, oranges
 //                            to red above, the break at the limit itself; an
 //                            exact 0 grey (identical, or both sides zero)
-//   status()                 gradient health: ok, dead (all zero), None, NaN/Inf
+//   status(codes)            gradient health: ok, dead (all zero), None, NaN/Inf
 //   counts(values, special)  histogram counts (log viridis), 0 empty; special
 //                            rows (NaN, +-Inf) magenta, exact zeros their own color
 // NaN/Inf is magenta in every one of them.
@@ -15,9 +15,6 @@ import {
 import {el} from './dom.js';
 import {fmt} from './format.js';
 import {extent} from './scale.js';
-
-/** Status codes of the gradient health heatmap (larger wins in a column). */
-export const STATUS = {ok: 1, dead: 2, none: 3, nonfinite: 4};
 
 function setRgb(out, rgb) {
   out[0] = rgb[0];
@@ -110,14 +107,15 @@ export function limitRatio() {
   };
 }
 
-/** Gradient health: values are STATUS codes (0 = not logged). */
-export function status() {
-  const colors = {[STATUS.dead]: DEAD, [STATUS.none]: NONE, [STATUS.nonfinite]: NONFINITE};
+/** Gradient health: values are the health route's status codes, `codes` its status_codes
+ * ({ok, dead, none, nonfinite}: code); any other value (0: not logged) is not drawn. */
+export function status(codes) {
+  const colors = {[codes.dead]: DEAD, [codes.none]: NONE, [codes.nonfinite]: NONFINITE};
   return {
     mode: 'status',
     /** Read the theme's "ok" color (called before each draw: dark mode switches live). */
     refresh() {
-      colors[STATUS.ok] = hexToRgb(themeColors().ok);
+      colors[codes.ok] = hexToRgb(themeColors().ok);
     },
     colorOf(row, v, out) {
       if (v !== v) return setRgb(out, NONFINITE);

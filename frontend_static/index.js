@@ -108,7 +108,7 @@ function buildShell() {
     el('div', {class: 'gl-header'}, [el('h1', {text: 'GradLens'}), status, reloadButton]),
     tabs, controls, content,
   ]);
-  return {root, status, tabs, controls, content, runs: null, generation: 0, loadError: null};
+  return {root, status, tabs, controls, content, runs: null, lowPrecision: [], generation: 0, loadError: null};
 }
 
 /** Refetch everything (Reload button, TensorBoard's reload) and redraw. */
@@ -122,6 +122,7 @@ async function reload({quiet = true} = {}) {
   try {
     const data = await api.getJson('runs');
     app.runs = data.runs;
+    app.lowPrecision = data.low_precision_dtypes;
     app.loadError = null;
     app.status.textContent = `Loaded ${new Date().toLocaleTimeString()}`;
   } catch (error) {
@@ -169,6 +170,8 @@ async function show({quiet}) {
   const context = {
     state: current,
     runs: app.runs,
+    // The dtypes the server calls low precision (the runs route's low_precision_dtypes).
+    lowPrecision: app.lowPrecision,
     navigate: (patch) => state.update(patch),
     isCurrent: () => generation === app.generation,
     // A view that falls back to another run than the state's says which it shows.

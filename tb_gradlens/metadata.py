@@ -316,6 +316,14 @@ def parse_tag(tag):
     return TagParts(*tag.rsplit("/", 2))
 
 
+def tag_name(tag, kind):
+    """The name a tag was made from (``tag_for``): ``"model_vs_float32"`` of
+    ``"model_vs_float32/divergence/1a2b3c4d"``; the whole tag when it is not
+    a tag of ``kind`` (``parse_tag``)."""
+    parts = parse_tag(tag)
+    return parts.name if kind and parts.kind == kind else tag
+
+
 def validate(record, tag=None):
     """Raise FormatError unless ``record`` is a well-formed known record."""
     if record.kind not in KINDS:

@@ -15,6 +15,9 @@ import numpy as np
 import pytest
 
 from frontend_page import launch, require_browser
+from tb_gradlens import metadata
+from tb_gradlens.serving import reading
+from tb_gradlens.serving import run_listing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATIC = os.path.join(ROOT, "frontend_static")
@@ -171,6 +174,9 @@ def test_comparisons_are_labelled_by_variants_bfloat16_vs_float32_first(js):
              "extras": {"candidate": bf16, "reference": f32}},
             {"tag": "model_vs_float32/divergence/a08d0130", "kind": "divergence", "rows": ["a"],
              "extras": {"candidate": bf16, "reference": f32}}]
+    for t in tags:  # as the runs route serves them
+        t.update(run_listing.tag_json(reading.TagEntry("x", t["tag"], metadata.RecordMetadata(
+            kind=t["kind"], rows=t["rows"], columns=[], extras=t["extras"]))))
     got = js("""const r = await import('/static/views/records.js');
       return r.comparisons({run: 'x', tags: args[0]}).map(g => [g.label, g.key, g.divergence && g.divergence.tag,
         g.loss_comparison && g.loss_comparison.tag]);""", tags)
@@ -224,7 +230,7 @@ def test_a_right_to_left_override_in_a_name_reorders_nothing_after_it(js):
     out = js("""const dom = await import('/static/dom.js');
       const records = await import('/static/views/records.js');
       const tag = 'evil\\u202ename/grad_stats/0123abcd';
-      const label = records.recordLabel({tag, kind: 'grad_stats', rows: ['a', 'b', 'c']});
+      const label = records.recordLabel({tag, kind: 'grad_stats', name: args[0], rows: ['a', 'b', 'c']});
       const shown = [dom.el('p', {text: label}), dom.el('p', {}, ['Run ', 'x\\u202ey', ' has no advice.'])];
       const where = (node, text) => {
         const range = document.createRange();
@@ -243,7 +249,7 @@ def test_a_right_to_left_override_in_a_name_reorders_nothing_after_it(js):
                                    const i = t.textContent.indexOf('no'); r.setStart(t, i); r.setEnd(t, i + 1);
                                    return r.getBoundingClientRect().left; })()};
       for (const p of shown) p.remove();
-      return result;""")
+      return result;""", metadata.tag_name("evil\u202ename/grad_stats/0123abcd", "grad_stats"))
     assert "evil\u202ename" in out["label"]
     assert out["paren"] < out["v"], out
     assert out["has"] < out["no"], out

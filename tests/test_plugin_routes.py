@@ -12,9 +12,14 @@ from werkzeug import test as werkzeug_test
 
 import gradlens_logs as logs
 from tb_gradlens import analysis
+from tb_gradlens import float_formats
 from tb_gradlens import metadata
+from tb_gradlens import records
 from tb_gradlens.serving import gradlens_plugin
+from tb_gradlens.serving import health
 from tb_gradlens.serving import json_encoding
+from tb_gradlens.serving import routes_impl
+from tb_gradlens.serving import run_listing
 
 PREFIX = "/data/plugin/gradlens/"
 
@@ -98,6 +103,46 @@ def test_runs_lists_kinds_errors_and_scalars(client):
     assert runs["f32"]["scalars"] == ["loss"]
     # bf16 gradients give another digest, hence another tag of the same kind.
     assert tag_of(client, "bf16", "grad_stats") != stats["tag"]
+
+
+def test_runs_tell_the_tab_names_comparisons_and_precisions(client):
+    """What the tab is told instead of keeping copies (docs/ROUTES.md): each tag's
+    name, each comparison's resolved sides and rank, each run's precision, the
+    low-precision dtypes; the health answer's status codes."""
+    answer = get_json(client, "runs")
+    assert answer["low_precision_dtypes"] == list(float_formats.LOW_PRECISION)
+    runs = {r["run"]: r for r in answer["runs"]}
+    for run in runs.values():
+        for t in run["tags"]:
+            assert t["name"] == (metadata.tag_name(t["tag"], t["kind"]) if t["kind"] else t["tag"])
+            assert t["kind"] is None or t["tag"] == "%s/%s/%s" % (t["name"], t["kind"], t["tag"].rsplit("/", 1)[1])
+            assert ("compared" in t) == (t["kind"] in run_listing.COMPARISON_KINDS)
+    divergence = [t for t in runs["f32"]["tags"] if t["kind"] == "divergence"][0]
+    info = records.read_comparison(metadata.RecordMetadata("divergence", divergence["rows"], [],
+                                                           divergence["extras"]))
+    assert divergence["compared"]["reference"] == info.reference.compute_dtype
+    assert divergence["compared"]["candidate"] == info.candidate.compute_dtype
+    assert divergence["compared"]["low_precision"] is (info.candidate.compute_dtype in float_formats.LOW_PRECISION)
+    for run in runs.values():
+        assert run["precision"] == run_listing.run_precision(run["run"], run["tags"])
+    assert runs["bf16"]["precision"] == "low"
+    health_answer = get_json(client, "health", run="f32", tag=tag_of(client, "f32", "grad_stats"))
+    assert health_answer["status_codes"] == {"ok": health.OK, "dead": health.DEAD, "none": health.NONE,
+                                             "nonfinite": health.NONFINITE}
+
+
+def test_comparisons_are_ranked_and_runs_told_their_precision():
+    rank = run_listing.comparison_rank
+    assert [rank("precision", "float32", "bfloat16"), rank("precision", "float32", "float16"),
+            rank("precision", "float64", "mixed"), rank("precision", "float64", "float32"),
+            rank("precision", "float32", None), rank("replica_vs_mean", "float32", "bfloat16")] == [0, 1, 2, 3, 5, 9]
+    low = {"compared": {"low_precision": True}}
+    assert [run_listing.run_precision(name, tags) for name, tags in [
+        ("a", [low]), ("BF16_run", []), ("half", []), ("fp32", []), ("F32-seed1", []), ("model", []),
+        ("f32", [{"compared": None}, {"kind": "grad_stats"}])]] == ["low", "low", "low", "float32", "float32", None,
+                                                                     "float32"]
+    assert metadata.tag_name("a/b_vs_c/divergence/1234abcd", "divergence") == "a/b_vs_c"
+    assert metadata.tag_name("plain", "divergence") == "plain" and metadata.tag_name("x/y/z", None) == "x/y/z"
 
 
 def test_series_values_match_numpy_float64(client):
@@ -448,7 +493,7 @@ def test_a_plain_series_request_is_thinned_to_the_default_max_steps(long_run):
     client, _ = long_run
     data = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm")
     steps = data["steps"]
-    assert len(steps) == gradlens_plugin.DEFAULT_MAX_STEPS and data["sampled"] is True
+    assert len(steps) == routes_impl.DEFAULT_MAX_STEPS and data["sampled"] is True
     assert steps[0] == 0 and steps[-1] == LONG_STEPS - 1 and steps == sorted(set(steps))
     assert [number(v) for v in data["values"][0][0]] == [float(s) for s in steps]  # value = step
     full = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm",
@@ -458,11 +503,11 @@ def test_a_plain_series_request_is_thinned_to_the_default_max_steps(long_run):
 
 def test_max_steps_has_a_ceiling_and_an_answer_has_a_size_cap(long_run, monkeypatch):
     client, _ = long_run
-    monkeypatch.setattr(gradlens_plugin, "MAX_STEPS", 1000)
+    monkeypatch.setattr(routes_impl, "MAX_STEPS", 1000)
     data = get_json(client, "series", run="long", tag="gradients/grad_stats/long", columns="l2_norm",
                     max_steps=10**9)
     assert len(data["steps"]) == 1000 and data["sampled"] is True
-    monkeypatch.setattr(gradlens_plugin, "MAX_VALUES", 5000)
+    monkeypatch.setattr(routes_impl, "MAX_VALUES", 5000)
     status, ctype, body = get(client, "series", run="long", tag="gradients/grad_stats/long")  # 14 x 1 x 1000
     assert status == 400 and ctype.startswith("text/plain")
     assert "14000 values (1 rows x 14 columns x 1000 steps)" in body and "max_steps=" in body

@@ -6,7 +6,7 @@ import {getJson} from '../api.js';
 import {checkbox, el, labelled, numberInput, select} from '../dom.js';
 import {num} from '../format.js';
 import {VIEW_OF_KIND} from './alert_target.js';
-import {comparisonRank, comparisons} from './records.js';
+import {comparisons} from './records.js';
 
 export const HOW_TO_LOG = {
   any: 'log with tb_gradlens.summary.gradients(grads, variables, step=step) inside '
@@ -60,7 +60,7 @@ export function defaultRun(runs, alerts, relevant, ...kinds) {
     if (level > seen[0]) worst.set(a.run, [level, 1]);
     else if (level === seen[0]) seen[1] += 1;
   }
-  const rank = (r) => Math.min(9, ...comparisons(r).map((g) => comparisonRank(g.extras)));
+  const rank = (r) => Math.min(9, ...comparisons(r).map((g) => g.rank));
   const key = (r) => [-worst.get(r.run)[0], -worst.get(r.run)[1], rank(r), -lastStep(r)];
   return [...pool].sort((a, b) => {
     const ka = key(a);

@@ -5,24 +5,20 @@
 // the noise floor, and a verdict naming the first step beyond it.  The
 // pickers always stay: a run without the quantity gets a message.
 
-import {RouteError, getJson, scalarTags} from '../api.js';
+import {RouteError, getJson} from '../api.js';
 import {el, isolate, labelled, select} from '../dom.js';
 import {fmt, fmtRatio, num} from '../format.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {emptyState, markedStep, smoothingControls, smoothingOf, stepParams} from './common.js';
 import {defaultRuns, runPrecision, verdict} from './compare_verdict.js';
-import {prefixOf} from './records.js';
 
 const RECORD_KINDS = ['grad_stats', 'divergence', 'activation_divergence', 'loss_comparison', 'update_stats'];
 
 export async function render(container, ctx) {
   const {state, runs, navigate} = ctx;
   const names = runs.map((r) => r.run);
-  const listed = await Promise.all(runs.map(async (r) => [r.run, Array.isArray(r.scalars) ? r.scalars
-    : Object.keys((await scalarTags())[r.run] || {})]));
-  if (!ctx.isCurrent()) return;
-  const scalars = new Map(listed);
+  const scalars = new Map(runs.map((r) => [r.run, r.scalars]));
   const kind0 = state.qkind || 'scalar';
   const hasQuantity = (entry) => (kind0 === 'scalar' ? (scalars.get(entry.run) || []).includes(state.qtag || 'loss')
     : entry.tags.some((t) => t.kind === kind0));
@@ -57,9 +53,9 @@ export async function render(container, ctx) {
     what = tag;
   } else {
     const tags = entries.flatMap((e) => e.tags.filter((t) => t.kind === kind));
-    const prefixes = [...new Set(tags.map((t) => prefixOf(t.tag, kind)))];
+    const prefixes = [...new Set(tags.map((t) => t.name))];
     const prefix = prefixes.includes(state.qtag) ? state.qtag : prefixes[0];
-    const tag = tags.find((t) => prefixOf(t.tag, kind) === prefix) || tags[0];
+    const tag = tags.find((t) => t.name === prefix) || tags[0];
     const row = tag.rows.includes(state.qrow) ? state.qrow : tag.rows[0];
     const column = tag.columns.includes(state.qcol) ? state.qcol : tag.columns[0];
     if (prefixes.length > 1) {
@@ -80,7 +76,7 @@ export async function render(container, ctx) {
   const holds = (name) => {
     const entry = runs.find((r) => r.run === name);
     if (kind === 'scalar') return (scalars.get(name) || []).includes(params.tag);
-    return entry.tags.some((t) => t.kind === kind && prefixOf(t.tag, kind) === params.tag && t.rows.includes(params.row));
+    return entry.tags.some((t) => t.kind === kind && t.name === params.tag && t.rows.includes(params.row));
   };
   const lacking = [runA, runB, noise].filter((name) => name && !holds(name));
   if (lacking.length) {

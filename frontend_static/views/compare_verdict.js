@@ -3,20 +3,10 @@
 // the server's verdict - is B different from A beyond the noise floor, and
 // from which step - read for display.
 
-import {comparisons, computeDtype} from './records.js';
-
-const LOW = /bf16|bfloat16|f16|float16|half/i;
-const F32 = /float32|f32|fp32/i;
-
-/** 'low' for a run that computes in 16 bits, 'float32' for a float32 one, else null. */
+/** 'low' for a run that computes in 16 bits, 'float32' for a float32 one, else null (the runs route's
+ * `precision`: from the run's comparisons, else its name). */
 export function runPrecision(entry) {
-  for (const g of comparisons(entry)) {
-    const cand = computeDtype((g.extras || {}).candidate);
-    if (['bfloat16', 'float16', 'mixed'].includes(cand) && (g.extras || {}).comparison !== 'replica_vs_mean') return 'low';
-  }
-  if (LOW.test(entry.run)) return 'low';
-  if (F32.test(entry.run)) return 'float32';
-  return null;
+  return entry.precision || null;
 }
 
 /**

@@ -59,12 +59,13 @@ export async function render(container, ctx) {
     ...chartControls(state, navigate, {rankLabels: [['worst', 'worst ÷ limit'], ['first', 'first harmed']]}),
   ]));
   const e = cmp.extras || {};
+  const sides = cmp.compared || {};
   container.appendChild(el('h2', {class: 'gl-cmp-title'}, [
     el('span', {class: 'gl-cmp-label', text: cmp.label}), ' in run ', el('span', {class: 'gl-run-name', text: run.run}),
   ]));
   container.appendChild(el('p', {class: 'gl-variants'}, [
-    'candidate ', el('strong', {class: 'gl-candidate', text: sideLabel(e.candidate)}), ` (${sideDetails(e.candidate)})`,
-    ' vs reference ', el('strong', {class: 'gl-reference', text: sideLabel(e.reference)}), ` (${sideDetails(e.reference)})`,
+    'candidate ', el('strong', {class: 'gl-candidate', text: sideLabel(e.candidate)}), ` (${sideDetails(e.candidate, sides.candidate)})`,
+    ' vs reference ', el('strong', {class: 'gl-reference', text: sideLabel(e.reference)}), ` (${sideDetails(e.reference, sides.reference)})`,
   ]));
   const [{alerts}, picker] = await Promise.all([getJson('alerts', {run: run.run}),
     overlayControls(ctx, run.run, ...COMPARISON_KINDS)]);

@@ -8,10 +8,9 @@ import {table} from '../table.js';
 import {HOW_TO_LOG, emptyState, focusSection, pickRun, runsWithKind} from './common.js';
 
 const KIND = 'dtypes';
-const LOW_PRECISION = new Set(['bfloat16', 'float16', 'float8_e4m3fn', 'float8_e5m2']);
 
 export async function render(container, ctx) {
-  const {state, runs, navigate} = ctx;
+  const {state, runs, navigate, lowPrecision} = ctx;
   const run = await pickRun(ctx, 'dtypes', KIND);
   if (!ctx.isCurrent()) return;
   if (run) ctx.showRun(run.run);
@@ -49,7 +48,7 @@ export async function render(container, ctx) {
   }
   const map = chosen.map || {};
   const output = map.model_output_dtype;
-  if (output && LOW_PRECISION.has(output)) {
+  if (output && lowPrecision.includes(output)) {
     const warning = el('p', {class: 'gl-message gl-warning gl-output-warning', role: 'alert',
       text: `The model output is ${output}: the loss is computed from ${output} values. Keep the last `
         + 'layer or activation in float32 (dtype="float32"), as the mixed-precision guides advise.'});

@@ -4,15 +4,14 @@
 // as NaN: it has its own flag (grey markers, "None" in tables).  After a
 // NaN, statistics over the finite elements (l2 0, zero fraction 0 when no
 // element is finite) are not shown as numbers: they would read as a dead
-// gradient.
-
-import {STATUS} from '../heatmap_colors.js';
+// gradient.  Statuses are named here (status[r][s]: 'ok', 'dead', 'none',
+// 'nonfinite'); the health route's numeric codes are its own.
 
 export const COLUMNS = ['l2_norm', 'max_abs', 'zero_fraction', 'nan_count', 'posinf_count', 'neginf_count',
   'is_none', 'count'];
 
 /**
- * Per row and step from columns {name: Float64Array[row]}: status codes,
+ * Per row and step from columns {name: Float64Array[row]}: status names,
  * non-finite counts, None flags, and the drawn l2 / max |g| / zero fraction
  * (NaN where no element is finite; flags where some are not).
  */
@@ -21,7 +20,7 @@ export function gradientHealth(col) {
   const out = {status: [], nonfinite: [], none: [], partial: [], l2: [], maxAbs: [], zero: []};
   for (let r = 0; r < nRows; r++) {
     const n = col.l2_norm[r].length;
-    const status = new Float64Array(n);
+    const status = new Array(n).fill('ok');
     const nonfinite = new Float64Array(n);
     const none = new Uint8Array(n);
     const partial = new Uint8Array(n);
@@ -33,9 +32,9 @@ export function gradientHealth(col) {
       nonfinite[s] = bad;
       if (col.is_none[r][s] > 0.5) {
         none[s] = 1;
-        status[s] = STATUS.none;
+        status[s] = 'none';
       } else if (bad > 0 || Number.isNaN(bad)) {
-        status[s] = STATUS.nonfinite;
+        status[s] = 'nonfinite';
         partial[s] = 1;
         if (!(bad < col.count[r][s])) { // no finite element: the finite-only statistics are empty
           l2[s] = NaN;
@@ -43,7 +42,7 @@ export function gradientHealth(col) {
           zero[s] = NaN;
         }
       } else {
-        status[s] = col.zero_fraction[r][s] >= 1 ? STATUS.dead : STATUS.ok;
+        status[s] = col.zero_fraction[r][s] >= 1 ? 'dead' : 'ok';
       }
     }
     out.status.push(status);
@@ -71,6 +70,6 @@ export function cellTexts(health, col, r, s) {
       l2: all ? 'no finite element' : null, maxAbs: all ? 'no finite element' : null, zero: all ? '–' : null,
     };
   }
-  return {status: health.status[r][s] === STATUS.dead ? 'dead: all-zero gradient' : 'ok',
+  return {status: health.status[r][s] === 'dead' ? 'dead: all-zero gradient' : 'ok',
     l2: null, maxAbs: null, zero: null, nonfinite: '0'};
 }

@@ -32,7 +32,8 @@ const KIND = 'grad_stats';
 // The table at the marked step lists this many variables (the most troubled first) until asked for all:
 // with 128 variables the histogram under it was 128 rows away.
 const TABLE_ROWS = 12;
-const STATUS_TEXT = {1: 'ok', 2: 'dead: all-zero gradient', 3: 'None (disconnected)', 4: 'NaN/Inf'};
+// What each status of the health route (its status_codes, by name) says.
+const STATUS_TEXT = {ok: 'ok', dead: 'dead: all-zero gradient', none: 'None (disconnected)', nonfinite: 'NaN/Inf'};
 
 /** The alerts of the state's run, asked for while the runs listing loads. */
 export function prefetch(state) {
@@ -144,15 +145,18 @@ function headline(alerts) {
 function healthMap(health, selected, mark, navigate) {
   const status = health.status.map((row) => Float64Array.from(row));
   const counts = health.nonfinite.map((row) => Float64Array.from(row, Number));
+  const codes = health.status_codes;
+  const text = Object.fromEntries(Object.entries(codes).map(([name, code]) => [code, STATUS_TEXT[name]]));
   return heatmap({
     title: 'Gradient health: variables × steps (click selects a variable and step)',
     note: health.steps.length < health.last_steps[health.last_steps.length - 1] - health.steps[0] + 1
       ? 'each column shows the worst of its steps' : '',
-    rows: health.rows, steps: health.steps, values: status, shown: counts, colors: colorers.status(),
+    rows: health.rows, steps: health.steps, values: status, shown: counts, colors: colorers.status(codes),
     selectedRow: selected, markStep: mark,
     describe: (r, i, v) => [
       health.steps[i] === health.last_steps[i] ? `step ${health.steps[i]}` : `steps ${health.steps[i]}–${health.last_steps[i]}`,
-      STATUS_TEXT[status[r][i]] || '', status[r][i] === 4 ? `up to ${fmt(v)} NaN/Inf elements` : ''].filter(Boolean),
+      text[status[r][i]] || '', status[r][i] === codes.nonfinite ? `up to ${fmt(v)} NaN/Inf elements` : '']
+      .filter(Boolean),
     onSelect: (r, i) => navigate({row: health.rows[r], step: health.steps[i]}),
   });
 }
@@ -170,7 +174,7 @@ function charts(series, health, shown, {mark, state, navigate}) {
   }));
   const counts = shown.map((r) => ({
     name: health.rows[r], steps: health.steps, values: health.nonfinite[r].map(Number),
-    none: Uint8Array.from(health.status[r], (c) => (c === 3 ? 1 : 0)),
+    none: Uint8Array.from(health.status[r], (c) => (c === health.status_codes.none ? 1 : 0)),
   }));
   return el('section', {class: 'gl-section gl-sec-charts'}, [el('div', {class: 'gl-grid2'}, [
     lineChart({...common, title: 'L2 norm ‖g‖₂ (finite elements)', yLabel: 'l2_norm', yScale, series: lines(h.l2, true)}),

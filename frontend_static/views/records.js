@@ -2,31 +2,13 @@
 // divergence-like records (gradients, activations, loss) that share a tag
 // prefix, labelled by its variants: "mixed_bfloat16 vs float32", never a
 // hash-suffixed tag.  The default comparison is the low-precision candidate
-// against a float32 reference (the question users ask first).
+// against a float32 reference (the question users ask first).  The runs
+// route names each tag (`name`) and resolves each comparison's sides and
+// rank (`compared`, docs/ROUTES.md): nothing is parsed or ranked here.
 
 import {isolate} from '../dom.js';
 
 export const COMPARISON_KINDS = ['divergence', 'activation_divergence', 'loss_comparison'];
-
-// Keras policy names and the compute dtype they stand for (records.py).
-const POLICY_COMPUTE = {
-  float64: 'float64', float32: 'float32', mixed_bfloat16: 'bfloat16', bfloat16: 'bfloat16',
-  mixed_float16: 'float16', float16: 'float16',
-};
-
-/** The tag's name prefix: "model_vs_float32/divergence/1a2b" -> "model_vs_float32". */
-export function prefixOf(tag, kind) {
-  const marker = `/${kind}/`;
-  const i = tag.lastIndexOf(marker);
-  return i >= 0 ? tag.slice(0, i) : tag;
-}
-
-/** The compute dtype of a comparison side (stated, or from an exact policy name). */
-export function computeDtype(variant) {
-  if (!variant || typeof variant !== 'object') return null;
-  if (variant.compute_dtype) return variant.compute_dtype;
-  return POLICY_COMPUTE[variant.policy] || null;
-}
 
 /** "label" of a comparison side, with XLA/device when its label does not say so. */
 export function sideLabel(variant) {
@@ -41,12 +23,12 @@ export function comparisonLabel(extras) {
 }
 
 /** Details of a side: "policy mixed_bfloat16, computes in bfloat16, XLA, device /GPU:0", and
- * how it computed ("eager"; "the step's own gradients" or "gradients recomputed by the lens"). */
-export function sideDetails(variant) {
+ * how it computed ("eager"; "the step's own gradients" or "gradients recomputed by the lens");
+ * `compute`: its compute dtype as the runs route resolved it (null: unknown). */
+export function sideDetails(variant, compute) {
   if (!variant || typeof variant !== 'object') return 'unknown';
   const parts = [];
   if (variant.policy) parts.push(`policy ${variant.policy}`);
-  const compute = computeDtype(variant);
   if (compute) parts.push(`computes in ${compute}`);
   if (variant.jit_compile) parts.push('XLA');
   if (variant.device && variant.device !== 'default') parts.push(`device ${variant.device}`);
@@ -56,42 +38,39 @@ export function sideDetails(variant) {
   return parts.join(', ');
 }
 
-/** How likely a comparison is the one to show first (smaller first). */
-export function comparisonRank(extras) {
-  const e = extras || {};
-  if (e.comparison === 'replica_vs_mean') return 9;
-  const cand = computeDtype(e.candidate);
-  const ref = computeDtype(e.reference);
-  const low = cand === 'bfloat16' || cand === 'mixed' || cand === 'float16';
-  if (low && ref === 'float32') return cand === 'float16' ? 1 : 0;
-  if (low && ref === 'float64') return 2;
-  if (cand === 'float32' && ref === 'float64') return 3;
-  return 5;
+/** The route's rank of a comparison (smaller first; 5 when its extras could not be read). */
+function rankOf(compared) {
+  return compared ? compared.rank : 5;
 }
 
 /**
  * The comparisons of a run entry (runs route): [{key, label, extras,
- * divergence, activation_divergence, loss_comparison}] (tag entries or
- * null), best first.  Labels are unique (a repeated one names its prefix).
+ * compared, rank, divergence, activation_divergence, loss_comparison}] (tag
+ * entries or null), best first.  Labels are unique (a repeated one names
+ * its key, the tags' name).
  */
 export function comparisons(runEntry) {
   const groups = new Map();
   for (const t of (runEntry && runEntry.tags) || []) {
     if (!COMPARISON_KINDS.includes(t.kind)) continue;
-    const key = prefixOf(t.tag, t.kind);
+    const key = t.name;
     if (!groups.has(key)) {
-      groups.set(key, {key, extras: t.extras, divergence: null, activation_divergence: null, loss_comparison: null});
+      groups.set(key, {key, extras: t.extras, compared: t.compared, divergence: null, activation_divergence: null,
+        loss_comparison: null});
     }
     const group = groups.get(key);
     if (!group[t.kind]) group[t.kind] = t;
-    if (t.kind === 'divergence') group.extras = t.extras;
+    if (t.kind === 'divergence') Object.assign(group, {extras: t.extras, compared: t.compared});
   }
   const list = [...groups.values()];
-  for (const g of list) g.label = comparisonLabel(g.extras);
+  for (const g of list) {
+    g.label = comparisonLabel(g.extras);
+    g.rank = rankOf(g.compared);
+  }
   for (const g of list) {
     if (list.filter((h) => h.label === g.label).length > 1) g.label = `${g.label} (${g.key})`;
   }
-  return list.sort((a, b) => comparisonRank(a.extras) - comparisonRank(b.extras) || a.key.localeCompare(b.key));
+  return list.sort((a, b) => a.rank - b.rank || a.key.localeCompare(b.key));
 }
 
 /** The comparison holding `tag` (any of its kinds), else the default one. */
@@ -102,7 +81,7 @@ export function chooseComparison(list, tag) {
 /** "gradients (6 variables)" of a grad_stats/update_stats tag entry. */
 export function recordLabel(entry) {
   const n = entry.rows.length;
-  return `${isolate(prefixOf(entry.tag, entry.kind))} (${n} ${n === 1 ? 'variable' : 'variables'})`;
+  return `${isolate(entry.name)} (${n} ${n === 1 ? 'variable' : 'variables'})`;
 }
 
 /** The tag entry of `kind` in `runEntry` named `tag`, else the first one. */
@@ -111,9 +90,8 @@ export function chooseTag(runEntry, kind, tag) {
   return tags.find((t) => t.tag === tag) || tags[0] || null;
 }
 
-/** The record of `kind` logged beside `entry` (same prefix), else the first of that kind. */
+/** The record of `kind` logged beside `entry` (same name), else the first of that kind. */
 export function sibling(runEntry, entry, kind) {
   const tags = ((runEntry && runEntry.tags) || []).filter((t) => t.kind === kind);
-  const prefix = prefixOf(entry.tag, entry.kind);
-  return tags.find((t) => prefixOf(t.tag, kind) === prefix) || tags[0] || null;
+  return tags.find((t) => t.name === entry.name) || tags[0] || null;
 }

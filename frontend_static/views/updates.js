@@ -48,7 +48,7 @@ export async function renderUpdates(container, {ctx, run, entry = null, alerts =
   const lines = (values) => shown.map((r) => ({name: series.rows[r], steps: series.steps, values: values[r]}));
   const dtypes = (tag.extras && tag.extras.variable_dtypes) || [];
   const stored = shown.map((r) => dtypes[tag.rows.indexOf(series.rows[r])] || 'unknown');
-  const low = stored.filter((d) => d === 'bfloat16' || d === 'float16');
+  const low = stored.filter((d) => ctx.lowPrecision.includes(d));
   const note = threshold !== null ? 'dashed: the lost_update alert\'s threshold (hover for its basis)'
     : low.length ? `no lost_update alert on these ${low[0]} weights: no threshold line`
       : stored.every((d) => d === 'float32') ? 'these weights are stored in float32 (mixed precision keeps float32 '

@@ -16,6 +16,8 @@ Status codes, larger = worse (a bucket keeps the largest):
 import numpy as np
 
 OK, DEAD, NONE, NONFINITE = 1, 2, 3, 4
+# The codes by name, as the health answer tells the tab ("status_codes").
+STATUS_CODES = {"ok": OK, "dead": DEAD, "none": NONE, "nonfinite": NONFINITE}
 COLUMNS = ("zero_fraction", "nan_count", "posinf_count", "neginf_count", "is_none", "max_abs")
 
 
@@ -58,9 +60,10 @@ def gradient_health(steps, columns, buckets):
       columns: {name: float [S, R]} with the names of COLUMNS.
       buckets: the most buckets of steps to return.
 
-    Returns a JSON-ready dict: ``steps`` and ``last_steps`` (first and last
-    step of each bucket), ``status`` [R][B] (worst code), ``nonfinite`` [R][B]
-    (largest NaN+Inf count), and per row ``first_nonfinite``, ``first_none``,
+    Returns a JSON-ready dict: ``status_codes`` (STATUS_CODES: what the
+    codes mean), ``steps`` and ``last_steps`` (first and last step of each
+    bucket), ``status`` [R][B] (worst code), ``nonfinite`` [R][B] (largest
+    NaN+Inf count), and per row ``first_nonfinite``, ``first_none``,
     ``first_dead`` (exact steps or None) and ``max_abs`` (largest finite
     max |g|, None if never finite).
     """
@@ -78,6 +81,7 @@ def gradient_health(steps, columns, buckets):
         last = starts
     max_abs = np.where(np.isfinite(columns["max_abs"]), columns["max_abs"], -np.inf).max(axis=0, initial=-np.inf)
     return {
+        "status_codes": dict(STATUS_CODES),
         "steps": steps[starts],
         "last_steps": steps[last],
         "status": np.ascontiguousarray(status.T.astype(np.int64)),
