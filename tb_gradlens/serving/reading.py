@@ -14,18 +14,19 @@ every ``read_tensors`` ships each tensor over gRPC), whatever the
 experiment id (URL prefix) it is asked under.
 """
 
-import json
 import logging
 
 import numpy as np
 from tensorboard import context as tb_context
 from tensorboard import errors
-from tensorboard import plugin_util
 from tensorboard.data import provider as tb_provider
 
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.serving import batch_reading
+from tb_gradlens.serving import json_points
+from tb_gradlens.serving.entries import Series, TagEntry, list_records, request_context  # noqa: F401 (reading.Series)
+from tb_gradlens.serving.entries import require_readable
 from tb_gradlens.serving.read_cache import Cache  # noqa: F401 (reading.Cache)
 from tb_gradlens.serving.selection import row_filter  # noqa: F401
 from tb_gradlens.serving.selection import select_columns  # noqa: F401
@@ -45,105 +46,6 @@ SCALARS_PLUGIN = "scalars"
 # larger than this many bytes in total is read downsampled (see _read_series).
 MAX_READ_BYTES = 192 * 1024 * 1024
 
-
-
-class TagEntry:
-    """One gradlens tag of a run: its parsed metadata or its error."""
-
-    __slots__ = ("run", "tag", "record", "error", "max_step", "last_wall_time")
-
-    def __init__(self, run, tag, record=None, error=None, max_step=None, last_wall_time=None):
-        self.run = run
-        self.tag = tag
-        self.record = record
-        self.error = error
-        self.max_step = max_step
-        self.last_wall_time = last_wall_time
-
-    @property
-    def kind(self):
-        return self.record.kind if self.record is not None else None
-
-    @property
-    def version(self):
-        """What changes when the tag gets new data (the cache key's version)."""
-        return (self.max_step, self.last_wall_time)
-
-    def to_json(self):
-        out = {"tag": self.tag, "max_step": self.max_step}
-        if self.record is not None:
-            out.update(
-                kind=self.record.kind,
-                rows=list(self.record.rows),
-                columns=list(self.record.columns),
-                extras=self.record.extras,
-                error=None,
-            )
-        else:
-            out.update(kind=None, rows=[], columns=[], extras={}, error=self.error)
-        return out
-
-
-class Series:
-    """All logged steps of one float record.
-
-    Attributes:
-      run, tag: where it comes from.
-      record: its RecordMetadata.
-      steps: int64 ``[S]``, ascending.
-      wall_times: float64 ``[S]``.
-      values: float32 ``[S, rows, columns]``.
-      sampled: True if the provider returned only a sample of the steps.
-    """
-
-    __slots__ = ("run", "tag", "record", "steps", "wall_times", "values", "sampled")
-
-    def __init__(self, run, tag, record, steps, wall_times, values, sampled=False):
-        self.run = run
-        self.tag = tag
-        self.record = record
-        self.steps = steps
-        self.wall_times = wall_times
-        self.values = values
-        self.sampled = sampled
-
-    @property
-    def nbytes(self):
-        return self.steps.nbytes + self.wall_times.nbytes + self.values.nbytes
-
-    def column(self, name):
-        """values[:, :, column] as a float32 ``[S, rows]`` view."""
-        return self.values[:, :, self.record.columns.index(name)]
-
-
-def request_context(request):
-    """(RequestContext, experiment_id) of a Werkzeug request."""
-    ctx = tb_context.from_environ(request.environ)
-    return ctx, plugin_util.experiment_id(request.environ)
-
-
-def list_records(data_provider, ctx, experiment_id):
-    """{run: [TagEntry]} for every gradlens tag; bad metadata -> error entry."""
-    mapping = data_provider.list_tensors(
-        ctx, experiment_id=experiment_id, plugin_name=metadata.PLUGIN_NAME
-    )
-    result = {}
-    for run, tags in mapping.items():
-        entries = []
-        for tag, ts in sorted(tags.items()):
-            try:
-                record = metadata.parse_plugin_content(ts.plugin_content, tag)
-                records.validate(record, tag)
-                error = None
-            except metadata.FormatError as e:
-                record, error = None, str(e)
-            except Exception as e:  # noqa: BLE001 - one bad record is an error entry, never a 500
-                record, error = None, "gradlens record %r: unreadable metadata (%s)" % (tag, type(e).__name__)
-            entries.append(
-                TagEntry(run, tag, record, error, ts.max_step, ts.max_wall_time)
-            )
-        result[run] = entries
-    return result
 
 
 class Source:
@@ -237,7 +139,7 @@ class Source:
         metadata error, a ``dtypes`` record, or a tensor of the wrong shape).
         """
         entry = self.entry(run, tag)
-        _require_readable(entry)
+        require_readable(entry)
         if entry.kind in metadata.JSON_KINDS:
             raise errors.InvalidArgumentError(
                 "tag %r holds %s JSON, not a series" % (tag, entry.kind)
@@ -264,7 +166,7 @@ class Source:
         histogram heatmap): a cold read of a large record costs a fraction.
         """
         entry = self.entry(run, tag)
-        _require_readable(entry)
+        require_readable(entry)
         if entry.kind in metadata.JSON_KINDS:
             raise errors.InvalidArgumentError(
                 "tag %r holds %s JSON, not a series" % (tag, entry.kind)
@@ -274,7 +176,8 @@ class Source:
             lambda: self._read_series(entry, int(max_steps)), "data",
         )
 
-    def _read_tensor_points(self, entry, downsample):
+    def read_tensor_points(self, entry, downsample):
+        """The data provider's tensor points of ``entry`` (``downsample`` of them at most)."""
         flt = tb_provider.RunTagFilter(runs=[entry.run], tags=[entry.tag])
         data = self.data_provider.read_tensors(
             self.ctx,
@@ -292,7 +195,7 @@ class Source:
         record = entry.record
         n_rows, n_cols = len(record.rows), len(record.columns)
         try:
-            points = self._read_tensor_points(entry, downsample)
+            points = self.read_tensor_points(entry, downsample)
             sampled = downsample != DOWNSAMPLE_ALL and len(points) >= downsample
         except errors.PublicError:
             raise
@@ -303,51 +206,32 @@ class Source:
                 "gradlens: reading %s/%s in full failed (%s); reading %d sampled steps",
                 entry.run, entry.tag, e, budget,
             )
-            points = self._read_tensor_points(entry, budget)
+            points = self.read_tensor_points(entry, budget)
             sampled = True
         return batch_reading.series_of_points(entry, points, sampled, Series)
 
     def dtype_maps(self, run, tag):
         """[{"step","wall_time","map"[, "error"]}] of a ``dtypes`` tag, oldest first."""
-        return self._json_points(run, tag, metadata.DTYPES, "map", records.read_dtype_map)
+        return json_points.read_json_points(self, run, tag, metadata.DTYPES, "map", records.read_dtype_map)
 
     def lens_statuses(self, run, tag):
         """[{"step","wall_time","status"[, "error"]}] of a ``lens_status`` tag,
         oldest first; ``status`` is a ``records.LensStatus``."""
-        return self._json_points(run, tag, metadata.LENS_STATUS, "status", records.read_lens_status)
+        return json_points.read_json_points(self, run, tag, metadata.LENS_STATUS, "status", records.read_lens_status)
 
     def advice(self, run, tag):
         """[{"step","wall_time","advice"[, "error"]}] of an ``advice`` tag,
         oldest first; ``advice`` is a ``records.Advice``."""
-        return self._json_points(run, tag, metadata.ADVICE, "advice", records.read_advice)
+        return json_points.read_json_points(self, run, tag, metadata.ADVICE, "advice", records.read_advice)
 
     def point_errors(self, runs=None):
         """[{"run","tag","error"}] of the dtype maps, lens statuses and advice of
-        ``runs`` (default: all) that cannot be read, one per tag (the first
-        unreadable point; the others of the tag are still served)."""
-        readers = {metadata.DTYPES: self.dtype_maps, metadata.LENS_STATUS: self.lens_statuses,
-                   metadata.ADVICE: self.advice}
-        out = []
-        for run in self.runs() if runs is None else runs:
-            for entry in self.entries(run):
-                if entry.kind in readers:
-                    bad = [p["error"] for p in readers[entry.kind](run, entry.tag) if "error" in p]
-                    if bad:
-                        more = " (and %d more point(s))" % (len(bad) - 1) if len(bad) > 1 else ""
-                        out.append({"run": run, "tag": entry.tag, "error": bad[0] + more})
-        return out
+        ``runs`` (default: all) that cannot be read (``json_points.unreadable_points``)."""
+        return json_points.unreadable_points(self, runs)
 
-    def _json_points(self, run, tag, kind, key, parse):
-        entry = self.entry(run, tag)
-        _require_readable(entry)
-        if entry.kind != kind:
-            raise errors.InvalidArgumentError("tag %r is not a %s record" % (tag, kind))
-
-        def read():
-            points = self._read_tensor_points(entry, DOWNSAMPLE_ALL)
-            return _JsonPoints(_decode_json_point(p, key, parse) for p in points)
-
-        return list(self.cached(kind, entry, read))
+    def scalars(self, run, tag):
+        """(steps int64, wall_times float64, values float64) of a scalar tag."""
+        return read_scalars(self, run, tag)
 
     def scalar_listing(self):
         """{run: {tag: ScalarTimeSeries}} of TensorBoard's scalar summaries."""
@@ -357,32 +241,33 @@ class Source:
             )
         return self._scalars
 
-    def scalars(self, run, tag):
-        """(steps int64, wall_times float64, values float64) of a scalar tag."""
-        ts = self.scalar_listing().get(run, {}).get(tag)
-        if ts is None:
-            raise errors.NotFoundError("run %r has no scalar tag %r" % (run, tag))
-        entry = TagEntry(run, tag, max_step=ts.max_step, last_wall_time=ts.max_wall_time)
 
-        def read():
-            flt = tb_provider.RunTagFilter(runs=[run], tags=[tag])
-            data = self.data_provider.read_scalars(
-                self.ctx,
-                experiment_id=self.experiment_id,
-                plugin_name=SCALARS_PLUGIN,
-                downsample=DOWNSAMPLE_ALL,
-                run_tag_filter=flt,
-            )
-            points = data.get(run, {}).get(tag, [])
-            return _Arrays(
-                (
-                    np.fromiter((p.step for p in points), np.int64, len(points)),
-                    np.fromiter((p.wall_time for p in points), np.float64, len(points)),
-                    np.fromiter((p.value for p in points), np.float64, len(points)),
-                )
-            )
+def read_scalars(source, run, tag):
+    """(steps int64, wall_times float64, values float64) of a scalar tag."""
+    ts = source.scalar_listing().get(run, {}).get(tag)
+    if ts is None:
+        raise errors.NotFoundError("run %r has no scalar tag %r" % (run, tag))
+    entry = TagEntry(run, tag, max_step=ts.max_step, last_wall_time=ts.max_wall_time)
 
-        return tuple(self.cached("scalars", entry, read, "data"))
+    def read():
+        flt = tb_provider.RunTagFilter(runs=[run], tags=[tag])
+        data = source.data_provider.read_scalars(
+            source.ctx,
+            experiment_id=source.experiment_id,
+            plugin_name=SCALARS_PLUGIN,
+            downsample=DOWNSAMPLE_ALL,
+            run_tag_filter=flt,
+        )
+        points = data.get(run, {}).get(tag, [])
+        return _Arrays(
+            (
+                np.fromiter((p.step for p in points), np.int64, len(points)),
+                np.fromiter((p.wall_time for p in points), np.float64, len(points)),
+                np.fromiter((p.value for p in points), np.float64, len(points)),
+            )
+        )
+
+    return tuple(source.cached("scalars", entry, read, "data"))
 
 
 class _Arrays(tuple):
@@ -391,29 +276,3 @@ class _Arrays(tuple):
     @property
     def nbytes(self):
         return sum(a.nbytes for a in self)
-
-
-class _JsonPoints(list):
-    @property
-    def nbytes(self):
-        return 1024 * (1 + len(self))
-
-
-def _require_readable(entry):
-    if entry.record is None:
-        raise errors.InvalidArgumentError(entry.error or "unreadable gradlens record")
-
-
-def _decode_json_point(point, key, parse):
-    """{"step", "wall_time", key: parse(JSON) or None [, "error"]} of one point."""
-    out = {"step": int(point.step), "wall_time": float(point.wall_time), key: None}
-    try:
-        raw = np.asarray(point.numpy).item()
-        if isinstance(raw, bytes):
-            raw = raw.decode("utf-8")
-        out[key] = parse(json.loads(raw))
-    except Exception as e:  # noqa: BLE001 - one bad point is an error entry, never a 500
-        what = {"map": "dtype map", "status": "lens status"}.get(key, key)
-        detail = str(e) if isinstance(e, (ValueError, TypeError)) else type(e).__name__
-        out["error"] = "unreadable %s at step %d: %s" % (what, point.step, detail[:300])
-    return out
