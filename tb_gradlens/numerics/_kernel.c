@@ -11,7 +11,7 @@
  *   gl_update_statistics    the update statistics
  *
  * The column formulas are those of gradient_stats.py, divergence.py and
- * updates.py (their docstrings), in the column order of metadata.py;
+ * updates.py (their docstrings), in the column order of metadata/kinds.py;
  * kernel.py checks that order.  Every backend is tested against the same
  * float64 NumPy references.
  *

@@ -1,6 +1,6 @@
 """The record contract: what each kind's extras hold, written and read here only.
 
-TensorFlow-free.  ``metadata.py`` defines the frame of a record (version,
+TensorFlow-free.  ``metadata`` defines the frame of a record (version,
 kind, rows, columns); this package defines the kind-specific keys beside
 them (``RecordMetadata.extras``) and the dtype-map payload:
 
