@@ -30,11 +30,11 @@ Modules, one job each:
 * ``export``: long-format rows.
 """
 
-from tb_gradlens.analysis.alerts import alerts_for_divergence  # noqa: F401
 from tb_gradlens.analysis.alerts import alerts_for_dtype_maps  # noqa: F401
 from tb_gradlens.analysis.alerts import alerts_for_grad_stats  # noqa: F401
 from tb_gradlens.analysis.alerts import alerts_for_histogram  # noqa: F401
 from tb_gradlens.analysis.alerts import alerts_for_update_stats  # noqa: F401
+from tb_gradlens.analysis.divergence_alerts import alerts_for_divergence  # noqa: F401
 from tb_gradlens.analysis.codes import *  # noqa: F401,F403 (severities, codes, Thresholds, Alert)
 from tb_gradlens.analysis.coverage import coverage  # noqa: F401
 from tb_gradlens.analysis.detectors import exceedances  # noqa: F401

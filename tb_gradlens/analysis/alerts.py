@@ -2,7 +2,7 @@
 
 TensorFlow-free.  ``alerts_for_*`` turn one Series (or dtype maps) into
 Alert objects (``findings`` collects them per tag and run).  The rules and
-their reasons: README "## Alerts"; the tolerances of divergence-like
+their reasons: docs/alerts.md; the tolerances of divergence-like
 records: ``tolerances``.
 """
 
@@ -15,24 +15,9 @@ from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import detectors
 from tb_gradlens.analysis import replays
 from tb_gradlens.analysis import texts
-from tb_gradlens.analysis import tolerances
 from tb_gradlens.analysis.codes import Alert
 
 _DEFAULT = codes.DEFAULT_THRESHOLDS
-
-
-def _row_details(rows, step_values, found, index, **more):
-    return [
-        dict({"variable": rows[r], "step_first": int(step_values[found["first"][r]]),
-              "step_last": int(step_values[found["last"][r]])},
-             **{k: (v[r] if isinstance(v, (list, np.ndarray)) else v) for k, v in more.items()})
-        for r in index
-    ]
-
-
-def _by_first(found):
-    index = np.nonzero(found["count"] > 0)[0]
-    return index[np.argsort(found["first"][index], kind="stable")]
 
 
 # ---------------------------------------------------------------------------
@@ -58,7 +43,7 @@ def alerts_for_grad_stats(series, thresholds=_DEFAULT, benign_steps=(), replay=N
 def _none_alert(series, is_none):
     rows, steps = series.record.rows, series.steps
     found = detectors.hits(is_none.astype(np.float64), is_none)
-    index = _by_first(found)
+    index = detectors.by_first(found)
     if not len(index):
         return []
     a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
@@ -66,7 +51,7 @@ def _none_alert(series, is_none):
         codes.WARNING, codes.NONE_GRADIENT, series.run, series.tag, a, b, [rows[i] for i in index],
         texts.NONE.format(vars=texts.names(rows, index), n=int(found["count"][index].max()), a=a),
         texts.NONE_FIX, codes.view(series, "is_none", rows[index[0]], a),
-        _row_details(rows, steps, found, index, steps=found["count"].astype(int).tolist()),
+        detectors.row_details(rows, steps, found, index, steps=found["count"].astype(int).tolist()),
     )]
 
 
@@ -160,7 +145,7 @@ def alerts_for_histogram(series, thresholds=_DEFAULT, gradient_dtypes=()):
         share = np.where(total > 0, near / total, 0.0)
         zero = np.where(total > 0, counts[:, :, metadata.N_EXP_BINS] / total, 0.0)
     found = detectors.hits(share, share > thresholds.underflow)
-    index = _by_first(found)
+    index = detectors.by_first(found)
     if not len(index):
         return []
     a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
@@ -172,136 +157,7 @@ def alerts_for_histogram(series, thresholds=_DEFAULT, gradient_dtypes=()):
                                k=int(thresholds.underflow_binades), dtype=dtypes[r0], e=e, a=a,
                                zero=float(zero[found["first"][r0], r0])),
         texts.UNDERFLOW_FIX, codes.view(series, None, rows[r0], a),
-        _row_details(rows, steps, found, index, worst=found["worst"].tolist(), dtype=dtypes),
-    )]
-
-
-# ---------------------------------------------------------------------------
-# divergence, activation_divergence, loss_comparison
-# ---------------------------------------------------------------------------
-
-
-def alerts_for_divergence(series, thresholds=_DEFAULT, context=None, judgement=None, benign_steps=(),
-                          replay=None):
-    """Divergence, flush-to-zero and non-finite alerts of a divergence-like Series.
-
-    ``judgement``: its ``tolerances.Judgement`` (``judge_entry``, made on the
-    whole record); else judged here with ``context``, the ComparisonContext
-    of its comparison (depth and dtypes of the sibling records; default:
-    this record alone).  ``benign_steps`` and ``replay``: as in
-    ``alerts_for_grad_stats``.
-    """
-    record, steps = series.record, series.steps
-    if len(steps) == 0:
-        return []
-    if judgement is None:
-        if context is None:
-            context = tolerances.ComparisonContext((), (), max(1, len(record.rows)))
-        judgement = tolerances.judge(series, context, thresholds)
-    info = records.read_comparison(record, series.tag)
-    names = (info.candidate.label, info.reference.label)
-    out = []
-    for code in sorted(set(judgement.codes)):
-        in_code = np.array([c == code for c in judgement.codes])
-        out += _divergence_alert(series, judgement, judgement.hit & in_code[None, :], code, names)
-    if record.kind == metadata.LOSS_COMPARISON:
-        ref, cand = series.column("reference"), series.column("candidate")
-        counts = (~np.isfinite(ref)).astype(np.float32) + (~np.isfinite(cand))
-        return out + nonfinite_alert(series, counts, "candidate", benign_steps, replay)
-    out += _flush_alert(series, judgement, thresholds, names)
-    if record.kind == metadata.DIVERGENCE:
-        out += _hardcoded_alert(series, names)
-    return out + nonfinite_alert(series, series.column("nonfinite"), "nonfinite", benign_steps, replay)
-
-
-def _hardcoded_alert(series, names):
-    """Layers the reference computed in 16 bits whatever their policy (one
-    alert per comparison, from its gradient record): an info, since no
-    comparison can say whether their error harms (Keras' Normalization
-    with a given mean and variance keeps them in the compute dtype it was
-    built in, as keras.applications' ConvNeXt does; a raw tf.bfloat16 op
-    may lose every digit)."""
-    found = records.read_reference_16_bit(series.record, series.tag)
-    if not found:
-        return []
-    layers = sorted(found)
-    a, b = int(series.steps[0]), int(series.steps[-1])
-    dtype = sorted(set(found.values()))[0]
-    return [Alert(
-        codes.INFO, codes.HARDCODED_16_BIT, series.run, series.tag, a, b, layers,
-        texts.HARDCODED.format(vars=texts.names(layers, range(len(layers))), dtype=dtype, ref=names[1], a=a, b=b),
-        texts.HARDCODED_FIX,
-        codes.view(series, "rel_l2", None, a),
-        [{"variable": layer, "dtype": found[layer]} for layer in layers],
-    )]
-
-
-def _divergence_alert(series, judgement, flags, code, names):
-    found = detectors.hits(judgement.values, flags)
-    index = _by_first(found)
-    if not len(index):
-        return []
-    rows, steps, kind = series.record.rows, series.steps, series.record.kind
-    a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
-    r0 = index[0]
-    worst_row = index[np.argmax(np.where(np.isnan(found["worst"][index]), np.inf, found["worst"][index]))]
-    first_limits = [_limit_at(judgement, found["first"][r], r) for r in range(len(rows))]
-    explanation = texts.DIVERGENCE.format(
-        cand=names[0], ref=names[1], quantity=texts.QUANTITY[kind].format(vars=texts.names(rows, index)),
-        differ="differs" if kind == metadata.LOSS_COMPARISON else "differ",
-        metric=judgement.column.replace("_", " "), worst=float(found["worst"][worst_row]),
-        ws=int(steps[found["worst_index"][worst_row]]), limit=first_limits[r0],
-        basis=judgement.basis[r0], a=a,
-    )
-    details = _row_details(
-        rows, steps, found, index, steps=found["count"].astype(int).tolist(),
-        worst=found["worst"].tolist(), worst_step=[int(steps[i]) for i in found["worst_index"]],
-        limit=first_limits, basis=judgement.basis,
-    )
-    return [Alert(
-        codes.WARNING, code, series.run, series.tag, a, b, [rows[i] for i in index], explanation,
-        texts.DIVERGENCE_FIX[code], codes.view(series, judgement.column, rows[r0], a), details,
-        limit=first_limits[r0],
-    )]
-
-
-def _limit_at(judgement, step_index, row):
-    """The limit of ``row`` at a step index (None where it is not judged)."""
-    if step_index < 0:
-        return None
-    value = judgement.limits[step_index, row]
-    return float(value) if np.isfinite(value) else None
-
-
-def _flush_alert(series, judgement, thresholds, names):
-    """Flush to zero above the floor and above the row's own relative error at
-    that step, for ``rise_steps`` logged comparisons in a row: a rounding error
-    of relative size e moves about a fraction e of the elements across zero at
-    most, and in a small tensor one element is already 1% by chance; more,
-    held, is underflow or swamping."""
-    flush = series.column("flush_to_zero").astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        if not (flush > thresholds.flush_to_zero).any():
-            return []
-        limits = np.maximum(thresholds.flush_to_zero, np.nan_to_num(judgement.values, nan=0.0, posinf=np.inf))
-        judged = np.isfinite(judgement.limits)
-        flags = (flush > limits) & ~judgement.noise & judged
-    found = detectors.hits(flush, detectors.sustained(flags, thresholds.rise_steps))
-    index = _by_first(found)
-    if not len(index):
-        return []
-    rows, steps = series.record.rows, series.steps
-    a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
-    r0 = index[0]
-    first_limits = [float(limits[found["first"][r], r]) if found["first"][r] >= 0 else None
-                    for r in range(len(rows))]
-    return [Alert(
-        codes.WARNING, codes.FLUSH_TO_ZERO, series.run, series.tag, a, b, [rows[i] for i in index],
-        texts.FLUSH.format(cand=names[0], ref=names[1], vars=texts.names(rows, index), a=a,
-                           share=float(np.nanmax(found["worst"][index])), limit=first_limits[r0]),
-        texts.FLUSH_FIX, codes.view(series, "flush_to_zero", rows[r0], a),
-        _row_details(rows, steps, found, index, worst=found["worst"].tolist(), limit=first_limits),
-        limit=first_limits[r0],
+        detectors.row_details(rows, steps, found, index, worst=found["worst"].tolist(), dtype=dtypes),
     )]
 
 
@@ -329,7 +185,7 @@ def alerts_for_update_stats(series, thresholds=_DEFAULT):
         with np.errstate(invalid="ignore"):
             flags = (series.column("lost_update_bf16") > thresholds.lost_update) & mask[None, :]
         found = detectors.hits(series.column("lost_update_bf16"), flags)
-        index = _by_first(found)
+        index = detectors.by_first(found)
         if not len(index):
             continue
         a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
@@ -339,7 +195,7 @@ def alerts_for_update_stats(series, thresholds=_DEFAULT):
             template.format(share=float(np.nanmax(found["worst"][index])), vars=texts.names(rows, index),
                             thr=thresholds.lost_update, a=a, dtype=dtypes[index[0]]),
             texts.LOST_FIX, codes.view(series, "lost_update_bf16", rows[index[0]], a),
-            _row_details(rows, steps, found, index, worst=found["worst"].tolist(), dtype=list(dtypes)),
+            detectors.row_details(rows, steps, found, index, worst=found["worst"].tolist(), dtype=list(dtypes)),
             limit=thresholds.lost_update,
         ))
     return out

@@ -138,3 +138,19 @@ def baseline(values, steps):
             medians[r] = np.median(values[finite, r])
             ends[r] = finite[-1] + 1
     return medians, ends
+
+
+def row_details(rows, step_values, found, index, **more):
+    """An alert's per-row details: the variable, the first and last step of ``found`` (``hits``), and ``more``."""
+    return [
+        dict({"variable": rows[r], "step_first": int(step_values[found["first"][r]]),
+              "step_last": int(step_values[found["last"][r]])},
+             **{k: (v[r] if isinstance(v, (list, np.ndarray)) else v) for k, v in more.items()})
+        for r in index
+    ]
+
+
+def by_first(found):
+    """The rows with a hit in ``found`` (``hits``), by their first step."""
+    index = np.nonzero(found["count"] > 0)[0]
+    return index[np.argsort(found["first"][index], kind="stable")]

@@ -16,6 +16,7 @@ from tensorboard import errors
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import alerts
+from tb_gradlens.analysis import divergence_alerts
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import loss_scale
 from tb_gradlens.analysis import replays
@@ -71,7 +72,7 @@ def tag_alerts(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
     elif entry.kind in codes.DIVERGENCE_KINDS:
         def compute():
             judgement = tolerances.judge_entry(source, entry, thresholds)
-            return alerts.alerts_for_divergence(source.series(entry.run, entry.tag), thresholds,
+            return divergence_alerts.alerts_for_divergence(source.series(entry.run, entry.tag), thresholds,
                                                 judgement=judgement, benign_steps=benign, replay=replay)
     elif entry.kind == metadata.GRAD_HISTOGRAM:
         dtypes = _gradient_dtypes(source, entry)

@@ -13,8 +13,6 @@ from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import detectors
 from tb_gradlens.analysis import replays
 from tb_gradlens.analysis import texts
-from tb_gradlens.analysis.alerts import _by_first
-from tb_gradlens.analysis.alerts import _row_details
 from tb_gradlens.analysis.codes import Alert
 
 
@@ -27,7 +25,7 @@ def alerts_for_gradient_indices(series, view_tag=None):
         return []
     past = series.column("out_of_range").astype(np.float64)
     found = detectors.hits(past, past > 0)
-    index = _by_first(found)
+    index = detectors.by_first(found)
     if not len(index):
         return []
     a, b = int(steps[found["first"][index].min()]), int(steps[found["last"][index].max()])
@@ -42,7 +40,7 @@ def alerts_for_gradient_indices(series, view_tag=None):
                                         m=int(found["count"][index].max()), a=a,
                                         k=float(np.nanmax(found["worst"][index]))),
         texts.INDEX_OUT_OF_RANGE_FIX, view,
-        _row_details(rows, steps, found, index, steps=found["count"].astype(int).tolist(),
+        detectors.row_details(rows, steps, found, index, steps=found["count"].astype(int).tolist(),
                      worst=found["worst"].tolist(), table_rows=list(table)),
     )]
 
