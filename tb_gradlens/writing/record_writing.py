@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import records
+from tb_gradlens import safety
 from tb_gradlens.numerics import tf_internals
 
 
@@ -246,3 +247,84 @@ class InStepRecordWriter:
                                     summary_metadata=tf.where(written, "", serialized))
         self._metadata_written.assign(True)
         return tf.constant(True)
+
+
+def resolve_step(step):
+    """The step to write at: ``step``, else the default step; else ValueError."""
+    if step is None:
+        step = tf.summary.experimental.get_step()
+    if step is None:
+        raise ValueError(
+            "tb_gradlens: no step given. Pass step=..., or set a default with "
+            "tf.summary.experimental.set_step(step) (e.g. optimizer.iterations)."
+        )
+    return step
+
+
+def recording():
+    """(maybe, condition): maybe is False when nothing can be recorded."""
+    condition = tf.summary.should_record_summaries()
+    static = tf.get_static_value(condition)
+    return static is None or bool(static), condition
+
+
+def if_recording(write_fn):
+    """Run ``write_fn`` (which returns a bool tensor) only when recording."""
+    maybe, condition = recording()
+    if not maybe:
+        return tf.constant(False)
+    if tf.executing_eagerly():
+        return write_fn() if bool(condition) else tf.constant(False)
+    return tf.cond(condition, write_fn, lambda: tf.constant(False))
+
+
+def write_record(name, record, tensor, step):
+    """Write one gradlens record (tensor float32 [rows, columns]) at ``step``.
+
+    The tag's metadata goes with its first event to each writer only
+    (``MetadataOnce``).  Returns the tag written to.  Must be called where
+    recording is known to be on (inside ``if_recording`` or eagerly after
+    checking).
+    """
+    tag = metadata.tag_for(name, record)
+    serialized = metadata.create_summary_metadata(record).SerializeToString()
+    METADATA_ONCE.write(tag, tensor, step, serialized)
+    return tag
+
+
+def write_json_record(record, payload, step, name):
+    """Write ``payload`` (a JSON-ready dict) as ``record``, of a JSON kind
+    (``metadata.JSON_KINDS``): a scalar UTF-8 JSON string."""
+    maybe, _ = recording()
+    if not maybe:
+        return tf.constant(False)
+    step = resolve_step(step)
+    text = records.json_text(payload)
+
+    def write():
+        write_record(name, record, tf.constant(text), step)
+        return tf.constant(True)
+
+    with safety.guard("tb_gradlens.summary." + record.kind):
+        return if_recording(write)
+    return tf.constant(False)
+
+
+def write_float_record(name, record, values, step):
+    """Write a float32 [rows, columns] record when recording; checks the shape."""
+    metadata.validate(record)
+    maybe, _ = recording()
+    if not maybe:
+        return tf.constant(False)
+    step = resolve_step(step)
+    values = tf.convert_to_tensor(values)
+    if values.shape.rank is not None and values.shape.is_fully_defined():
+        metadata.check_tensor_shape(record, values.shape)
+
+    def write():
+        write_record(name, record, tf.cast(values, tf.float32), step)
+        return tf.constant(True)
+
+    with safety.guard("tb_gradlens.summary.%s" % record.kind):
+        return if_recording(write)
+    return tf.constant(False)

@@ -38,55 +38,13 @@ from tb_gradlens.writing import distribute
 from tb_gradlens.writing import record_writing
 from tb_gradlens.writing import summary_inputs
 from tb_gradlens.writing.record_writing import InStepRecordWriter  # noqa: F401 - the Keras lens writes with it
+from tb_gradlens.writing.record_writing import resolve_step, write_record  # noqa: F401 - the documented names
 from tb_gradlens.writing.record_writing import RecordWriter  # noqa: F401 - the Keras lens writes with it
 from tb_gradlens.writing.summary_inputs import as_gradient  # noqa: F401 - the documented names
 from tb_gradlens.writing.summary_inputs import dtype_name
 from tb_gradlens.writing.summary_inputs import unsupported_dtype_reason
 from tb_gradlens.writing.summary_inputs import variable_path  # noqa: F401
 from tb_gradlens.writing.summary_inputs import variable_paths
-
-
-def resolve_step(step):
-    """The step to write at: ``step``, else the default step; else ValueError."""
-    if step is None:
-        step = tf.summary.experimental.get_step()
-    if step is None:
-        raise ValueError(
-            "tb_gradlens: no step given. Pass step=..., or set a default with "
-            "tf.summary.experimental.set_step(step) (e.g. optimizer.iterations)."
-        )
-    return step
-
-
-def _recording():
-    """(maybe, condition): maybe is False when nothing can be recorded."""
-    condition = tf.summary.should_record_summaries()
-    static = tf.get_static_value(condition)
-    return static is None or bool(static), condition
-
-
-def _if_recording(write_fn):
-    """Run ``write_fn`` (which returns a bool tensor) only when recording."""
-    maybe, condition = _recording()
-    if not maybe:
-        return tf.constant(False)
-    if tf.executing_eagerly():
-        return write_fn() if bool(condition) else tf.constant(False)
-    return tf.cond(condition, write_fn, lambda: tf.constant(False))
-
-
-def write_record(name, record, tensor, step):
-    """Write one gradlens record (tensor float32 [rows, columns]) at ``step``.
-
-    The tag's metadata goes with its first event to each writer only
-    (``record_writing.MetadataOnce``).  Returns the tag written to.  Must be called where
-    recording is known to be on (inside ``_if_recording`` or eagerly after
-    checking).
-    """
-    tag = metadata.tag_for(name, record)
-    serialized = metadata.create_summary_metadata(record).SerializeToString()
-    record_writing.METADATA_ONCE.write(tag, tensor, step, serialized)
-    return tag
 
 
 @tf.autograph.experimental.do_not_convert
@@ -141,10 +99,10 @@ def gradients(grads: Iterable[Optional[tf.Tensor]], variables: Iterable[tf.Varia
         # Before the recording check: recording is on for replica 0 only,
         # and a collective must be joined by every replica.
         grads = distribute.sum_across_replicas(grads)
-    maybe, _ = _recording()
+    maybe, _ = record_writing.recording()
     if not maybe:
         return tf.constant(False)
-    step = resolve_step(step)
+    step = record_writing.resolve_step(step)
     with safety.guard("tb_gradlens.summary.gradients"):
         return _gradients(grads, variables, step, name, histogram)
     return tf.constant(False)
@@ -183,11 +141,11 @@ def _gradients(grads, variables, step, name, histogram):
             write_indices()
             return tf.constant(True)
 
-        return _if_recording(write)
+        return record_writing.if_recording(write)
     # In a graph the pass takes the recording condition itself (nothing is
     # computed when it is false): a tf.cond around it would capture every
     # gradient, which TensorFlow takes seconds to set up for 10^4 of them.
-    _, condition = _recording()
+    _, condition = record_writing.recording()
     stats, hist = numerics.gradient_statistics(grads, sizes, when=condition)
 
     def write_computed():
@@ -199,7 +157,7 @@ def _gradients(grads, variables, step, name, histogram):
         write_indices()
         return tf.constant(True)
 
-    return _if_recording(write_computed)
+    return record_writing.if_recording(write_computed)
 
 
 def gradient_indices_record(rows, variables):
@@ -213,24 +171,6 @@ def gradient_indices_record(rows, variables):
     return records.gradient_indices_record(list(rows), table_rows)
 
 
-def _json_record(record, payload, step, name):
-    """Write ``payload`` (a JSON-ready dict) as ``record``, of a JSON kind
-    (``metadata.JSON_KINDS``): a scalar UTF-8 JSON string."""
-    maybe, _ = _recording()
-    if not maybe:
-        return tf.constant(False)
-    step = resolve_step(step)
-    text = records.json_text(payload)
-
-    def write():
-        write_record(name, record, tf.constant(text), step)
-        return tf.constant(True)
-
-    with safety.guard("tb_gradlens.summary." + record.kind):
-        return _if_recording(write)
-    return tf.constant(False)
-
-
 @tf.autograph.experimental.do_not_convert
 def dtypes(dtype_map: Mapping[str, Any], step: Union[int, tf.Tensor, None] = None,
            name: str = "model") -> tf.Tensor:
@@ -239,7 +179,7 @@ def dtypes(dtype_map: Mapping[str, Any], step: Union[int, tf.Tensor, None] = Non
     The tensor is a scalar UTF-8 JSON string; rows list the layer paths.
     Callers write it at the start and when it changes, not every step.
     """
-    return _json_record(records.dtypes_record(dtype_map), dtype_map, step, name)
+    return record_writing.write_json_record(records.dtypes_record(dtype_map), dtype_map, step, name)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -248,7 +188,7 @@ def lens_status(status: Mapping[str, Any], step: Union[int, tf.Tensor, None] = N
     """Write the lens status (``records.lens_status``) as a ``lens_status``
     record: what the writer was asked to log and what it cannot log, and why.
     Writers record it at their start and when it changes."""
-    return _json_record(records.lens_status_record(status), status, step, name)
+    return record_writing.write_json_record(records.lens_status_record(status), status, step, name)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -256,7 +196,7 @@ def advice(payload: Mapping[str, Any], step: Union[int, tf.Tensor, None] = None,
            name: str = "advisor") -> tf.Tensor:
     """Write the precision advisor's advice (``records.advice``) as an
     ``advice`` record; rows name its units."""
-    return _json_record(records.advice_record(payload), payload, step, name)
+    return record_writing.write_json_record(records.advice_record(payload), payload, step, name)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -282,7 +222,7 @@ def divergence(metrics: tf.Tensor, rows: Sequence[str], extras: Mapping[str, Any
     metrics = tf.cast(tf.convert_to_tensor(metrics), tf.float32)
     if metrics.shape[-1] == len(metadata.DIVERGENCE_METRICS):
         metrics = numerics.comparison_values(metrics)
-    return _write_float_record(name, record, metrics, step)
+    return record_writing.write_float_record(name, record, metrics, step)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -295,7 +235,7 @@ def loss_comparison(values: tf.Tensor, extras: Mapping[str, Any], step: Union[in
     values = tf.cast(tf.convert_to_tensor(values), tf.float32)
     if values.shape[-1] == len(metadata.LOSS_COMPARISON_COLUMNS_V1):
         values = numerics.comparison_values(values)
-    return _write_float_record(name, record, values, step)
+    return record_writing.write_float_record(name, record, values, step)
 
 
 @tf.autograph.experimental.do_not_convert
@@ -304,27 +244,7 @@ def update_stats(stats: tf.Tensor, rows: Sequence[str], step: Union[int, tf.Tens
     """Write ``update_stats`` (``numerics.update_statistics``, [V, 3]);
     ``extras`` from ``records.update_extras`` (the weights' dtypes)."""
     record = records.update_stats_record(list(rows), extras)
-    return _write_float_record(name, record, stats, step)
-
-
-def _write_float_record(name, record, values, step):
-    """Write a float32 [rows, columns] record when recording; checks the shape."""
-    metadata.validate(record)
-    maybe, _ = _recording()
-    if not maybe:
-        return tf.constant(False)
-    step = resolve_step(step)
-    values = tf.convert_to_tensor(values)
-    if values.shape.rank is not None and values.shape.is_fully_defined():
-        metadata.check_tensor_shape(record, values.shape)
-
-    def write():
-        write_record(name, record, tf.cast(values, tf.float32), step)
-        return tf.constant(True)
-
-    with safety.guard("tb_gradlens.summary.%s" % record.kind):
-        return _if_recording(write)
-    return tf.constant(False)
+    return record_writing.write_float_record(name, record, stats, step)
 
 
 @tf.autograph.experimental.do_not_convert
