@@ -19,7 +19,7 @@ class Advisor:
     verifies it and writes an ``advice`` record (named ``name``), then
     starts the next round.  A round of U units costs ``2U`` passes, two
     more per step it spans, and one to ``max_verifications`` verification
-    passes (BENCHMARKS.md "Precision advisor"); nothing runs on other steps.
+    passes (docs/benchmarks-history.md, "Precision advisor"); nothing runs on other steps.
 
     Args:
       data: the batch ``(x, y[, sample_weight])`` (or a dataset: its first

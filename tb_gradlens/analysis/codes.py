@@ -197,7 +197,7 @@ class Alert:
 
     def to_json(self):
         """A JSON-ready dict (shallow: its lists and dicts are this alert's own;
-        ``dataclasses.asdict`` deep-copied them, 3x the cost of encoding)."""
+        ``dataclasses.asdict`` would deep-copy them)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["id"] = self.id
         out["group"] = self.group

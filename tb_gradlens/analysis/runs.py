@@ -208,8 +208,8 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
     where B is non-finite while A is not), ``summary.first_exceeding_step``
     its first step, ``summary.noise`` the one noise figure (the noise run's
     mean there, the ratio, the window and the rule) and ``summary.verdict``
-    says it in words.  Measured on float32 runs of 22 seeds (BENCHMARKS.md):
-    no false "beyond" in 60 seed pairs.
+    says it in words.  How it was checked on float32 runs
+    of many seeds: docs/benchmarks-history.md.
 
     Returns a JSON-ready dict whose long sequences are NumPy arrays;
     ``note`` is set when the default quantity fell back (``resolve_quantity``).

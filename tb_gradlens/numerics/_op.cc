@@ -2,8 +2,8 @@
 //
 // Built by tb_gradlens/numerics/kernel.py against the installed TensorFlow's
 // headers (tf.sysconfig), once per TensorFlow version, and loaded with
-// tf.load_op_library.  As ops they run without Python or its lock, where a
-// tf.numpy_function call costs about 0.1 ms per logged step.  CPU only.
+// tf.load_op_library.  As ops they run without Python or its lock, which a
+// tf.numpy_function call takes on every logged step.  CPU only.
 
 #include <cstdint>
 #include <limits>

@@ -11,7 +11,7 @@
 
 ``choose`` picks: inside XLA "xla"; with a GPU "xla"; else the kernel when
 it loads, else "xla" (faster than "tf" on the models measured,
-BENCHMARKS.md).  Every backend gives the same statistics (tests
+docs/benchmarks-history.md).  Every backend gives the same statistics (tests
 compare each with float64 NumPy), except that TensorFlow's CPU kernels
 flush subnormal inputs to zero in value statistics (sums, min, max), where
 the kernel keeps them exactly.

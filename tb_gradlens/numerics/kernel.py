@@ -15,10 +15,10 @@ or ``~/.cache/tb_gradlens``), once per source (and TensorFlow) version:
   ``c++`` against the installed TensorFlow's headers, ~15 s once): graph
   ops, no Python on the logged step;
 * as a C library through ``ctypes`` (``$CC`` or the compiler Python was
-  built with, ~1 s once): in eager mode (an op with one input per tensor
+  built with, once): in eager mode (an op with one input per tensor
   costs TensorFlow seconds to set up for 10^5 tensors), and through
   ``tf.numpy_function`` in graphs when the ops cannot be built or loaded
-  (about 0.1 ms more per call).
+  (a Python call more per step).
 
 ``$TB_GRADLENS_KERNEL``: ``0``/``off`` disables the kernel, ``library``
 skips the ops.  ``status()`` says what is used and why;

@@ -1,8 +1,8 @@
 """Turning the data provider's tensor points into Series, many tags per call.
 
 TensorFlow-free; used by ``reading.Source``.  With TensorBoard's Rust data
-server every ``read_tensors`` call is a gRPC round trip (~90 ms for a tiny
-run under load): an ``overview`` of 2,000 runs made 2,000 of them.  A sweep's
+server every ``read_tensors`` call is a gRPC round trip: an ``overview`` of
+2,000 runs made 2,000 of them.  A sweep's
 runs share their tag names (the digest is of the rows and columns), so when
 one tag is missing from the cache, ``read_alike`` reads that tag of every
 run whose copy is missing too, in calls of at most ``MAX_BATCH_BYTES``

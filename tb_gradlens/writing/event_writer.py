@@ -15,7 +15,7 @@ records larger than ~4 KB fail with no error at all.
   ``close()``) is checked: TensorFlow's error, and for a local logdir the
   new bytes of the event file, frame by frame (a torn record is a failure
   even when TensorFlow said nothing).  Inside a ``tf.function`` the flush is
-  a ``tf.py_function`` call into the same check (~0.1 ms), so a failure
+  a ``tf.py_function`` call into the same check, so a failure
   never raises in the training step.
 * On a failure it warns (``safety.report``, again for every new failure),
   closes the file and cuts it back to its last whole record (everything

@@ -252,7 +252,7 @@ def shadow_method(obj, name, function):
 
 def set_train_function(model, function):
     """``model.train_function = function`` without Keras' attribute tracking
-    (2.7 us against 0.2 us, twice per logged call): Keras' train function and
+    (Keras' tracking costs time twice per logged call): Keras' train function and
     the lens's are plain Python functions, which Keras does not track."""
     object.__setattr__(model, "train_function", function)
 

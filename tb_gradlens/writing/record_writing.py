@@ -166,8 +166,8 @@ class RecordWriter:
     tag's first event, so only the first call writes it: every later
     event holds the step and the tensor alone (for 200 variables the
     metadata, rows and extras, is as large as the statistics).  Calling
-    eagerly, ``tf.summary.write`` per record costs ~1 ms of Python and op
-    dispatch; traced, the whole set is one function call.
+    eagerly costs Python and op dispatch per record; traced, the whole set
+    is one function call.
     """
 
     def __init__(self, writer, records):
