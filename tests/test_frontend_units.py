@@ -14,7 +14,9 @@ import re
 import numpy as np
 import pytest
 
-from frontend_page import launch, require_browser
+from tests.support.frontend_page import launch, require_browser
+
+pytestmark = [pytest.mark.browser]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATIC = os.path.join(ROOT, "frontend_static")
