@@ -26,8 +26,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
@@ -47,7 +46,7 @@ def alerts_then_advice(workload, policy, log_dir):
     import tb_gradlens
     from tb_gradlens import analysis
     from tb_gradlens.keras import GradLens
-    from test_analysis import source_of
+    from tests.test_analysis import source_of
 
     model = workload.build(policy)
     model.compile(optimizer="adam", loss=workload.loss)

@@ -21,7 +21,7 @@ a float32 pass seeded alike drops other units than the bfloat16 step.
 both passes the step's own draws (``tb_gradlens/compare/randomness.py``),
 with or without XLA; the fit rows of Dropout models still run with
 ``jit_compile=True`` (their setup from before), and the custom-loop rows use
-``Float32MaskDropout`` (tests/real_models.py), whose mask is the same in
+``Float32MaskDropout`` (tests/support/real_models.py), whose mask is the same in
 both passes.
 
 Run (from the repository root)::
@@ -47,11 +47,9 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-for _path in (ROOT, os.path.join(ROOT, "tests")):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import real_models  # noqa: E402
+from tests.support import real_models  # noqa: E402
 
 # What a fault must raise: the code, a regex the named variable or layer must
 # match (re.search on one of the alert's variables), and the range of steps

@@ -10,11 +10,10 @@ own byte-by-byte ``masked_crc32c`` (its TF-free reader's) is timed on 1 MB.
 import argparse
 import importlib.util
 import os
-import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 
 def load(path):

@@ -28,18 +28,18 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-from tb_server import TensorBoardProcess  # noqa: E402
+from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
 PREFIX = "/data/plugin/gradlens/"
 TAG = "gradients/grad_stats/live"
 
 WRITER = textwrap.dedent('''
     import sys, time
-    sys.path[:0] = [sys.argv[5], sys.argv[5] + "/tests"]
+    sys.path.insert(0, sys.argv[5])
     import numpy as np
-    import hostile_logs
+    from tests.support import hostile_logs
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
     from tensorboard.util import tensor_util
@@ -64,7 +64,7 @@ WRITER = textwrap.dedent('''
 
 
 def write_static(logdir, runs, steps, variables):
-    import hostile_logs
+    from tests.support import hostile_logs
     from tb_gradlens import metadata
 
     rows = ["block_%03d/kernel" % i for i in range(variables)]

@@ -16,22 +16,21 @@ tensorboard imports tb_gradlens from its working directory), side by side.
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-from tb_server import TensorBoardProcess  # noqa: E402
+from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
 PREFIX = "/data/plugin/gradlens/"
 ROWS = ["dense_%d/kernel" % i for i in range(4)]
 
 
 def write_logdir(logdir, runs):
-    import hostile_logs
+    from tests.support import hostile_logs
     from tb_gradlens import metadata
 
     for r in range(runs):

@@ -40,7 +40,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from tensorboard.compat.proto import event_pb2  # noqa: E402
 from tensorboard.compat.proto import summary_pb2  # noqa: E402
@@ -50,7 +50,7 @@ from soak import rss_bytes  # noqa: E402
 from tb_gradlens import crc32c  # noqa: E402
 from tb_gradlens import metadata  # noqa: E402
 from tb_gradlens import records  # noqa: E402
-from tb_server import TensorBoardProcess  # noqa: E402
+from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
 PREFIX = "/data/plugin/gradlens/"
 RUN = "long"

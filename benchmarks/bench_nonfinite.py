@@ -31,8 +31,7 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 import models  # noqa: E402
 from bench_fit import BatchTimer  # noqa: E402

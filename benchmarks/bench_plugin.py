@@ -28,8 +28,7 @@ import urllib.parse
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from tensorboard.compat.proto import event_pb2  # noqa: E402
 from tensorboard.compat.proto import summary_pb2  # noqa: E402
@@ -37,7 +36,7 @@ from tensorboard.summary.writer import event_file_writer  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
 
 from tb_gradlens import metadata  # noqa: E402
-from tb_server import TensorBoardProcess  # noqa: E402
+from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
 SCALAR_STATS = ("l2_norm", "max_abs", "zero_fraction")
 

@@ -37,11 +37,9 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-sys.path.insert(0, HERE)
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import real_models  # noqa: E402
+from tests.support import real_models  # noqa: E402
 from bench_fit import BatchTimer  # noqa: E402
 
 POLICY = "mixed_bfloat16"

@@ -2,7 +2,7 @@
 
 keras.applications DenseNet121, EfficientNetB0, ConvNeXtTiny and ResNet50
 (weights=None, 32x32 inputs, 10 classes, float32 softmax as in the zoo of
-tests/real_models.py) and the ~5M transformer of benchmarks/models.py;
+tests/support/real_models.py) and the ~5M transformer of benchmarks/models.py;
 mixed_bfloat16, Adam, sparse categorical crossentropy, jit_compile as Keras
 chooses ("auto": off on CPU), batch 16 (transformer: models.DEFAULT_BATCH).
 Every fit is model.fit(epochs=1, verbose=0) of --steps batches on a fresh
@@ -52,12 +52,10 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-sys.path.insert(0, HERE)
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 import models  # noqa: E402
-import real_models  # noqa: E402
+from tests.support import real_models  # noqa: E402
 from bench_fit import BatchTimer  # noqa: E402
 from bench_logging import _cell  # noqa: E402
 from bench_logging import spread  # noqa: E402

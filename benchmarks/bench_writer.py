@@ -24,7 +24,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -38,7 +38,7 @@ def main(argv=None):
     import tensorflow as tf
     import keras
 
-    import real_models
+    from tests.support import real_models
     import tb_gradlens
 
     logdir = tempfile.mkdtemp(prefix="gradlens_writer_")

@@ -26,12 +26,10 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for _path in (ROOT, os.path.join(ROOT, "tests")):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import real_models  # noqa: E402
+from tests.support import real_models  # noqa: E402
 
 MODELS = {
     "mlp": (lambda p, s: real_models.mlp(p, seed=s), real_models.digits, 64, 300),

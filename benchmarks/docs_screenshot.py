@@ -7,15 +7,14 @@ Starts TensorBoard on 127.0.0.1 (a free port), opens the tab at 1400x900 in
 Chromium (/usr/bin/chromium), waits until the view is drawn, saves a PNG.
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from frontend_page import CHROMIUM, wait_drawn  # noqa: E402
-from tb_server import TensorBoardProcess  # noqa: E402
+from tests.support.frontend_page import CHROMIUM, wait_drawn  # noqa: E402
+from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
 
 def main(logdir, out, view="divergence"):

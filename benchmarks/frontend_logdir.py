@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from tensorboard.compat.proto import event_pb2  # noqa: E402
 from tensorboard.compat.proto import summary_pb2  # noqa: E402

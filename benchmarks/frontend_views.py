@@ -30,12 +30,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 import frontend_logdir  # noqa: E402
-from tb_server import TensorBoardProcess  # noqa: E402
+from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 VIEWS = {

@@ -2,17 +2,15 @@
 
 ``mlp``, ``convnet`` and ``transformer`` are defined here; ``resnet50`` and
 ``mobilenet_v2`` are keras.applications (weights=None, 32x32 inputs) from the
-shared zoo of the tests (``tests/real_models.py``).
+shared zoo of the tests (``tests/support/real_models.py``).
 """
 
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import real_models  # noqa: E402
+from tests.support import real_models  # noqa: E402
 
 NAMES = ("mlp", "convnet", "transformer", "resnet50", "mobilenet_v2")
 ZOO_MODELS = ("resnet50", "mobilenet_v2")

@@ -33,9 +33,9 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-from tb_server import TensorBoardProcess  # noqa: E402
+from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
 PREFIX = "/data/plugin/gradlens/"
 RUN = "soak"

@@ -34,9 +34,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-for _path in (ROOT, os.path.join(ROOT, "tests"), HERE):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import alert_zoo  # noqa: E402

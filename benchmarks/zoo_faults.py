@@ -11,12 +11,10 @@ the first step.
 """
 
 import collections
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 import zoo_models  # noqa: E402
 from zoo_models import SPARSE_CE, Workload, real_models  # noqa: E402

@@ -1,4 +1,4 @@
-"""More real models, healthy, at tiny sizes: the zoo beyond ``tests/real_models.py``.
+"""More real models, healthy, at tiny sizes: the zoo beyond ``tests/support/real_models.py``.
 
 Same conventions as ``real_models``: Keras is imported inside the builders;
 ``build(policy, seed=0)`` sets the seed, builds under ``policy`` (set as the
@@ -12,15 +12,13 @@ least keras.applications accepts).
 """
 
 import contextlib
-import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import real_models  # noqa: E402
-from real_models import SPARSE_CE, Workload, global_policy  # noqa: E402
+from tests.support import real_models  # noqa: E402
+from tests.support.real_models import SPARSE_CE, Workload, global_policy  # noqa: E402
 
 _LAYER_CLASSES = {}
 

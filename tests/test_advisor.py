@@ -20,8 +20,8 @@ import pytest
 import tensorflow as tf
 from werkzeug import test as werkzeug_test
 
-import real_models
-import readback
+from tests.support import real_models
+from tests.support import readback
 import tb_gradlens
 from tb_gradlens import metadata
 from tb_gradlens import records as records_module
@@ -29,6 +29,8 @@ from tb_gradlens.advisor import api
 from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens.keras import GradLensCallback
 from tb_gradlens.serving import reading
+
+pytestmark = [pytest.mark.slow]  # trains Keras models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BAD = "naive_norm"

@@ -17,15 +17,17 @@ import os
 import numpy as np
 import pytest
 
-import real_models
+from tests.support import real_models
 import tb_gradlens
-from tb_server import TensorBoardProcess
+from tests.support.tb_server import TensorBoardProcess
 from test_frontend import PREFIX
 from test_frontend import Page
 from test_frontend import browser  # noqa: F401 (the fixture)
 from test_frontend import navigate
 from test_frontend import open_tab
 from test_frontend import screenshot
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.tensorboard]  # advises on a real model, in Chromium
 
 
 # An advice as tb_gradlens wrote it before the harm index: judged by the gradient's rel L2.

@@ -7,15 +7,11 @@ logging interval).  The full table (MobileNetV2, ResNet50, the Transformer, an
 LSTM, a BatchNorm+Dropout CNN) is the benchmark's: BENCHMARKS.md.
 """
 
-import os
-import sys
-
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import alert_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)
 
-import alert_zoo  # noqa: E402
+pytestmark = [pytest.mark.slow]  # trains real models
 
 CONFIGS = {c.name: c for c in alert_zoo.all_configs(tiny=True)}
 

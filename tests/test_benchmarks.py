@@ -4,6 +4,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.tensorboard]  # every benchmark's tiny form
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

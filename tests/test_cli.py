@@ -65,10 +65,8 @@ def write_training_logdir(logdir):
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("cli") / "logs")
-    write_training_logdir(path)
-    return path
+def logdir(cli_logdir):
+    return cli_logdir  # conftest.py: write_training_logdir's, written once per session
 
 
 def test_help_on_every_command_has_examples():
@@ -93,6 +91,7 @@ def test_report_names_nan_step_and_fails_on_error(logdir):
     assert "ERROR   nonfinite  run broken  steps %d-%d" % (NAN_STEP, NAN_STEP) in out
 
 
+@pytest.mark.slow
 def test_report_exit_codes_by_level_and_run(logdir):
     # The healthy run has only the None-gradient warning.
     assert run_cli("report", logdir, "--run", "^healthy$", "--fail-on", "error").returncode == 0
@@ -254,6 +253,7 @@ def write_lens_logdir(logdir):
     return logdir
 
 
+@pytest.mark.slow
 def test_report_lists_unsupported_features_and_fails_a_run_lacking_records(tmp_path):
     logdir = write_lens_logdir(str(tmp_path / "logs"))
     plain = run_cli("report", logdir)
@@ -309,6 +309,7 @@ def _loss_runs(logdir, runs):
                 tf.summary.scalar("loss", float(value), step=step)
 
 
+@pytest.mark.slow
 def test_compare_fails_on_beyond_noise_as_a_ci_gate(tmp_path):
     """Issue 25: `compare --fail-on beyond-noise` exits 1 only when B drifts beyond the noise
     floor for several windows of steps; one wild step alone is no verdict."""

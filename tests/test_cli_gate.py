@@ -17,16 +17,13 @@ import numpy as np
 import pytest
 
 from test_cli import run_cli
-from test_cli import write_training_logdir
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("cli_gate") / "logs")
-    write_training_logdir(path)
-    return path
+def logdir(cli_logdir):
+    return cli_logdir  # conftest.py: write_training_logdir's, written once per session
 
 
 def test_every_subcommand_help_lists_its_exit_codes():
@@ -38,6 +35,7 @@ def test_every_subcommand_help_lists_its_exit_codes():
         assert ("4 internal error" in text) and ("2 usage" in text), command
 
 
+@pytest.mark.slow
 def test_a_damaged_event_file_fails_the_warning_gate(tmp_path):
     import tensorflow as tf
 
@@ -63,6 +61,7 @@ def test_a_damaged_event_file_fails_the_warning_gate(tmp_path):
     assert run_cli("report", tmp_path, "--fail-on", "error").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_mistyped_run_is_no_such_run_with_the_runs_it_knows(logdir):
     for args in (("compare", logdir, "healthy", "nosuch"), ("compare", logdir, "healthy", "broken",
                                                           "--noise-floor", "healthyy")):
@@ -79,8 +78,8 @@ class _Terminal(io.StringIO):
         return True
 
 
+@pytest.mark.slow
 def test_the_progress_bar_moves_while_a_large_file_is_read(tmp_path, monkeypatch):
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "benchmarks"))
     import frontend_logdir
 
     from tb_gradlens.serving import logdir as logdir_lib
@@ -99,6 +98,7 @@ def test_the_progress_bar_moves_while_a_large_file_is_read(tmp_path, monkeypatch
     assert len(set(updates)) >= 4, updates  # one file: it advances while the file is checked, not once at its end
 
 
+@pytest.mark.slow
 def test_no_comparison_logged_says_why_when_every_layer_computes_in_float32(tmp_path):
     import keras
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-import hostile_logs
+from tests.support import hostile_logs
 from tb_gradlens import cli
 
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE

@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from divergence_reference import np_divergence, records_of_kind
-from readback import read_records
+from tests.support.divergence_reference import np_divergence, records_of_kind
+from tests.support.readback import read_records
 from tb_gradlens import compare
 from tb_gradlens import demo
 from tb_gradlens import metadata
 from tb_gradlens.keras import GradLens
+
+pytestmark = [pytest.mark.slow]  # trains Keras models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METRICS = len(metadata.DIVERGENCE_METRICS)  # the columns before the stable-rounding one
@@ -198,8 +200,8 @@ def test_two_logical_cpus_compare_to_exactly_zero():
 # Issue 13: one random draw for both sides; recurrent models.
 # ---------------------------------------------------------------------------
 
-import real_models  # noqa: E402
-import twin_step  # noqa: E402
+from tests.support import real_models  # noqa: E402
+from tests.support import twin_step  # noqa: E402
 
 
 def _zoo(name, policy, batch=8):

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import real_models
-import twin_step
-from divergence_reference import np_divergence
-from divergence_reference import records_of_kind
-from readback import read_records
+from tests.support import real_models
+from tests.support import twin_step
+from tests.support.divergence_reference import np_divergence
+from tests.support.divergence_reference import records_of_kind
+from tests.support.readback import read_records
 from tb_gradlens import metadata
 from tb_gradlens.keras import GradLens
 

@@ -10,10 +10,14 @@ import time
 import urllib.request
 
 import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.slow]  # trains the demo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.tensorboard
 def test_demo_trains_then_serves_the_tab(tmp_path):
     log = tmp_path / "demo.log"
     with open(log, "w") as out:

@@ -1,7 +1,7 @@
 """The lens under tf.distribute: MirroredStrategy over two logical CPU devices
 and MultiWorkerMirroredStrategy with two worker processes on 127.0.0.1.
 
-Each training runs in a subprocess (tests/distributed_train.py): logical
+Each training runs in a subprocess (tests/support/distributed_train.py): logical
 devices must be set before TensorFlow initializes them, and each worker is
 its own process.  A softmax regression (6 features, 3 classes, global batch
 8, 3 SGD steps) is trained by ``model.fit`` with ``GradLensCallback`` and by
@@ -25,10 +25,12 @@ import sys
 import numpy as np
 import pytest
 
-from readback import read_records
+from tests.support.readback import read_records
 from tb_gradlens import metadata
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_train.py")
+pytestmark = [pytest.mark.slow]  # trains under tf.distribute in subprocesses
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "distributed_train.py")
 GLOBAL_BATCH = 8
 LEARNING_RATE = 0.5
 TIMEOUT = 300

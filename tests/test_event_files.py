@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tensorboard.backend.event_processing import event_file_loader
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c as reference_crc
 
-import hostile_logs
+from tests.support import hostile_logs
 from tb_gradlens import crc32c
 from tb_gradlens import event_files
 from tb_gradlens.serving import logdir_monitor

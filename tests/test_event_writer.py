@@ -2,7 +2,7 @@
 
 A small tmpfs is mounted in a private mount namespace (``unshare -m``, or
 ``unshare -rm`` without root) and filled to the last byte by a file, twice,
-while training writes to it (tests/disk_full_train.py).  What a user needs:
+while training writes to it (tests/support/disk_full_train.py).  What a user needs:
 every step logged before a failure stays readable, a warning comes when
 writing fails and again when it resumes (and when it fails anew), and the
 steps logged after the disk frees are readable by TensorBoard.
@@ -21,8 +21,10 @@ from tensorboard.backend.event_processing import event_file_loader
 
 from tb_gradlens import event_files
 
+pytestmark = [pytest.mark.slow]  # trainings that fill a real disk
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "tests", "disk_full_train.py")
+SCRIPT = os.path.join(ROOT, "tests", "support", "disk_full_train.py")
 TMPFS_SIZE = "768k"
 
 
@@ -73,7 +75,7 @@ def readable_steps(run_dir):
 
 
 def check_resilience(result, files, lost_allowed):
-    import disk_full_train as plan
+    from tests.support import disk_full_train as plan
 
     full = set(result["full_steps"])
     steps = [s for f in files for s in f]
@@ -115,7 +117,7 @@ def test_a_disk_that_stays_full_warns_and_counts_every_kept_record_it_drops(tmp_
     """Issue 31: the disk fills at step 8 and never frees.  One warning when
     writing fails, none saying it resumed, and at the end a warning naming how
     many kept records are lost (counted in safety.reported()), never silence."""
-    import disk_full_train as plan
+    from tests.support import disk_full_train as plan
 
     result, run_dir, _ = train_on_a_filling_disk("keras_stays_full", tmp_path)
     messages = [w["message"] for w in result["warnings"]]
@@ -135,7 +137,7 @@ def test_kept_steps_are_written_back_as_soon_as_the_disk_frees(tmp_path):
     step logged since the disk filled on disk, but the one flush that failed:
     the kept records go back at the first flush that finds space, not a retry
     period later."""
-    import disk_full_train as plan
+    from tests.support import disk_full_train as plan
 
     result, run_dir, _ = train_on_a_filling_disk("keras_kill", tmp_path, status=137)
     steps = [s for f in readable_steps(run_dir) for s in f]
@@ -148,7 +150,7 @@ def test_kept_steps_are_written_back_as_soon_as_the_disk_frees(tmp_path):
 def test_what_tensorflow_alone_does_on_a_full_disk(tmp_path):
     """The fault, measured: TensorFlow's own writer tears the file, nothing is
     warned, and every step after the first failure is unreadable."""
-    import disk_full_train as plan
+    from tests.support import disk_full_train as plan
 
     result, run_dir, _ = train_on_a_filling_disk("plain_loop", tmp_path)
     (name,) = os.listdir(run_dir)

@@ -24,11 +24,13 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from frontend_page import (  # noqa: F401 (browser, page: fixtures)
+from tests.support.frontend_page import (  # noqa: F401 (browser, page: fixtures)
     PREFIX, Page, browser, chart, navigate, number, open_tab, page, plot_of, require_browser, route, screenshot,
     shown_close, step_x, table_dicts, table_rows, tag_of, wait_complete, wait_drawn,
 )
-from tb_server import TensorBoardProcess
+from tests.support.tb_server import TensorBoardProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.tensorboard]  # a real TensorBoard in Chromium
 
 _require_browser = require_browser  # the name test_hostile_names.py imports from here
 
@@ -158,16 +160,11 @@ def logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tensorboard(logdir):
-    with TensorBoardProcess(logdir, load_fast=False) as tb:
-        tb.wait_for(
-            lambda d: {r["run"] for r in d.get("runs", [])} >= {F32, BF16}
+def tensorboard_ready():
+    """When conftest.py's ``tensorboard`` on this logdir is ready: both runs, every step."""
+    return (lambda d: {r["run"] for r in d.get("runs", [])} >= {F32, BF16}
             and len(next(r for r in d["runs"] if r["run"] == BF16)["tags"]) == 6
-            and all(t["max_step"] == STEPS - 1 for r in d["runs"] for t in r["tags"] if t["kind"] != "dtypes"),
-            PREFIX + "runs",
-            timeout=120,
-        )
-        yield tb
+            and all(t["max_step"] == STEPS - 1 for r in d["runs"] for t in r["tags"] if t["kind"] != "dtypes"))
 
 
 def tab_frame(p):

@@ -14,11 +14,13 @@ import re
 
 import pytest
 
-import frontend_questions_logs as q
-from frontend_page import (  # noqa: F401 (browser, page: fixtures)
+from tests.support import frontend_questions_logs as q
+from tests.support.frontend_page import (  # noqa: F401 (browser, page: fixtures)
     Page, browser, chart, close_to, heatmap_cell, navigate, open_tab, page, pixels, plot_of, route, step_x,
     table_dicts, wait_complete, wait_drawn,
 )
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.tensorboard]  # a real training's logdir, in Chromium
 
 # TensorBoard's run colors (its default palette, light theme), in the order of its runs listing.
 TB_PALETTE = ["#425066", "#12b5cb", "#e52592", "#f9ab00", "#9334e6", "#7cb342", "#e8710a"]

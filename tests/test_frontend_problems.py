@@ -9,14 +9,16 @@ import os
 
 import pytest
 
-from frontend_page import PREFIX, browser, open_tab, page, require_browser, route, screenshot  # noqa: F401 (fixtures)
-from tb_server import TensorBoardProcess
+from tests.support.frontend_page import browser, open_tab, page, require_browser, route, screenshot  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.tensorboard]  # a real TensorBoard in Chromium
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
+def problems(tmp_path_factory):
+    """The logdir and the relative path of its file with a flipped byte."""
     require_browser()
-    import hostile_logs
+    from tests.support import hostile_logs
 
     path = str(tmp_path_factory.mktemp("problems") / "logs")
     hostile_logs.stats_run(os.path.join(path, "good"), range(20))
@@ -26,22 +28,23 @@ def logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tensorboard(logdir):
-    with TensorBoardProcess(logdir[0], load_fast=False) as tb:
-        tb.wait_for(
-            lambda d: {r["run"] for r in d.get("runs", []) if r["problems"]} == {"flipped", "two_writers"},
-            PREFIX + "runs", timeout=120,
-        )
-        yield tb
+def logdir(problems):
+    return problems[0]
+
+
+@pytest.fixture(scope="module")
+def tensorboard_ready():
+    """When conftest.py's ``tensorboard`` on this logdir is ready: both damaged runs named."""
+    return lambda d: {r["run"] for r in d.get("runs", []) if r["problems"]} == {"flipped", "two_writers"}
 
 
 def banner(p):
     return p.eval_on_selector_all(".gl-run-problems", "n => n.map(x => x.textContent)")
 
 
-def test_file_problems_are_named_in_the_overview_and_above_the_views_of_their_run(tensorboard, logdir, page):
+def test_file_problems_are_named_in_the_overview_and_above_the_views_of_their_run(tensorboard, problems, page):
     tb = tensorboard
-    _, flipped_file = logdir
+    _, flipped_file = problems
     runs = {r["run"]: r for r in route(tb, "runs")["runs"]}
     (damage,) = runs["flipped"]["problems"]
     (overlap,) = runs["two_writers"]["problems"]

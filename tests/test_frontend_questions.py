@@ -13,11 +13,13 @@ import re
 import numpy as np
 import pytest
 
-import frontend_questions_logs as q
-from frontend_page import (  # noqa: F401 (browser, page: fixtures)
+from tests.support import frontend_questions_logs as q
+from tests.support.frontend_page import (  # noqa: F401 (browser, page: fixtures)
     DEAD, MAGENTA, NONE_GREY, ZERO_GREY, Page, browser, chart, close_to, heatmap_cell, navigate, open_tab, page,
     plot_of, pixels, require_browser, route, rule_at, screenshot, step_x, table_dicts, wait_complete,
 )
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.tensorboard]  # a real training's logdir, in Chromium
 
 @pytest.fixture(scope="module")
 def tensorboard(questions_tensorboard):

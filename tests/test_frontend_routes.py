@@ -10,7 +10,7 @@ are known (a NaN in dense/bias at step 3, frozen's None gradient, rel_l2
 import numpy as np
 import pytest
 
-import gradlens_logs as logs
+from tests.support import gradlens_logs as logs
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.serving import filtered_source

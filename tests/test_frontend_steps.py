@@ -9,8 +9,9 @@ import os
 import numpy as np
 import pytest
 
-from frontend_page import PREFIX, browser, open_tab, page, require_browser, route, screenshot  # noqa: F401 (fixtures)
-from tb_server import TensorBoardProcess
+from tests.support.frontend_page import browser, open_tab, page, require_browser, route, screenshot  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.tensorboard]  # trains real models, in Chromium
 
 BATCH = 8
 
@@ -20,7 +21,7 @@ def logdir(tmp_path_factory):
     require_browser()
     import keras
 
-    import real_models
+    from tests.support import real_models
     from test_nonfinite_steps import _images
     from test_nonfinite_steps import _unscaled_attention
     from tb_gradlens.keras import GradLensCallback
@@ -51,11 +52,9 @@ def logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tensorboard(logdir):
-    with TensorBoardProcess(logdir, load_fast=False) as tb:
-        tb.wait_for(lambda d: {r["run"] for r in d.get("runs", [])} >= {"fp16", "nan", "offset"}, PREFIX + "runs",
-                    timeout=120)
-        yield tb
+def tensorboard_ready():
+    """When conftest.py's ``tensorboard`` on this logdir is ready: the three runs."""
+    return lambda d: {r["run"] for r in d.get("runs", [])} >= {"fp16", "nan", "offset"}
 
 
 def _tag(tb, run, kind):

@@ -14,10 +14,12 @@ import re
 import numpy as np
 import pytest
 
-from frontend_page import launch, require_browser
 from tb_gradlens import metadata
 from tb_gradlens.serving import reading
 from tb_gradlens.serving import run_listing
+from tests.support.frontend_page import launch, require_browser
+
+pytestmark = [pytest.mark.browser]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATIC = os.path.join(ROOT, "frontend_static")

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-import gradlens_logs as logs
+from tests.support import gradlens_logs as logs
 from test_plugin_routes import PREFIX
 from tb_gradlens import metadata
 
@@ -23,6 +23,8 @@ from tb_gradlens import metadata
 from test_plugin_routes import client  # noqa: F401
 from test_plugin_routes import logdir  # noqa: F401
 from test_plugin_routes import provider  # noqa: F401
+
+pytestmark = [pytest.mark.slow]  # hypothesis: thousands of generated inputs
 
 PARSER_EXAMPLES = 600
 ROUTE_EXAMPLES = 150
@@ -354,7 +356,7 @@ def test_record_readers_accept_or_raise_the_format_error(record_property):
 def test_generated_records_in_real_event_files_never_break_the_routes(tmp_path, record_property):
     import numpy as np
 
-    import hostile_logs
+    from tests.support import hostile_logs
     from test_robustness_reading import client_for
 
     statuses = {}

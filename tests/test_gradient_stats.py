@@ -110,9 +110,11 @@ FIXED_CASES = {
 # ctypes and tf.numpy_function (when the ops cannot be built), "tf" separate
 # TensorFlow kernels, "xla" one XLA-compiled pass.
 BACKENDS = ["kernel", "kernel_library", "tf", "xla"]
+# XLA compiles each new shape (seconds per case on 2 cores): its cases run in the slow lane only.
+BACKEND_PARAMS = [pytest.param(b, marks=pytest.mark.slow) if b == "xla" else b for b in BACKENDS]
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=BACKEND_PARAMS)
 def backend(request, monkeypatch):
     """The ``backend`` argument of a numerics call, for each backend."""
     if request.param != "kernel_library":
@@ -272,6 +274,7 @@ def test_every_float32_exponent_is_binned_by_each_backend(backend):
     np.testing.assert_array_equal(hist.numpy()[0], reference_histogram_fast(np.tile(grad, 3)))
 
 
+@pytest.mark.slow
 def test_counts_stay_exact_beyond_float32_integers(backend):
     """A variable of 2^24 + 3 elements: float32 counting would stall at 2^24."""
     n = 2**24 + 3
@@ -397,6 +400,7 @@ def _op_types(function, *args):
     return {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
 
 
+@pytest.mark.slow
 def test_with_a_gpu_the_compiled_cpu_kernel_is_never_in_the_step(monkeypatch):
     """GPU users: the compiled kernel reads host memory, so where a GPU
     holds the gradients the pass must be TensorFlow ops (the "xla" path,
@@ -446,6 +450,7 @@ def test_kernel_can_be_disabled_by_the_environment(monkeypatch):
         kernel.reset()
 
 
+@pytest.mark.slow
 def test_the_wheel_ships_the_kernel_source_and_it_builds(tmp_path):
     """pip install needs no compiler (a pure-Python wheel); the C source
     ships inside it and compiles on first use where a compiler exists."""
@@ -461,6 +466,7 @@ def test_the_wheel_ships_the_kernel_source_and_it_builds(tmp_path):
     assert os.path.exists(kernel.build(str(tmp_path / "built")))
 
 
+@pytest.mark.slow
 def test_two_thousand_tiny_variables_in_one_call(backend):
     """Many small tensors of many sizes (the packing's padded groups, the
     kernel's one-chunk rows), some None, all against NumPy."""

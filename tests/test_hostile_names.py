@@ -18,13 +18,14 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from tb_server import TensorBoardProcess
 from test_frontend import PREFIX
 from test_frontend import Page
 from test_frontend import _require_browser
 from test_frontend import browser  # noqa: F401 - fixture
 from test_frontend import table_rows
 from test_frontend import wait_drawn
+
+pytestmark = [pytest.mark.slow]  # a real TensorBoard, and Chromium
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 3
@@ -92,12 +93,10 @@ def logdir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tensorboard(logdir):
-    with TensorBoardProcess(logdir, load_fast=False) as tb:
-        tb.wait_for(lambda d: len(d.get("runs", [])) == len(RUNS)
-                    and all(t["max_step"] == STEPS - 1 for r in d["runs"] for t in r["tags"] if t["kind"] != "dtypes"),
-                    PREFIX + "runs", timeout=120)
-        yield tb
+def tensorboard_ready():
+    """When conftest.py's ``tensorboard`` on this logdir is ready: every run, every step."""
+    return (lambda d: len(d.get("runs", [])) == len(RUNS)
+            and all(t["max_step"] == STEPS - 1 for r in d["runs"] for t in r["tags"] if t["kind"] != "dtypes"))
 
 
 def stats_tag(tb, run):
@@ -105,6 +104,7 @@ def stats_tag(tb, run):
     return next(t["tag"] for r in runs if r["run"] == run for t in r["tags"] if t["kind"] == "grad_stats")
 
 
+@pytest.mark.tensorboard
 def test_routes_carry_every_name_exactly_and_json_escaped(tensorboard):
     tb = tensorboard
     status, ctype, body = tb.get(PREFIX + "runs")
@@ -143,6 +143,8 @@ def _no_injection(p, page):
     page.assert_clean()
 
 
+@pytest.mark.browser
+@pytest.mark.tensorboard
 def test_tab_shows_hostile_names_literally(tensorboard, browser):  # noqa: F811
     _require_browser()
     tb = tensorboard
@@ -179,6 +181,8 @@ def _tallest_name(p):
         .map((e) => e.getBoundingClientRect().height))""")
 
 
+@pytest.mark.browser
+@pytest.mark.tensorboard
 def test_long_names_do_not_push_the_view_off_the_screen(tensorboard, browser):  # noqa: F811
     """A 10,000-character variable and a 3,600-character run name are shown in a
     few lines (in full on hover and in the page's text): no table row or heading
@@ -198,6 +202,8 @@ def test_long_names_do_not_push_the_view_off_the_screen(tensorboard, browser):  
         page.close()
 
 
+@pytest.mark.browser
+@pytest.mark.tensorboard
 def test_variable_filter_with_a_catastrophic_pattern_is_matched_by_the_server(tensorboard, browser):  # noqa: F811
     """The Dtypes view's variable filter is matched by the dtypes route in bounded
     time (tb_gradlens.patterns), never by a backtracking RegExp in the browser:
@@ -225,6 +231,8 @@ def test_variable_filter_with_a_catastrophic_pattern_is_matched_by_the_server(te
         page.close()
 
 
+@pytest.mark.browser
+@pytest.mark.tensorboard
 def test_an_alert_of_every_run_is_one_entry_with_a_button_per_run(tensorboard, browser):  # noqa: F811
     """The same NaN in the same variable of five runs (one alert ``group``) is one
     entry of the Overview, as the CLI groups them; each other run has a button that
@@ -285,6 +293,7 @@ TRAVERSALS = [
 ]
 
 
+@pytest.mark.tensorboard
 def test_static_route_refuses_traversal_through_tensorboard(tensorboard):
     host, port = urllib.parse.urlsplit(tensorboard.url).netloc.split(":")
     served = []

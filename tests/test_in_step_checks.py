@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import real_models
-import twin_step
-from readback import read_records
+from tests.support import real_models
+from tests.support import twin_step
+from tests.support.readback import read_records
 from test_analysis import source_of
 from test_gradient_stats import assert_stats_match
 from test_gradient_stats import reference_statistics
@@ -34,7 +34,7 @@ from tb_gradlens.numerics import library_calls
 VOCAB, SEQ = 2000, 8
 
 
-pytestmark = pytest.mark.usefixtures("fresh_safety")  # conftest.py
+pytestmark = [pytest.mark.usefixtures("fresh_safety"), pytest.mark.slow]  # conftest.py; trains Keras models
 
 
 def bfloat16_round(x):

@@ -15,7 +15,9 @@ import pytest
 import tensorflow as tf
 
 from tb_gradlens import summary
-from tb_server import TensorBoardProcess
+from tests.support.tb_server import TensorBoardProcess
+
+pytestmark = [pytest.mark.slow]  # builds fresh venvs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL_SETTING = "TB_GRADLENS_KERNEL"  # kernel.ENV_KERNEL, not imported: the test must not build it here
@@ -60,6 +62,7 @@ def test_fresh_venv_has_no_tensorflow_and_a_working_entry_point(fresh_venv):
     assert out[1] == "True"  # the frontend ships inside the installed package
 
 
+@pytest.mark.tensorboard
 @pytest.mark.parametrize("load_fast", [False, True])
 def test_installed_tensorboard_lists_plugin_and_serves_tab(fresh_venv, tmp_path, load_fast):
     logdir = str(tmp_path / "logs")
@@ -116,7 +119,7 @@ def _without_compiler(empty_bin, cache):
 
 
 def _run_lens(python, env, logdir):
-    out = subprocess.run([python, os.path.join(ROOT, "tests", "install_check_lens.py"), str(logdir)],
+    out = subprocess.run([python, os.path.join(ROOT, "tests", "support", "install_check_lens.py"), str(logdir)],
                          capture_output=True, text=True, env=env, cwd="/", timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

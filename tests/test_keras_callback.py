@@ -5,13 +5,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from divergence_reference import np_divergence, records_of_kind
-from readback import read_records
+from tests.support.divergence_reference import np_divergence, records_of_kind
+from tests.support.readback import read_records
 from tb_gradlens import compare
 from tb_gradlens import demo
 from tb_gradlens import metadata
 from tb_gradlens.keras import GradLensCallback
 from tb_gradlens.keras import Schedule
+
+pytestmark = [pytest.mark.slow]  # trains Keras models
 
 STEPS_PER_EPOCH = 5
 BATCH = 16
@@ -357,9 +359,9 @@ def test_metadata_is_written_with_each_tags_first_event_only(data, tmp_path):
 # ---------------------------------------------------------------------------
 
 
-import real_models  # noqa: E402
-import twin_step  # noqa: E402
-from readback import only_tag  # noqa: E402
+from tests.support import real_models  # noqa: E402
+from tests.support import twin_step  # noqa: E402
+from tests.support.readback import only_tag  # noqa: E402
 
 
 def _zoo_batch(name, batch=8, steps=1, seed=0):

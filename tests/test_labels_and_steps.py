@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from readback import read_records
+from tests.support.readback import read_records
 from test_analysis import source_of
 from tb_gradlens import analysis
 from tb_gradlens import compare
@@ -58,6 +58,7 @@ def test_the_label_of_a_tie_is_the_same_in_every_process():
     assert seen == {"mixed_bfloat16 float32"}
 
 
+@pytest.mark.slow
 def test_report_names_a_tied_mixed_model_by_its_16_bit_policy(tmp_path):
     model = _tied_model()
     rng = np.random.default_rng(0)
@@ -90,6 +91,7 @@ def _grad_steps(log_dir):
     return [d.step for d in data]
 
 
+@pytest.mark.slow
 def test_steps_restart_in_a_log_directory_deleted_since(tmp_path):
     """fit, rmtree, a fresh model and callback on the same path: the second
     training's records are at its own optimizer steps 0-3, not 4-7."""
@@ -103,6 +105,7 @@ def test_steps_restart_in_a_log_directory_deleted_since(tmp_path):
     assert headline["step_offsets"] == []
 
 
+@pytest.mark.slow
 def test_an_offset_that_applies_is_said_by_report(tmp_path):
     """A second training in a directory that still holds the first one's
     records continues its steps, and the report says by how much."""

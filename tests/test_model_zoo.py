@@ -1,6 +1,6 @@
 """The lens on the models people train (issue 13): the real-model matrix.
 
-Each case trains a workload of ``tests/real_models.py`` at a tiny size twice
+Each case trains a workload of ``tests/support/real_models.py`` at a tiny size twice
 on the same seed, without and with ``GradLensCallback``, and asserts what a
 user must be able to rely on:
 
@@ -39,15 +39,17 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
-import real_models
-import twin_step
-from divergence_reference import np_divergence
-from readback import multiplexer_provider
-from readback import read_records
+from tests.support import real_models
+from tests.support import twin_step
+from tests.support.divergence_reference import np_divergence
+from tests.support.readback import multiplexer_provider
+from tests.support.readback import read_records
 from tb_gradlens import analysis
 from tb_gradlens import metadata
 from tb_gradlens.keras import GradLensCallback
 from tb_gradlens.serving import reading
+
+pytestmark = [pytest.mark.slow]  # trains real models
 
 BATCH = 8
 GRAD_KINDS = (metadata.GRAD_STATS, metadata.GRAD_HISTOGRAM, metadata.UPDATE_STATS)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import real_models
-from readback import read_records
+from tests.support import real_models
+from tests.support.readback import read_records
 from test_analysis import source_of
 from tb_gradlens import analysis
 from tb_gradlens import metadata
@@ -22,7 +22,7 @@ from tb_gradlens.keras import GradLensCallback
 BATCH = 8
 
 
-pytestmark = pytest.mark.usefixtures("fresh_safety")  # conftest.py
+pytestmark = [pytest.mark.usefixtures("fresh_safety"), pytest.mark.slow]  # conftest.py; trains Keras models
 
 
 def _state(model):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from divergence_reference import np_divergence, np_spacing
+from tests.support.divergence_reference import np_divergence, np_spacing
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from test_gradient_stats import backend  # noqa: F401 - the fixture: every backend

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-import hostile_logs
+from tests.support import hostile_logs
 from tb_gradlens import patterns
 
 
@@ -82,6 +82,7 @@ def test_flags_anchors_and_classes_follow_re():
             assert matcher.search(text) == (re.search(pattern, text) is not None), (pattern, text)
 
 
+@pytest.mark.slow
 def test_cli_and_callback_use_the_safe_matcher(tmp_path):
     import subprocess
     import sys

@@ -6,15 +6,17 @@ import urllib.parse
 import numpy as np
 import pytest
 
-import gradlens_logs as logs
-from tb_server import TensorBoardProcess
+from tests.support import gradlens_logs as logs
+from tests.support.tb_server import TensorBoardProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.tensorboard]  # real TensorBoard processes
 
 PREFIX = "/data/plugin/gradlens/"
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
-    return logs.write_logdir(str(tmp_path_factory.mktemp("e2e") / "logs"))
+def logdir(gradlens_logdir):
+    return gradlens_logdir  # conftest.py: written once per session
 
 
 def url(route, **params):
@@ -86,7 +88,7 @@ def test_every_route_through_tensorboard(logdir, load_fast):
 
 @pytest.fixture(scope="module")
 def long_names_logdir(tmp_path_factory):
-    import hostile_logs
+    from tests.support import hostile_logs
 
     logdir = tmp_path_factory.mktemp("hostile_regex") / "logs"
     tag = hostile_logs.long_names_run(str(logdir / "long"))
@@ -102,7 +104,7 @@ def test_a_hostile_rows_pattern_does_not_block_the_server(long_names_logdir, loa
     (no name has a '!'), and the others sent while it runs."""
     import threading
 
-    import hostile_logs
+    from tests.support import hostile_logs
 
     logdir, tag = long_names_logdir
     with TensorBoardProcess(logdir, load_fast=load_fast) as tb:

@@ -10,7 +10,7 @@ from tensorboard.backend.event_processing import plugin_event_multiplexer
 from tensorboard.plugins import base_plugin
 from werkzeug import test as werkzeug_test
 
-import gradlens_logs as logs
+from tests.support import gradlens_logs as logs
 from tb_gradlens import analysis
 from tb_gradlens import float_formats
 from tb_gradlens import metadata
@@ -49,8 +49,8 @@ class CountingProvider:
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
-    return logs.write_logdir(str(tmp_path_factory.mktemp("routes") / "logs"))
+def logdir(gradlens_logdir):
+    return gradlens_logdir  # conftest.py: written once per session
 
 
 @pytest.fixture(scope="module")
@@ -479,7 +479,7 @@ LONG_STEPS = 2500
 
 @pytest.fixture(scope="module")
 def long_run(tmp_path_factory):
-    import hostile_logs
+    from tests.support import hostile_logs
 
     logdir = str(tmp_path_factory.mktemp("long") / "logs")
     hostile_logs.stats_run(logdir + "/long", range(LONG_STEPS), tag="gradients/grad_stats/long")

@@ -17,7 +17,7 @@ from tb_gradlens import records
 from tb_gradlens.serving import reading
 from tb_gradlens.writing import summary_ops
 
-from readback import multiplexer_provider
+from tests.support.readback import multiplexer_provider
 
 
 def _comparison_record(extras, rows=("a", "b")):

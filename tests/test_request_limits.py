@@ -8,11 +8,12 @@ data provider over a real logdir (written with TensorBoard's TF-free writer).
 import json
 import os
 
+import pytest
 from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 from werkzeug import test as werkzeug_test
 
-import hostile_logs
+from tests.support import hostile_logs
 from test_plugin_routes import make_provider
 from tb_gradlens import metadata
 from tb_gradlens import patterns
@@ -128,6 +129,7 @@ def test_a_crafted_huge_record_is_checked_a_budget_at_a_time(tmp_path):
     assert "data checksum mismatch" in problem["error"] and calls >= 20
 
 
+@pytest.mark.slow
 def test_report_reads_a_crafted_huge_record_in_bounded_memory(tmp_path):
     """``tb-gradlens report`` on a logdir whose event file claims a 64 MB
     record of zeros: the damage is named, and nothing reads the whole claimed
@@ -150,6 +152,7 @@ def test_report_reads_a_crafted_huge_record_in_bounded_memory(tmp_path):
     assert peak < 40 * 1024 * 1024, peak
 
 
+@pytest.mark.slow
 def test_crc32c_of_long_and_pieced_data_equals_tensorboards():
     """The NumPy CRC-32C (batched, and continued over pieces as a long record
     is checked) equals TensorBoard's byte-by-byte reference."""

@@ -1,7 +1,7 @@
 """Bad logs beside good runs: the routes and the command line keep serving
 everything readable and report each bad record as an error entry, never a 500.
 
-The logdir (tests/bad_logs.py) holds a good run, a run with one tag of each
+The logdir (tests/support/bad_logs.py) holds a good run, a run with one tag of each
 kind of bad record, a run that is NaN/Inf everywhere, a file of garbage bytes
 and an event file cut in the middle of a record (being written).
 """
@@ -17,8 +17,8 @@ from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
 from werkzeug import test as werkzeug_test
 
-import bad_logs
-from tb_server import TensorBoardProcess
+from tests.support import bad_logs
+from tests.support.tb_server import TensorBoardProcess
 from test_gradient_stats import assert_stats_match
 from test_gradient_stats import reference_statistics
 from test_plugin_routes import PREFIX
@@ -150,6 +150,8 @@ def test_a_file_being_written_is_served_up_to_its_last_whole_record(bad_logdir, 
         f.write(full_bytes[: len(full_bytes) - 37])
 
 
+@pytest.mark.slow
+@pytest.mark.tensorboard
 def test_rust_data_server_serves_the_bad_logdir_without_500(bad_logdir):
     logdir, _, _ = bad_logdir
     with TensorBoardProcess(logdir, load_fast=True) as tb:
@@ -209,7 +211,7 @@ def cli(*args, timeout=300, **kwargs):
 @pytest.fixture(scope="module")
 def hostile_logdir(tmp_path_factory):
     """MALFORMED runs beside a good one, a file with one flipped byte and a run of two writers."""
-    import hostile_logs
+    from tests.support import hostile_logs
 
     logdir = str(tmp_path_factory.mktemp("hostile") / "logs")
     hostile_logs.write_malformed(logdir)
@@ -219,7 +221,7 @@ def hostile_logdir(tmp_path_factory):
 
 
 def test_one_malformed_record_is_an_error_entry_and_the_logdir_is_served(hostile_logdir):
-    import hostile_logs
+    from tests.support import hostile_logs
 
     logdir, _, _ = hostile_logdir
     _, client = client_for(logdir)
@@ -261,8 +263,9 @@ def test_damaged_files_and_two_writers_are_named_by_the_routes(hostile_logdir):
     assert [e["run"] for e in get_json(client, "alerts", run="flipped")["errors"]] == ["flipped"]
 
 
+@pytest.mark.slow
 def test_cli_reports_damage_two_writers_and_malformed_records_without_a_traceback(hostile_logdir):
-    import hostile_logs
+    from tests.support import hostile_logs
 
     logdir, flipped, (first, _) = hostile_logdir
     for args in ([], ["--json"], ["--run", "^good$"], ["--fail-on", "error"]):
@@ -287,7 +290,7 @@ def test_cli_reports_damage_two_writers_and_malformed_records_without_a_tracebac
 
 
 def test_cli_skips_a_symlink_loop_with_a_message(tmp_path):
-    import hostile_logs
+    from tests.support import hostile_logs
 
     logdir = tmp_path / "logs"
     hostile_logs.stats_run(str(logdir / "run"), range(3))
@@ -311,7 +314,7 @@ def _without_read_override():
 
 
 def test_cli_skips_an_unreadable_directory_with_a_message(tmp_path):
-    import hostile_logs
+    from tests.support import hostile_logs
 
     prefix = _without_read_override()
     if prefix is None:
@@ -350,9 +353,11 @@ def test_a_crash_is_exit_4_in_one_line_never_exit_1(hostile_logdir):
     assert debug.returncode == 4 and "Traceback" in debug.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.tensorboard
 @pytest.mark.parametrize("load_fast", [False, True], ids=["python_loader", "rust_data_server"])
 def test_real_tensorboard_names_damage_and_serves_the_malformed_logdir(hostile_logdir, load_fast):
-    import hostile_logs
+    from tests.support import hostile_logs
 
     logdir, flipped, _ = hostile_logdir
     expected = set(hostile_logs.MALFORMED) - {"metadata_deep_json"} | {"good", "flipped", "two_writers"}

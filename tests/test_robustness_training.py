@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from readback import only_tag
-from readback import read_records
+from tests.support.readback import only_tag
+from tests.support.readback import read_records
 from test_gradient_stats import assert_stats_match
 from test_gradient_stats import reference_histogram
 from test_gradient_stats import reference_statistics
@@ -29,7 +29,7 @@ from tb_gradlens.keras import GradLensCallback
 COLUMNS = metadata.GRAD_STATS_COLUMNS
 
 
-pytestmark = pytest.mark.usefixtures("fresh_safety")  # conftest.py
+pytestmark = [pytest.mark.usefixtures("fresh_safety"), pytest.mark.slow]  # conftest.py; trains Keras models
 
 
 def numpy_dense(values, indices, shape):

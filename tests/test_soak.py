@@ -6,13 +6,11 @@ every response has the expected status (no timeout, no 500), the newest
 step written is eventually served, and the tensorboard process's memory
 stays bounded.  Timings are printed, never asserted."""
 
-import os
-import sys
+import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import soak  # benchmarks/ (tests/conftest.py puts it on sys.path)
 
-import soak  # noqa: E402
+pytestmark = [pytest.mark.slow, pytest.mark.tensorboard]  # a 20 s soak of a real TensorBoard
 
 SECONDS = 20
 CLIENTS = 4

@@ -14,14 +14,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from divergence_reference import records_of_kind
-from readback import read_records
+from tests.support.divergence_reference import records_of_kind
+from tests.support.readback import read_records
 from tb_gradlens import compare
 from tb_gradlens import demo
 from tb_gradlens import metadata
 from tb_gradlens.keras import GradLens
 
-import real_models
+from tests.support import real_models
+
+pytestmark = [pytest.mark.slow]  # trains Keras models
 
 METRICS = len(metadata.DIVERGENCE_METRICS)
 STABLE = metadata.DIVERGENCE_COLUMNS.index(metadata.STABLE_REL_L2)

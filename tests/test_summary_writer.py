@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import readback
+from tests.support import readback
 from test_gradient_stats import assert_stats_match
 from test_gradient_stats import reference_histogram
 from test_gradient_stats import reference_statistics

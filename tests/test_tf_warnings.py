@@ -16,6 +16,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = [pytest.mark.slow]  # trains real models in a fresh process
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PLEAS = ("report this to the tensorflow team", "autograph could not transform", "file a bug", "please report")
 
@@ -24,7 +28,7 @@ def _pleas(tmp_path, *flags):
     env = dict(os.environ)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
     env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, os.path.join(HERE, "tf_warnings_run.py"), str(tmp_path)] + list(flags),
+    done = subprocess.run([sys.executable, os.path.join(HERE, "support", "tf_warnings_run.py"), str(tmp_path)] + list(flags),
                           capture_output=True, text=True, env=env, timeout=900)
     output = done.stdout + done.stderr
     assert done.returncode == 0 and "tf_warnings_run: done" in done.stdout, output[-4000:]

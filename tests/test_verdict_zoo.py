@@ -9,9 +9,6 @@ every row within its limit, the faulty one among them; when it recommends
 nothing, no such alert fires.  The full table is BENCHMARKS.md's.
 """
 
-import os
-import sys
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -22,13 +19,12 @@ from tb_gradlens.keras import GradLens
 
 from test_analysis import source_of
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import alert_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)
+import verdict_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)
+import zoo_faults  # benchmarks/ (tests/conftest.py puts it on sys.path)
+import zoo_models  # benchmarks/ (tests/conftest.py puts it on sys.path)
 
-import alert_zoo  # noqa: E402
-import verdict_zoo  # noqa: E402
-import zoo_faults  # noqa: E402
-import zoo_models  # noqa: E402
+pytestmark = [pytest.mark.slow]  # trains real models
 
 CONFIGS = {c.name: c for c in verdict_zoo.quick_configs()}
 DIVERGENCE_CODES = ("bf16_divergence", "f16_divergence")

@@ -10,9 +10,7 @@ each on 2 cores, an eager step takes 1-25 s (ConvNeXtTiny's grouped
 convolutions compile with XLA at each call).
 """
 
-import os
 import re
-import sys
 
 import keras
 import numpy as np
@@ -21,11 +19,12 @@ import pytest
 from tb_gradlens.analysis import codes
 from tb_gradlens.writing import keras_private
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+from tests.support import real_models
 
-import real_models  # noqa: E402
-import zoo_faults  # noqa: E402
-import zoo_models  # noqa: E402
+import zoo_faults  # benchmarks/ (tests/conftest.py puts it on sys.path)
+import zoo_models  # benchmarks/ (tests/conftest.py puts it on sys.path)
+
+pytestmark = [pytest.mark.slow]  # trains keras.applications models
 
 BATCH = 4
 

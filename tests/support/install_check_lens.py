@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def main(logdir):
@@ -26,9 +26,9 @@ def main(logdir):
     from tb_gradlens.numerics import backend as backends
     from tb_gradlens.numerics import kernel
 
-    sys.path.insert(0, TESTS)
-    from readback import only_tag, read_records  # noqa: PLC0415 - after the path is set
-    from test_gradient_stats import reference_statistics  # noqa: PLC0415
+    sys.path.append(ROOT)  # last, and after the import above: tb_gradlens stays the installed one
+    from tests.support.readback import only_tag, read_records  # noqa: PLC0415 - after the path is set
+    from tests.test_gradient_stats import reference_statistics  # noqa: PLC0415
 
     started = time.perf_counter()
     status = kernel.status()

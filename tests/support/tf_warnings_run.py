@@ -2,7 +2,7 @@
 ``test_tf_warnings.py`` (run in a fresh process: AutoGraph and TensorFlow
 say most things once per process).
 
-``python tests/tf_warnings_run.py LOGDIR``: the Transformer (Dropout, XLA
+``python tests/support/tf_warnings_run.py LOGDIR`` (the repository root on PYTHONPATH): the Transformer (Dropout, XLA
 off and on) and an LSTM under ``model.fit`` with ``GradLensCallback``
 logging and comparing at every step, and ``tb_gradlens.compare.compare_keras``
 inside ``tf.function`` on an LSTM and a GRU.  ``--control`` runs only a
@@ -15,11 +15,9 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 
 def _fit(logdir):
-    import real_models
+    from tests.support import real_models
     from tb_gradlens.keras import GradLensCallback
 
     for name, jit in (("transformer", False), ("transformer", True), ("lstm", False)):
@@ -32,7 +30,7 @@ def _fit(logdir):
 def _compare_in_function():
     import tensorflow as tf
 
-    import real_models
+    from tests.support import real_models
     from tb_gradlens.compare import compare_keras
 
     for name in ("lstm", "gru"):

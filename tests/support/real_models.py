@@ -15,8 +15,8 @@ zoo); ``layer_classes()`` the layers they and the zoo's measurements use
 (float32-mask Dropout, a naive variance norm, a drifting offset, log of the
 inputs).
 
-Imported by tests (``tests/`` is on sys.path) and by ``benchmarks/`` (which
-put ``tests/`` on their path).
+Imported as ``tests.support.real_models`` by tests and by ``benchmarks/``
+(the repository root on sys.path: see tests/support/__init__.py).
 """
 
 import collections

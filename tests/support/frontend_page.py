@@ -14,7 +14,7 @@ import urllib.parse
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ARTIFACTS = os.path.join(ROOT, "test-artifacts", "frontend")
 CHROMIUM = "/usr/bin/chromium"
 PREFIX = "/data/plugin/gradlens/"

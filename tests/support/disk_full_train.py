@@ -2,7 +2,7 @@
 
 Run inside a private mount namespace whose MOUNT is a small tmpfs::
 
-    python tests/disk_full_train.py MODE MOUNT OUT_DIR
+    python tests/support/disk_full_train.py MODE MOUNT OUT_DIR
 
 MODE ``keras``: ``model.fit`` of the README's MLP (float32, real digits) with
 ``GradLensCallback(gradient_every=1, update_every=1, flush_seconds=0)`` (every logged
@@ -29,8 +29,8 @@ import time
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)  # tb_gradlens and tests.support from this checkout
 
 STEPS = 40
 FILL = (8, 22)  # the disk is full from the end of these steps ...
@@ -87,7 +87,7 @@ def main(mode, mount, out_dir):
     import tensorflow as tf
     import keras
 
-    import real_models
+    from tests.support import real_models
     import tb_gradlens
     from tb_gradlens import safety
 
