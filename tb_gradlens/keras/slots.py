@@ -18,7 +18,7 @@ class ComparisonSlot:
     surrounding code" runs as an XLA pass.
     """
 
-    def __init__(self, model, reference, candidate, activations, max_rows, xla, slots, live):
+    def __init__(self, model, reference, candidate, activations, max_rows, xla, steps_per_call, live):
         self.reference, self.candidate = reference, candidate
         self.xla = xla
         self.live = live
@@ -33,7 +33,7 @@ class ComparisonSlot:
             compare.stable_pass_for(model, run_reference, run_candidate, activations),
         )
         n_cols = len(metadata.DIVERGENCE_COLUMNS)
-        self.ring = StepRing(slots, {
+        self.ring = StepRing(steps_per_call, {
             "divergence": [len(model.trainable_variables), n_cols],
             "loss": [1, len(metadata.LOSS_COMPARISON_COLUMNS)],
             "activation": [max_rows, n_cols],
