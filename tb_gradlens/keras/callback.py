@@ -9,9 +9,9 @@ from tb_gradlens import safety
 from tb_gradlens.keras import session as session_module
 from tb_gradlens.keras.advising import AdvisorHook
 from tb_gradlens.keras.options import LensOptions
+from tb_gradlens.keras.options import ReadOnlyOption
 from tb_gradlens.keras.schedule import FLUSH_SECONDS
 from tb_gradlens.keras.schedule import GRADIENT_EVERY
-from tb_gradlens.keras.schedule import Schedule
 from tb_gradlens.keras.session import Session
 from tb_gradlens.writing import distribute
 
@@ -97,7 +97,6 @@ class GradLensCallback(keras.callbacks.Callback):
                  update_every: Optional[int] = None, nonfinite_replay: Union[str, bool] = "auto",
                  stop_on_nonfinite: bool = False, flush_seconds: float = FLUSH_SECONDS):
         super().__init__()
-        self.log_dir = log_dir
         self.options = LensOptions.from_arguments(
             log_dir, gradient_every, compare_every, variables, start_step, stop_step, comparisons, histogram,
             update_stats, activations, name, replica_divergence, update_every, nonfinite_replay,
@@ -108,10 +107,20 @@ class GradLensCallback(keras.callbacks.Callback):
         self._session = None
         self._active = None
 
-    @property
-    def compare_schedule(self) -> Schedule:
-        """The steps the comparisons run at (``options.compare_schedule``)."""
-        return self.options.compare_schedule
+    # The resolved arguments, read-only (``options``): ``callback.flush_seconds`` etc.
+    log_dir = ReadOnlyOption()
+    name = ReadOnlyOption()
+    gradient_schedule = ReadOnlyOption()
+    compare_schedule = ReadOnlyOption()
+    update_schedule = ReadOnlyOption()
+    variables = ReadOnlyOption()
+    comparisons = ReadOnlyOption()
+    histogram = ReadOnlyOption()
+    activations = ReadOnlyOption()
+    replica_divergence = ReadOnlyOption()
+    nonfinite_replay = ReadOnlyOption()
+    stop_on_nonfinite = ReadOnlyOption()
+    flush_seconds = ReadOnlyOption()
 
     def on_train_begin(self, logs=None):
         self._active = None

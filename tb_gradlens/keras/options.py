@@ -81,6 +81,22 @@ class LensOptions:
         )
 
 
+class ReadOnlyOption:
+    """A callback attribute that reads the field of the same name of its
+    ``options`` (as Keras' callbacks expose their arguments); setting it
+    raises, since the lens would not see the change."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, callback, owner=None):
+        return self if callback is None else getattr(callback.options, self.name)
+
+    def __set__(self, callback, value):
+        raise AttributeError("tb_gradlens: %s is fixed when the callback is made (make a new GradLensCallback)"
+                             % self.name)
+
+
 def compare_schedule(every, start_step, stop_step):
     """The comparisons' steps.  ``every`` None (the default): every
     ``COMPARE_EVERY`` steps from one interval in, so a short run does not
