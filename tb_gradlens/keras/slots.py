@@ -47,7 +47,7 @@ class ComparisonSlot:
         result = compare.compare_keras(
             model, x, y, sample_weight, self.reference, self.candidate,
             activations=self.activations, passes=self.passes, surrounding_jit=self.xla,
-            candidate_outcome=candidate_outcome, state_values=state_values,
+            own_step=compare.OwnStep(outcome=candidate_outcome, seeds=state_values),
         )
         if candidate_outcome is not None and self.xla:
             # Under XLA the live candidate is the lens's recomputation of the step (``probe``).
