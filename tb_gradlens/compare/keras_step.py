@@ -1,6 +1,8 @@
 """``compare_keras``: one training step of a Keras model in two numeric settings.
 
-The reference and candidate passes are ``KerasPass``es (``keras_passes``).
+The reference and candidate passes are ``KerasPass``es (``keras_passes``);
+what a caller's own training step hands over (its outcome, the gradients it
+applied, its seed states) is one ``OwnStep``.
 When the candidate rounds to a less precise dtype than the reference, two
 more measurements are written beside the candidate's divergence, which the
 analysis judges it by (``analysis.harm``):

@@ -48,9 +48,19 @@ class FlushPacing:
                 and time.monotonic() - self._flushed_at < self.flush_seconds
                 and self._unflushed + self.sink.events_per_call <= getattr(self.writer, "max_queue", 0) // 2)
 
-    def wait(self):
-        """A healthy logged call's records stay in the queue (``may_wait``)."""
-        self._unflushed += self.sink.events_per_call
+    def due_after_call(self, first, last, alarmed):
+        """Whether to flush after the call of train steps ``[first, last)``
+        returned (``alarmed``: a step in it was not finite): when it logged
+        a step and its records may not wait (``may_wait``), or when the
+        status or dtype map may have changed."""
+        if alarmed or self.tap.any_due_in(first, last):
+            if self.sink.in_step:
+                self.sink.note_steps(first, last)
+            if alarmed or not self.may_wait():
+                return True
+            self._unflushed += self.sink.events_per_call
+            return False
+        return self.pending
 
     def flush(self, step):
         """Write every buffered step (and the status and dtype map at

@@ -5,14 +5,13 @@ A ``Session`` exists from ``on_train_begin`` to ``on_train_end`` of a
 optimizer and variables, keeping its traced train functions as Keras keeps
 its own: ``traces.TracedSteps``).  It builds the ``Tap`` and the lens's
 step (``LiveStep`` without XLA, ``ProbeStep`` under ``jit_compile=True``),
-installs a train function
-that writes the buffered records after every call and also when the call
-raises (``writing``), and restores every patch at the end, when the train
-function raises, or when a later session finds it stale.  A call that
-logs nothing and checks nothing runs Keras' own train function; the others
-run the lens's step (``traces``: one trace for every call without a
-comparison, a second one with the comparisons' passes when one is first
-due).
+installs a train function that writes the buffered records after every
+call and also when the call raises (``writing``, paced by ``flushing``),
+and restores every patch at the end, when the train function raises, or
+when a later session finds it stale.  A call that logs nothing and checks
+nothing runs Keras' own train function; the others run the lens's step
+(``traces``: one trace for every call without a comparison, a second one
+with the comparisons' passes when one is first due).
 
 A model Keras builds at its first batch (subclassed models, Sequential
 without an Input) has no variables at ``on_train_begin``: the session then
@@ -178,8 +177,12 @@ class Session:
                                      WRITE_CAUSE)
         self._traced = TracedSteps(model, self.tap, self.lens_step)
         self._begin_training()
-        self._traced.function_for(self._traced.parts_from(self.next_step))
+        self._function_for(self._traced.parts_from(self.next_step))
         self.function = self.entry = self._writing_after_each_call()
+
+    def _function_for(self, parts):
+        """Keras' train function for the lens's step with ``parts`` (``TracedSteps.function_for``)."""
+        return self._traced.function_for(parts)
 
     def _begin_training(self):
         first = int(self.tap.counter.numpy())  # the optimizer's step at the start, else where it left off
@@ -206,7 +209,7 @@ class Session:
                 self.next_step = first + self.tap.steps_per_call
                 return logs
             parts = self._traced.parts_from(first)
-            function = self._traced.function_for(parts)
+            function = self._function_for(parts)
             self.tap.parts = parts  # read when the step is traced
             if not self.tap.watch.armed:
                 self.tap.counter.assign(first)  # (Keras' own function ran the steps since)
@@ -222,14 +225,7 @@ class Session:
             alarmed = safety.call(WRITE_CAUSE, self.tap.watch.after_call, default=True)
             if self.tap.watch.stop_requested():
                 self._stop(first)
-            if alarmed or self.tap.any_due_in(first, self.next_step):
-                if self.sink.in_step:
-                    self.sink.note_steps(first, self.next_step)
-                if alarmed or not self._flushing.may_wait():
-                    self.flush(first)
-                else:
-                    self._flushing.wait()
-            elif self._flushing.pending:
+            if self._flushing.due_after_call(first, self.next_step, alarmed):
                 self.flush(first)
             return logs
 
