@@ -233,7 +233,8 @@ def _run_sides(model, batch, reference, candidate, ref_pass, cand_pass, own_step
     ref_rows = list(ref_pass.activation_rows)
     if cand_pass is not None:
         cand_rows = cand_pass.activation_rows
-    return _Sides(ref_out[0], ref_out[1], ref_out[2], ref_rows, tuple(ref_out[4:6]) if len(ref_out) > 4 else (None, None),
+    half_batch = tuple(ref_out[4:6]) if len(ref_out) > 4 else (None, None)
+    return _Sides(ref_out[0], ref_out[1], ref_out[2], ref_rows, half_batch,
                   cand_loss, cand_grads, cand_acts, cand_rows, draws, applied)
 
 
