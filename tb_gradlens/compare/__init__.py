@@ -52,6 +52,7 @@ from tb_gradlens.compare.keras_passes import model_layers  # noqa: F401
 from tb_gradlens.compare.keras_passes import owner_compute_dtypes  # noqa: F401
 from tb_gradlens.compare.keras_passes import seed_states  # noqa: F401
 from tb_gradlens.compare.keras_passes import switched_policies  # noqa: F401
+from tb_gradlens.compare.keras_step import OwnStep  # noqa: F401
 from tb_gradlens.compare.keras_step import built_on  # noqa: F401
 from tb_gradlens.compare.keras_step import compare_keras  # noqa: F401
 from tb_gradlens.compare.keras_step import reference_pass_for  # noqa: F401

@@ -1,6 +1,8 @@
 """``compare_keras``: one training step of a Keras model in two numeric settings.
 
-The reference and candidate passes are ``KerasPass``es (``keras_passes``).
+The reference and candidate passes are ``KerasPass``es (``keras_passes``);
+what a caller's own training step hands over (its outcome, the gradients it
+applied, its seed states) is one ``OwnStep``.
 When the candidate rounds to a less precise dtype than the reference, two
 more measurements are written beside the candidate's divergence, which the
 analysis judges it by (``analysis.harm``):
@@ -13,7 +15,9 @@ analysis judges it by (``analysis.harm``):
   ``half_batch_rel_error``).
 """
 
+import dataclasses
 import warnings
+from typing import Optional, Sequence, Union
 
 import keras
 import tensorflow as tf
@@ -28,8 +32,12 @@ from tb_gradlens.compare.keras_passes import owner_compute_dtypes
 from tb_gradlens.compare.stable import StableRoundingPass
 from tb_gradlens.compare.stable import rounding_dtypes
 from tb_gradlens.compare.variants import Comparison
+from tb_gradlens.compare.variants import Variant
 from tb_gradlens.compare.variants import as_variant
 from tb_gradlens.writing import summary_ops
+
+
+VariantLike = Union[Variant, str, None]  # a Variant, a policy name, or None (the model as configured)
 
 
 def rounds_more(model, reference, candidate):
@@ -70,9 +78,57 @@ def built_on(model, x):
         model(x)
 
 
-def compare_keras(model, x, y=None, sample_weight=None, reference="float32", candidate=None,
-                  activations=True, passes=None, surrounding_jit=False, candidate_outcome=None,
-                  state_values=None, candidate_gradients=None, candidate_loss=None, eager=None, stable=True):
+@dataclasses.dataclass(frozen=True)
+class OwnStep:
+    """What the caller's own training step hands ``compare_keras``
+    (``outcome`` and ``gradients``: only where the candidate is the model as
+    configured, the step itself).
+
+    Attributes:
+      outcome: ``(loss, gradients, [(layer name, output)])`` of the training
+        step itself, when the caller has them (the Keras callback): then no
+        candidate pass runs.  The weights must be those the step
+        differentiated, and the reference must run as the step runs (its
+        ``jit_compile`` None or ``surrounding_jit``): it draws the step's
+        random numbers again.  A fourth element, the candidate's random
+        draws (a ``KerasPass``'s fourth output), is replayed instead.
+      gradients: the gradients the training step applies (one per
+        trainable variable): they replace the candidate pass's, whose loss
+        (unless ``loss``), layer outputs and random draws are kept.  A step
+        that draws random numbers needs ``seeds`` for them to pair with the
+        reference (else they are not used: the record says "recomputed").
+      loss: the training step's loss, with ``gradients``.
+      seeds: values of the model's seed-generator states before the step
+        (``seed_states``), so the passes draw that step's masks.
+    """
+
+    outcome: Optional[tuple] = None
+    gradients: Optional[Sequence[tf.Tensor]] = None
+    loss: Optional[tf.Tensor] = None
+    seeds: Optional[Sequence[tf.Tensor]] = None
+
+
+@dataclasses.dataclass
+class _Sides:
+    """What the reference and candidate passes computed on one batch."""
+
+    reference_loss: tf.Tensor
+    reference_gradients: list
+    reference_outputs: list  # layer outputs, in the order of reference_rows
+    reference_rows: list
+    half_batch: tuple  # (loss, gradients) of the reference on half the batch; (None, None): not measured
+    candidate_loss: tf.Tensor
+    candidate_gradients: list
+    candidate_outputs: list
+    candidate_rows: list
+    draws: Optional[list]  # the random draws both sides shared
+    applied: bool  # the candidate's gradients are the step's own
+
+
+def compare_keras(model: keras.Model, x, y=None, sample_weight=None, reference: VariantLike = "float32",
+                  candidate: VariantLike = None, activations: bool = True, passes: Optional[tuple] = None,
+                  surrounding_jit: bool = False, *, own_step: Optional[OwnStep] = None,
+                  eager: Optional[bool] = None, stable: bool = True) -> Comparison:
     """Compare one training step of a Keras model between two variants.
 
     Same batch, same weights, same random draws (dropout masks, noise);
@@ -90,24 +146,9 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         and ``stable_pass_for`` make the first and the third).
       surrounding_jit: whether the caller runs under XLA (recorded for
         variants with ``jit_compile=None``).
-      candidate_outcome: ``(loss, gradients, [(layer name, output)])`` of
-        the training step itself, when the candidate is the model as
-        configured and the caller has them (the Keras callback): then no
-        candidate pass runs.  The weights must be those the step
-        differentiated, and the reference must run as the step runs (its
-        ``jit_compile`` None or ``surrounding_jit``): it draws the step's
-        random numbers again.  A fourth element, the candidate's random
-        draws (a ``KerasPass``'s fourth output), is replayed instead.
-      state_values: values of the model's seed-generator states before the
-        step (``seed_states``), so the passes draw that step's masks.
-      candidate_gradients: the gradients the training step applies (one
-        per trainable variable), with a candidate that is the model as
-        configured: they replace the candidate pass's, whose loss (unless
-        ``candidate_loss``), layer outputs and random draws are kept.  A
-        step that draws random numbers needs ``state_values`` for them to
-        pair with the reference (else they are not used: the record says
-        "recomputed").
-      candidate_loss: the training step's loss, with ``candidate_gradients``.
+      own_step: what the caller's training step hands over (``OwnStep``:
+        its outcome, or the gradients it applies and its loss, and the seed
+        states read before it).
       eager: run the passes eagerly (default: when the caller runs
         eagerly), as an eager training step computes; else as traced
         functions.  A variant with ``jit_compile=True`` always runs under XLA.
@@ -120,84 +161,129 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
       (the step's own) or "recomputed".
     """
     reference, candidate = as_variant(reference), as_variant(candidate)
+    own_step = OwnStep() if own_step is None else own_step
     built_on(model, x)
     variables = model.trainable_variables
     eager = tf.executing_eagerly() if eager is None else bool(eager)
-    if candidate_gradients is not None and not candidate.is_model_as_configured(surrounding_jit):
-        raise ValueError("tb_gradlens.compare_keras: candidate_gradients are the training step's own: give "
+    if own_step.gradients is not None and not candidate.is_model_as_configured(surrounding_jit):
+        raise ValueError("tb_gradlens.compare_keras: OwnStep.gradients are the training step's own: give "
                          "them only with a candidate that is the model as configured (candidate=None)")
+    ref_pass, cand_pass, stable_pass = _passes_of(model, reference, candidate, activations, passes,
+                                                  own_step.outcome is not None, stable)
+    batch = (x, y, sample_weight)
+    sides = _run_sides(model, batch, reference, candidate, ref_pass, cand_pass, own_step, eager, surrounding_jit)
+    reference_16_bit, stable_outcome = {}, None
+    if stable_pass is not None:
+        reference_16_bit = _reference_16_bit(model, ref_pass, batch + (own_step.seeds, sides.draws))
+        stable_outcome = pass_runner(stable_pass, eager)(*batch, own_step.seeds, sides.draws)
+    grad_dtypes = _gradient_dtypes(model, variables, candidate, cand_pass, len(sides.candidate_gradients))
+    activation_parts = _activation_divergence(sides, stable_pass, stable_outcome) if activations \
+        else ([], None, [], None)
+    baselines = _gradient_and_loss_baselines(sides, stable_outcome, grad_dtypes)
+    return _comparison(model, variables, reference, candidate, surrounding_jit, eager, reference_16_bit, sides,
+                       grad_dtypes, activation_parts, baselines)
+
+
+def _passes_of(model, reference, candidate, activations, passes, outcome_given, stable):
+    """``(reference pass, candidate pass or None, stable pass or None)``:
+    ``passes`` given, else made (no candidate pass where the step's own
+    outcome is the candidate)."""
     if passes is None:
         passes = (reference_pass_for(model, reference, candidate, activations),
-                  None if candidate_outcome is not None else KerasPass(model, candidate, activations))
-    ref_pass, cand_pass = passes[:2]
+                  None if outcome_given else KerasPass(model, candidate, activations))
     stable_pass = passes[2] if len(passes) > 2 else (
         stable_pass_for(model, reference, candidate, activations) if stable else None)
-    run_ref, run_cand, run_stable = (pass_runner(p, eager) for p in (ref_pass, cand_pass, stable_pass))
-    applied = candidate_outcome is not None
-    if candidate_outcome is not None:
-        cand_loss, cand_grads, named = candidate_outcome[:3]
-        draws = candidate_outcome[3] if len(candidate_outcome) > 3 else None
+    return passes[0], passes[1], stable_pass
+
+
+def _run_sides(model, batch, reference, candidate, ref_pass, cand_pass, own_step, eager, surrounding_jit):
+    """Run the reference and candidate passes on ``batch`` with shared
+    random draws: the side that runs as the step does draws them, the other
+    replays them; the step's own outcome, where given, is the candidate."""
+    run_ref, run_cand = pass_runner(ref_pass, eager), pass_runner(cand_pass, eager)
+    seeds, applied = own_step.seeds, own_step.outcome is not None
+    if own_step.outcome is not None:
+        cand_loss, cand_grads, named = own_step.outcome[:3]
+        draws = own_step.outcome[3] if len(own_step.outcome) > 3 else None
         if draws is None and not reference.runs_as_surrounding(surrounding_jit):
-            raise ValueError("tb_gradlens.compare_keras: with a candidate_outcome without its random draws "
+            raise ValueError("tb_gradlens.compare_keras: with an OwnStep.outcome without its random draws "
                              "the reference must run as the step runs (jit_compile None or %s)"
                              % bool(surrounding_jit))
         cand_rows, cand_acts = [n for n, _ in named], [t for _, t in named]
-        ref_out = run_ref(x, y, sample_weight, state_values, draws)
+        ref_out = run_ref(*batch, seeds, draws)
     elif candidate.runs_as_surrounding(surrounding_jit) or not reference.runs_as_surrounding(surrounding_jit):
-        cand_loss, cand_grads, cand_acts, draws = run_cand(x, y, sample_weight, state_values)
-        if candidate_gradients is not None and (state_values is not None or not draws):
+        cand_loss, cand_grads, cand_acts, draws = run_cand(*batch, seeds)
+        if own_step.gradients is not None and (seeds is not None or not draws):
             applied = True
-            cand_grads = list(candidate_gradients)
-            cand_loss = cand_loss if candidate_loss is None else candidate_loss
-        elif candidate_gradients is not None:
+            cand_grads = list(own_step.gradients)
+            cand_loss = cand_loss if own_step.loss is None else own_step.loss
+        elif own_step.gradients is not None:
             warnings.warn("tb_gradlens: the step of model %s draws random numbers (Dropout, noise): its gradients "
                           "cannot be compared without the seed states read before it (GradLens.seed_states(model), "
                           "then compare_keras(..., seeds=...)); the candidate is recomputed from the current states"
-                          % model.name, safety.GradLensWarning, stacklevel=2)
-        ref_out = run_ref(x, y, sample_weight, state_values, draws)
+                          % model.name, safety.GradLensWarning, stacklevel=3)
+        ref_out = run_ref(*batch, seeds, draws)
     else:  # the reference runs as the step does: it draws, the candidate replays
-        ref_out = run_ref(x, y, sample_weight, state_values)
+        ref_out = run_ref(*batch, seeds)
         draws = ref_out[3]
-        cand_loss, cand_grads, cand_acts, _ = run_cand(x, y, sample_weight, state_values, draws)
-    ref_loss, ref_grads, ref_acts = ref_out[:3]
-    # The rows of the run above: a later trace of the pass (the 16-bit scan
-    # below) sets others (a recurrent layer's cell is one row traced, one per
-    # time step eagerly).
+        cand_loss, cand_grads, cand_acts, _ = run_cand(*batch, seeds, draws)
+    # The rows of the run above: a later trace of the pass (the 16-bit scan)
+    # sets others (a recurrent layer's cell is one row traced, one per time
+    # step eagerly).
     ref_rows = list(ref_pass.activation_rows)
-    half_loss, half_grads = ref_out[4:6] if len(ref_out) > 4 else (None, None)
     if cand_pass is not None:
         cand_rows = cand_pass.activation_rows
-    reference_16_bit = _reference_16_bit(model, ref_pass, (x, y, sample_weight, state_values, draws)) \
-        if stable_pass is not None else {}
-    stable_outcome = None
-    if stable_pass is not None:
-        stable_outcome = run_stable(x, y, sample_weight, state_values, draws)
+    half_batch = tuple(ref_out[4:6]) if len(ref_out) > 4 else (None, None)
+    return _Sides(ref_out[0], ref_out[1], ref_out[2], ref_rows, half_batch,
+                  cand_loss, cand_grads, cand_acts, cand_rows, draws, applied)
+
+
+def _gradient_dtypes(model, variables, candidate, cand_pass, count):
+    """The dtype each of the ``count`` candidate gradients was computed in."""
     if candidate.policy is not None:
-        grad_dtypes = [candidate.compute_dtype] * len(cand_grads)
-    elif cand_pass is not None:
-        grad_dtypes = cand_pass.compute_dtypes
-    else:
-        grad_dtypes = owner_compute_dtypes(model, variables)
-    act_rows, act_div, act_dtypes, act_stable = [], None, [], None
-    if activations:
-        ref_index = {n: i for i, n in enumerate(ref_rows)}
-        pairs = [(n, i) for i, n in enumerate(cand_rows) if n in ref_index]
-        act_rows = [n for n, _ in pairs]
-        act_dtypes = [tf.as_dtype(cand_acts[i].dtype).name for _, i in pairs]
-        if pairs:
-            act_div = numerics.divergence_metrics(
-                [cand_acts[i] for _, i in pairs], [ref_acts[ref_index[n]] for n, _ in pairs], act_dtypes
-            )
-            act_stable = _stable_activations(stable_pass, stable_outcome, act_rows, act_dtypes,
-                                             [ref_acts[ref_index[n]] for n in act_rows])
+        return [candidate.compute_dtype] * count
+    if cand_pass is not None:
+        return cand_pass.compute_dtypes
+    return owner_compute_dtypes(model, variables)
+
+
+def _activation_divergence(sides, stable_pass, stable_outcome):
+    """``(rows, divergence or None, dtypes, stable rel_l2 or None)`` of the
+    layer outputs both sides recorded."""
+    ref_index = {n: i for i, n in enumerate(sides.reference_rows)}
+    pairs = [(n, i) for i, n in enumerate(sides.candidate_rows) if n in ref_index]
+    rows = [n for n, _ in pairs]
+    dtypes = [tf.as_dtype(sides.candidate_outputs[i].dtype).name for _, i in pairs]
+    if not pairs:
+        return rows, None, dtypes, None
+    divergence = numerics.divergence_metrics(
+        [sides.candidate_outputs[i] for _, i in pairs], [sides.reference_outputs[ref_index[n]] for n, _ in pairs],
+        dtypes)
+    stable = _stable_activations(stable_pass, stable_outcome, rows, dtypes,
+                                 [sides.reference_outputs[ref_index[n]] for n in rows])
+    return rows, divergence, dtypes, stable
+
+
+def _gradient_and_loss_baselines(sides, stable_outcome, grad_dtypes):
+    """``(gradients' stable rel_l2, loss's stable rel error, gradients' half
+    batch rel_l2, loss's half batch rel error)``, None where not measured."""
     grad_stable = loss_stable = grad_half = loss_half = None
     if stable_outcome is not None:
         stable_loss, stable_grads = stable_outcome[:2]
-        grad_stable = numerics.divergence_metrics(stable_grads, ref_grads, grad_dtypes)[:, 0]
-        loss_stable = numerics.loss_comparison(ref_loss, stable_loss)[:, 3]
+        grad_stable = numerics.divergence_metrics(stable_grads, sides.reference_gradients, grad_dtypes)[:, 0]
+        loss_stable = numerics.loss_comparison(sides.reference_loss, stable_loss)[:, 3]
+    half_loss, half_grads = sides.half_batch
     if half_loss is not None:
-        grad_half = numerics.divergence_metrics(half_grads, ref_grads, grad_dtypes)[:, 0]
-        loss_half = numerics.loss_comparison(ref_loss, half_loss)[:, 3]
+        grad_half = numerics.divergence_metrics(half_grads, sides.reference_gradients, grad_dtypes)[:, 0]
+        loss_half = numerics.loss_comparison(sides.reference_loss, half_loss)[:, 3]
+    return grad_stable, loss_stable, grad_half, loss_half
+
+
+def _comparison(model, variables, reference, candidate, surrounding_jit, eager, reference_16_bit, sides,
+                grad_dtypes, activation_parts, baselines):
+    """The ``Comparison`` of what was measured."""
+    act_rows, act_div, act_dtypes, act_stable = activation_parts
+    grad_stable, loss_stable, grad_half, loss_half = baselines
     model_policy = dtype_maps.dominant_policy(model)
     dtypes = dtype_maps.model_dtypes(model)
     return Comparison(
@@ -210,15 +296,17 @@ def compare_keras(model, x, y=None, sample_weight=None, reference="float32", can
         reference_16_bit=reference_16_bit,
         candidate_extras=dict(candidate.describe(model_policy, surrounding_jit, dtypes),
                               execution=_execution(candidate, surrounding_jit, eager),
-                              gradients="applied" if applied else "recomputed"),
+                              gradients="applied" if sides.applied else "recomputed"),
         variable_rows=summary_ops.variable_paths(variables),
         gradient_divergence=numerics.comparison_values(
-            numerics.divergence_metrics(cand_grads, ref_grads, grad_dtypes), grad_stable, grad_half),
-        loss=numerics.comparison_values(numerics.loss_comparison(ref_loss, cand_loss), loss_stable, loss_half),
+            numerics.divergence_metrics(sides.candidate_gradients, sides.reference_gradients, grad_dtypes),
+            grad_stable, grad_half),
+        loss=numerics.comparison_values(numerics.loss_comparison(sides.reference_loss, sides.candidate_loss),
+                                        loss_stable, loss_half),
         activation_rows=act_rows,
         activation_divergence=None if act_div is None else numerics.comparison_values(act_div, act_stable),
-        reference_gradients=ref_grads,
-        candidate_gradients=cand_grads,
+        reference_gradients=sides.reference_gradients,
+        candidate_gradients=sides.candidate_gradients,
     )
 
 

@@ -13,16 +13,18 @@ failing part is skipped with one warning per cause (per model), recorded
 in the run's ``lens_status`` record, and training goes on; strict mode
 raises.
 
-Modules (one job each): ``callback`` (the Keras hooks), ``session`` (set
-up, train function, restore), ``tap`` (what the step computes, and all
-its state), ``live`` (the step observed as it runs, without XLA),
-``probe`` (beside an XLA-compiled step), ``replicas`` (several replicas),
-``slots`` (one comparison), ``rings`` (per-step buffers), ``writing``
-(records after each train-function call), ``status`` (the lens status),
-``schedule`` (when, which variables, which comparisons), ``forensics``
-(every step checked: loss-scale skips, the replay of the first non-finite
-step), ``custom_loop`` (``GradLens``).  Every private Keras API used is in
-``tb_gradlens.writing.keras_private``.
+Modules (one job each): ``callback`` (the Keras hooks), ``options`` (the
+callback's arguments as one frozen value), ``session`` (set up, train
+function, restore), ``traces`` (the traced train functions, kept and
+reused), ``flushing`` (when records reach the event file), ``tap`` (what
+the step computes, and all its state), ``live`` and ``probe`` (the lens's
+step: observed as it runs without XLA; beside an XLA-compiled step),
+``replicas`` (several replicas), ``slots`` (one comparison), ``rings``
+(per-step buffers), ``writing`` (records after each train-function call),
+``status`` (the lens status), ``schedule`` (when, which variables, which
+comparisons), ``forensics`` (every step checked: loss-scale skips, the
+replay of the first non-finite step), ``custom_loop`` (``GradLens``).
+Every private Keras API used is in ``tb_gradlens.writing.keras_private``.
 """
 
 from tb_gradlens.keras.callback import GradLensCallback  # noqa: F401

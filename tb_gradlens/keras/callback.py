@@ -1,17 +1,22 @@
 """``GradLensCallback``: the lens for ``model.fit``."""
 
+import os
+from typing import TYPE_CHECKING, Optional, Sequence, Union
+
 import keras
 
 from tb_gradlens import safety
 from tb_gradlens.keras import session as session_module
 from tb_gradlens.keras.advising import AdvisorHook
-from tb_gradlens.keras.schedule import COMPARE_EVERY
+from tb_gradlens.keras.options import LensOptions
+from tb_gradlens.keras.options import ReadOnlyOption
 from tb_gradlens.keras.schedule import FLUSH_SECONDS
 from tb_gradlens.keras.schedule import GRADIENT_EVERY
-from tb_gradlens.keras.schedule import Schedule
-from tb_gradlens.keras.schedule import update_schedule
 from tb_gradlens.keras.session import Session
 from tb_gradlens.writing import distribute
+
+if TYPE_CHECKING:
+    from tb_gradlens.advisor import Advisor
 
 
 class GradLensCallback(keras.callbacks.Callback):
@@ -84,39 +89,38 @@ class GradLensCallback(keras.callbacks.Callback):
     replica 0's share of the batch.  See ``tb_gradlens.writing.distribute``.
     """
 
-    def __init__(self, log_dir, gradient_every=GRADIENT_EVERY, compare_every=None,
-                 variables=None, start_step=0, stop_step=None, comparisons="auto",
-                 histogram=True, update_stats=True, activations=True, name="model",
-                 replica_divergence=False, advisor=None, update_every=None, nonfinite_replay="auto",
-                 stop_on_nonfinite=False, flush_seconds=FLUSH_SECONDS):
+    def __init__(self, log_dir: Union[str, os.PathLike], gradient_every: int = GRADIENT_EVERY,
+                 compare_every: Optional[int] = None, variables: Optional[str] = None, start_step: int = 0,
+                 stop_step: Optional[int] = None, comparisons: Union[str, Sequence] = "auto",
+                 histogram: bool = True, update_stats: bool = True, activations: bool = True,
+                 name: str = "model", replica_divergence: bool = False, advisor: Optional["Advisor"] = None,
+                 update_every: Optional[int] = None, nonfinite_replay: Union[str, bool] = "auto",
+                 stop_on_nonfinite: bool = False, flush_seconds: float = FLUSH_SECONDS):
         super().__init__()
-        self.log_dir = log_dir
-        self.gradient_schedule = Schedule(gradient_every, start_step, stop_step)
-        if compare_every is None:  # the default: the first comparison one interval in (see Args)
-            self.compare_schedule = Schedule(COMPARE_EVERY, (start_step or 0) + COMPARE_EVERY, stop_step)
-        else:
-            self.compare_schedule = Schedule(compare_every, start_step, stop_step)
-        self.update_schedule = update_schedule(self.gradient_schedule, update_every, update_stats)
-        self.variables = variables
-        self.comparisons = comparisons
-        self.histogram = histogram
-        self.update_stats = update_stats
-        self.activations = activations
-        self.name = name
-        self.replica_divergence = replica_divergence
-        if nonfinite_replay not in ("auto", True, False, "float64", None):
-            raise ValueError("tb_gradlens: nonfinite_replay must be 'auto', True, False or 'float64', not %r"
-                             % (nonfinite_replay,))
-        self.nonfinite_replay = nonfinite_replay or False
-        self.stop_on_nonfinite = bool(stop_on_nonfinite)
-        if not flush_seconds >= 0:
-            raise ValueError("tb_gradlens: flush_seconds must be a number >= 0, not %r" % (flush_seconds,))
-        self.flush_seconds = float(flush_seconds)
+        self.options = LensOptions.from_arguments(
+            log_dir, gradient_every, compare_every, variables, start_step, stop_step, comparisons, histogram,
+            update_stats, activations, name, replica_divergence, update_every, nonfinite_replay,
+            stop_on_nonfinite, flush_seconds)
         self.advisor = advisor
         self._advising = None
         self._writer = None
         self._session = None
         self._active = None
+
+    # The resolved arguments, read-only (``options``): ``callback.flush_seconds`` etc.
+    log_dir = ReadOnlyOption()
+    name = ReadOnlyOption()
+    gradient_schedule = ReadOnlyOption()
+    compare_schedule = ReadOnlyOption()
+    update_schedule = ReadOnlyOption()
+    variables = ReadOnlyOption()
+    comparisons = ReadOnlyOption()
+    histogram = ReadOnlyOption()
+    activations = ReadOnlyOption()
+    replica_divergence = ReadOnlyOption()
+    nonfinite_replay = ReadOnlyOption()
+    stop_on_nonfinite = ReadOnlyOption()
+    flush_seconds = ReadOnlyOption()
 
     def on_train_begin(self, logs=None):
         self._active = None
@@ -127,7 +131,7 @@ class GradLensCallback(keras.callbacks.Callback):
             if session is not None and session.model is self.model and session.matches(self.model):
                 session.resume()
             else:
-                session = self._session = Session(self, self._writer)
+                session = self._session = Session(self.model, self.options, self._writer)
                 session.start()
             self._active = session
         except Exception as error:  # noqa: BLE001 - train without the lens

@@ -1,5 +1,9 @@
 """``GradLens``: the callback's features for custom training loops."""
 
+import os
+from typing import Callable, Optional, Sequence, Union
+
+import keras
 import tensorflow as tf
 
 from tb_gradlens import compare
@@ -18,6 +22,10 @@ from tb_gradlens.writing import keras_private
 from tb_gradlens.writing import summary_ops
 
 WRITER = "tb_gradlens.keras.GradLens"
+
+Step = Union[int, tf.Tensor]  # a Python int (checked in Python) or a tensor inside tf.function
+Logged = Union[bool, tf.Tensor]  # whether it logged: a bool for a Python step, a boolean tensor for a tensor step
+VariantLike = Union[compare.Variant, str, None]
 
 
 def _is_int(value):
@@ -58,9 +66,11 @@ class GradLens(LoopChecks):
     ``step``, on every step for a tensor step.
     """
 
-    def __init__(self, log_dir=None, writer=None, gradient_every=GRADIENT_EVERY,
-                 compare_every=COMPARE_EVERY, variables=None, start_step=0, stop_step=None,
-                 histogram=True, name="model", replica_divergence=False):
+    def __init__(self, log_dir: Optional[Union[str, os.PathLike]] = None,
+                 writer: Optional[tf.summary.SummaryWriter] = None, gradient_every: int = GRADIENT_EVERY,
+                 compare_every: int = COMPARE_EVERY, variables: Optional[str] = None, start_step: int = 0,
+                 stop_step: Optional[int] = None, histogram: bool = True, name: str = "model",
+                 replica_divergence: bool = False):
         if writer is None:
             if log_dir is None:
                 raise ValueError("tb_gradlens.GradLens: give log_dir or writer")
@@ -80,11 +90,11 @@ class GradLens(LoopChecks):
     def _expect(self, step, schedule, name, *kinds):
         self._status.expect(step, schedule, name, *kinds)
 
-    def should_log(self, step):
+    def should_log(self, step: Step) -> Logged:
         """Whether gradient statistics are logged at ``step``."""
         return self.gradient_schedule(step)
 
-    def should_compare(self, step):
+    def should_compare(self, step: Step) -> Logged:
         """Whether comparisons run at ``step``."""
         return self.compare_schedule(step)
 
@@ -111,7 +121,8 @@ class GradLens(LoopChecks):
             return out
         return tf.constant(False)
 
-    def log_gradients(self, grads, variables, step):
+    def log_gradients(self, grads: Sequence[Optional[tf.Tensor]], variables: Sequence[tf.Variable],
+                      step: Step) -> Logged:
         """Gradient statistics (and histograms) of the selected variables."""
         grads, variables = list(grads), list(variables)
         self._logged = (step, grads, variables)  # compare_keras at this step compares them
@@ -141,7 +152,8 @@ class GradLens(LoopChecks):
 
         return self._when(due, write)
 
-    def log_updates(self, before, after, variables, step, gradients=None):
+    def log_updates(self, before: Sequence[tf.Tensor], after: Sequence[tf.Tensor], variables: Sequence[tf.Variable],
+                    step: Step, gradients: Optional[Sequence[tf.Tensor]] = None) -> Logged:
         """Update statistics (incl. lost-update fraction) of one optimizer step."""
         variables = list(variables)
         self._expect(step, self.gradient_schedule, self.name, metadata.UPDATE_STATS)
@@ -162,7 +174,9 @@ class GradLens(LoopChecks):
 
         return self._when(self.should_log(step), write)
 
-    def compare(self, loss_fn, variables, step, reference="float32", candidate="mixed_bfloat16", names=None):
+    def compare(self, loss_fn: Callable, variables: Sequence[tf.Variable], step: Step,
+                reference: VariantLike = "float32", candidate: VariantLike = "mixed_bfloat16",
+                names: Optional[Sequence[str]] = None) -> Logged:
         """``compare.compare_fn`` on logged steps, written to the writer."""
         name = compare.default_name(compare.as_variant(reference), compare.as_variant(candidate))
         self._expect(step, self.compare_schedule, name, metadata.DIVERGENCE, metadata.LOSS_COMPARISON)
@@ -175,9 +189,10 @@ class GradLens(LoopChecks):
 
         return self._when(self.should_compare(step), run)
 
-    def compare_keras(self, model, x, y=None, step=None, sample_weight=None,
-                      reference="float32", candidate=None, activations=True, gradients=None, loss=None,
-                      seeds=None):
+    def compare_keras(self, model: keras.Model, x, y=None, step: Optional[Step] = None, sample_weight=None,
+                      reference: VariantLike = "float32", candidate: VariantLike = None, activations: bool = True,
+                      gradients: Optional[Sequence[tf.Tensor]] = None, loss: Optional[tf.Tensor] = None,
+                      seeds: Optional[Sequence[tf.Tensor]] = None) -> Logged:
         """``compare.compare_keras`` on logged steps, written to the writer.
 
         The candidate (default: the model as configured) is the loop's own
@@ -217,7 +232,7 @@ class GradLens(LoopChecks):
         def run():
             result = compare.compare_keras(
                 model, x, y, sample_weight, reference, candidate, activations, self._passes[key],
-                state_values=seeds, candidate_gradients=gradients, candidate_loss=loss,
+                own_step=compare.OwnStep(gradients=gradients, loss=loss, seeds=seeds),
             )
             with self.writer.as_default():
                 result.write(step)
@@ -240,7 +255,7 @@ class GradLens(LoopChecks):
             return None
         return [by_id[id(v)] for v in wanted]
 
-    def log_dtypes(self, model, x, step):
+    def log_dtypes(self, model: keras.Model, x, step: int) -> bool:
         """Write the dtype map (one eager forward pass on ``x``) if it changed."""
         return safety.call("tb_gradlens.keras.GradLens.log_dtypes", self._log_dtypes,
                            model, x, step, default=False)
@@ -254,7 +269,8 @@ class GradLens(LoopChecks):
         self._written_map = current
         return True
 
-    def flush(self):
+    def flush(self) -> None:
+        """Write the lens status if it changed, and flush the writer."""
         self._status.flush()
         self.writer.flush()
 

@@ -95,11 +95,11 @@ class ReplaySlot:
     are traced when a kept step is first replayed (``run_kept``), not into
     the step."""
 
-    def __init__(self, model, reference, optimizer, slots, reference_pass=None):
+    def __init__(self, model, reference, optimizer, steps_per_call, reference_pass=None):
         self.model = model
         self.passes = compare.ReplayPasses(model, reference, optimizer, reference_pass)
         self.max_rows = 4 * max(1, len(compare.model_layers(model))) + 1 + len(model.trainable_variables)
-        self.ring = StepRing(slots, {"replay": [self.max_rows, len(metadata.NONFINITE_REPLAY_COLUMNS)]})
+        self.ring = StepRing(steps_per_call, {"replay": [self.max_rows, len(metadata.NONFINITE_REPLAY_COLUMNS)]})
         self.rows, self.extras = [], None
         self.kept = KeptStep(model, optimizer)
         self._run_kept = None  # the replay of a kept step, traced when first run
@@ -140,7 +140,8 @@ class StepWatch:
 
     Args:
       tap: the ``Tap`` (its status, schedules, counter).
-      options: the callback (``nonfinite_replay``, ``stop_on_nonfinite``).
+      options: the callback's ``LensOptions`` (``nonfinite_replay``,
+        ``stop_on_nonfinite``).
       xla: the step is XLA-compiled; ``replicas``: replicas in sync.
     """
 

@@ -44,7 +44,8 @@ class _Capture:
 
 
 class LiveStep:
-    """The tap of a train step run without XLA (see the module)."""
+    """The lens's step where XLA does not compile the train step: it fills
+    the ``Tap`` as the step runs (see the module)."""
 
     def __init__(self, tap):
         self.tap = tap

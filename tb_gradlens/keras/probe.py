@@ -47,7 +47,8 @@ CUSTOM_STEP_REASON = (
 
 
 class ProbeStep:
-    """The tap of an XLA-compiled train step (see the module)."""
+    """The lens's step beside an XLA-compiled train step: it fills the
+    ``Tap`` from its recomputation of the step (see the module)."""
 
     def __init__(self, tap):
         self.tap = tap

@@ -22,15 +22,16 @@ class StepRing:
     """Named float32 buffers with one slot per step of a train-function call.
 
     Args:
-      slots: steps per train-function call (``steps_per_execution``).
+      steps_per_call: steps per train-function call (``steps_per_execution``):
+        the ring's ``size``, its number of slots.
       shapes: ``{name: shape of one step's value}``.
     """
 
-    def __init__(self, slots, shapes):
-        self.slots = max(1, int(slots))
-        self.steps = distribute.buffer(tf.fill([self.slots], tf.constant(-1, tf.int64)))
+    def __init__(self, steps_per_call, shapes):
+        self.size = max(1, int(steps_per_call))
+        self.steps = distribute.buffer(tf.fill([self.size], tf.constant(-1, tf.int64)))
         self.values = {
-            name: distribute.buffer(tf.zeros([self.slots] + list(shape), tf.float32))
+            name: distribute.buffer(tf.zeros([self.size] + list(shape), tf.float32))
             for name, shape in shapes.items()
         }
         self.read_slot = tf.Variable(0, trainable=False, dtype=tf.int32)
@@ -48,7 +49,7 @@ class StepRing:
             finally:
                 self._current = None
             return
-        slot = tf.cast(tf.math.floormod(step, self.slots), tf.int32)[tf.newaxis, tf.newaxis]
+        slot = tf.cast(tf.math.floormod(step, self.size), tf.int32)[tf.newaxis, tf.newaxis]
         for name, value in values.items():
             buffer = self.values[name]
             value = tf.cast(value, tf.float32)[tf.newaxis]
@@ -84,5 +85,5 @@ class StepRing:
 
     def reset(self):
         """Forget what is buffered (a new trace of the step)."""
-        self.steps.assign(tf.fill([self.slots], tf.constant(-1, tf.int64)))
+        self.steps.assign(tf.fill([self.size], tf.constant(-1, tf.int64)))
         self.written = -1

@@ -3,15 +3,15 @@
 A ``Session`` exists from ``on_train_begin`` to ``on_train_end`` of a
 ``GradLensCallback`` (and is resumed by a later ``fit`` of the same model,
 optimizer and variables, keeping its traced train functions as Keras keeps
-its own).  It builds the ``Tap`` and the step tap (``LiveStep`` without
-XLA, ``ProbeStep`` under ``jit_compile=True``), installs a train function
-that writes the buffered records after every call and also when the call
-raises (``writing``), and restores every patch at the end, when the train
-function raises, or when a later session finds it stale.  A call that
-logs nothing and checks nothing runs Keras' own train function; the others
-run the lens's step: one trace for every call without a comparison, a
-second one with the comparisons' passes when one is first due
-(``Tap.parts_due_in``; without XLA and with one replica).
+its own: ``traces.TracedSteps``).  It builds the ``Tap`` and the lens's
+step (``LiveStep`` without XLA, ``ProbeStep`` under ``jit_compile=True``),
+installs a train function that writes the buffered records after every
+call and also when the call raises (``writing``, paced by ``flushing``),
+and restores every patch at the end, when the train function raises, or
+when a later session finds it stale.  A call that logs nothing and checks
+nothing runs Keras' own train function; the others run the lens's step
+(``traces``: one trace for every call without a comparison, a second one
+with the comparisons' passes when one is first due).
 
 A model Keras builds at its first batch (subclassed models, Sequential
 without an Input) has no variables at ``on_train_begin``: the session then
@@ -20,18 +20,19 @@ what ``fit`` does itself under a distribution strategy) when the train
 function is first called, and sets up before that first step.
 """
 
-import time
 import weakref
 
 from tb_gradlens import metadata
 from tb_gradlens import safety
 from tb_gradlens.keras import writing
+from tb_gradlens.keras.flushing import FlushPacing
 from tb_gradlens.keras.live import LiveStep
 from tb_gradlens.keras.probe import ProbeStep
 from tb_gradlens.keras.status import LensStatus
 from tb_gradlens.keras.branches import COMPARISON_KINDS
 from tb_gradlens.keras.branches import GRADIENT_KINDS
 from tb_gradlens.keras.tap import Tap
+from tb_gradlens.keras.traces import TracedSteps
 from tb_gradlens.writing import keras_private
 
 WRITER = "tb_gradlens.keras.GradLensCallback"
@@ -42,15 +43,6 @@ XLA_REPLICAS_REASON = (
 )
 
 _patched_by = weakref.WeakKeyDictionary()  # model -> the Session whose patches are on it
-
-
-def trace_key(model):
-    """What a traced train function depends on, besides the callback."""
-    return (
-        id(model), id(model.optimizer), tuple(id(v) for v in model.trainable_variables),
-        model.jit_compile, model.run_eagerly, getattr(model, "steps_per_execution", 1),
-        id(model.distribute_strategy),
-    )
 
 
 def is_built(model):
@@ -65,7 +57,7 @@ def restore_stale(model):
 
 
 class Session:
-    """The lens on ``callback.model`` (see the module).
+    """The lens on ``model`` while it trains, as ``options`` ask (see the module).
 
     Between train-function calls the model is exactly as without the lens:
     ``arm`` (``on_train_batch_begin``) points ``model.train_function`` at the
@@ -75,25 +67,21 @@ class Session:
     leaves nothing behind.
     """
 
-    def __init__(self, callback, writer):
-        self.callback = callback
-        self.model = callback.model
+    def __init__(self, model, options, writer):
+        self.model = model
+        self.options = options  # the callback's ``LensOptions``
         self.writer = writer
-        self.status = LensStatus(WRITER, self.model, callback.name)
-        self.key = None
+        self.status = LensStatus(WRITER, model, options.name)
         self.tap = None
-        self.step_tap = None
+        self.lens_step = None  # LiveStep or ProbeStep
         self.sink = None
         self.plain_function = None
         self.function = None
         self.entry = None  # what model.train_function is while armed
-        self._traced = {}  # Tap.parts -> Keras' train function traced with the lens's step
+        self._traced = None  # TracedSteps: Tap.parts -> Keras' train function traced with the lens's step
         self.next_step = 0  # the train step the next call starts at
         self._lead = 0  # train step - optimizer step, where the watch is off (then constant)
-        self._writes_pending = True  # the status or dtype map may have changed
-        self._traces_written = 0  # tap.traces when they were last written
-        self._flushed_at = 0.0  # time.monotonic() of the last flush
-        self._unflushed = 0  # events written inside the step since (at most)
+        self._flushing = None  # FlushPacing, with the sink
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -116,7 +104,7 @@ class Session:
         self.arm()
 
     def matches(self, model):
-        return self.function is not None and self.key == trace_key(model)
+        return self.function is not None and self._traced.serves(model)
 
     def arm(self):
         """``on_train_batch_begin``: the next train-function call goes through the lens."""
@@ -126,8 +114,8 @@ class Session:
 
     def restore(self):
         """The model as without the lens (idempotent)."""
-        if self.step_tap is not None:
-            self.step_tap.restore()
+        if self.lens_step is not None:
+            self.lens_step.restore()
         if self.plain_function is not None:
             keras_private.set_train_function(self.model, self.plain_function)
         if _patched_by.get(self.model) is self:
@@ -169,8 +157,7 @@ class Session:
         return self.entry(iterator)
 
     def _set_up(self):
-        model, callback = self.model, self.callback
-        self.key = trace_key(model)
+        model, options = self.model, self.options
         xla = bool(model.jit_compile) and not model.run_eagerly
         replicas = model.distribute_strategy.num_replicas_in_sync
         if xla and replicas > 1:
@@ -181,66 +168,34 @@ class Session:
                 self.status.write(int(model.optimizer.iterations.numpy()))
             return
         live = keras_private.uses_default_train_step(model) and replicas == 1
-        self.tap = Tap(model, callback, self.status, xla, live)
-        self.step_tap = ProbeStep(self.tap) if xla else LiveStep(self.tap)
-        self.sink = writing.RecordSink(self.writer, callback.log_dir, self.tap,
-                                       getattr(self.step_tap, "replicas", None))
+        self.tap = Tap(model, options, self.status, xla, live)
+        self.lens_step = ProbeStep(self.tap) if xla else LiveStep(self.tap)
+        self.sink = writing.RecordSink(self.writer, options.log_dir, self.tap,
+                                       getattr(self.lens_step, "replicas", None))
         self.sink.write_in_step()
+        self._flushing = FlushPacing(self.writer, self.sink, self.tap, self.status, options.flush_seconds,
+                                     WRITE_CAUSE)
+        self._traced = TracedSteps(model, self.tap, self.lens_step)
         self._begin_training()
-        self._function_for(self._parts_from(self.next_step))
+        self._function_for(self._traced.parts_from(self.next_step))
         self.function = self.entry = self._writing_after_each_call()
 
-    def _parts_from(self, first):
-        """The key of the trace a call from train step ``first`` runs."""
-        if not self.step_tap.traces_by_parts:
-            return None
-        return self.tap.parts_due_in(first, first + self.tap.gradients.slots)
-
     def _function_for(self, parts):
-        """Keras' train function for the lens's step with ``parts``
-        (``Tap.parts``; made on first use, traced at its first call)."""
-        function = self._traced.get(parts)
-        if function is None:
-            self.step_tap.patch()
-            try:
-                function = self._traced[parts] = self.step_tap.function()
-            finally:
-                self.step_tap.restore()
-        return function
+        """Keras' train function for the lens's step with ``parts`` (``TracedSteps.function_for``)."""
+        return self._traced.function_for(parts)
 
     def _begin_training(self):
         first = int(self.tap.counter.numpy())  # the optimizer's step at the start, else where it left off
         self._lead = first - int(self.model.optimizer.iterations.numpy())
         self.next_step = first
         self.tap.watch.begin(first)
-        self.sink.offset = writing.step_offset(self.callback.log_dir, first, self.sink.offset)
+        self.sink.offset = writing.step_offset(self.options.log_dir, first, self.sink.offset)
         self.status.step_offset = self.sink.offset
         self.status.expected = []
-        self._expect()
-        self._writes_pending = True
+        expect_records(self.status, self.tap, self.options.name, self.sink.offset)
+        self._flushing.pending = True
         with safety.guard(WRITE_CAUSE):
             self.sink.write_status(first)
-
-    def _expect(self):
-        tap, callback, offset = self.tap, self.callback, self.sink.offset
-        expect = self.status.expect
-        if tap.logs_gradients:
-            expect(metadata.GRAD_STATS, callback.name, tap.gradient_schedule, offset)
-            if tap.watch.armed:
-                expect(metadata.OPTIMIZER_STEP, callback.name, tap.gradient_schedule, offset)
-            if tap.histogram:
-                expect(metadata.GRAD_HISTOGRAM, callback.name, tap.gradient_schedule, offset)
-            if tap.log_updates:
-                expect(metadata.UPDATE_STATS, callback.name, tap.update_schedule, offset)
-        for slot in tap.slots:
-            expect(metadata.DIVERGENCE, slot.name, tap.compare_schedule, offset)
-            expect(metadata.LOSS_COMPARISON, slot.name, tap.compare_schedule, offset)
-            if slot.activations:
-                expect(metadata.ACTIVATION_DIVERGENCE, slot.name, tap.compare_schedule, offset)
-        for u in self.status.unsupported:  # said before: still true
-            for e in self.status.expected:
-                if e["kind"] in u["kinds"]:
-                    e["every"] = 0
 
     # -- the train function ---------------------------------------------------------
 
@@ -251,14 +206,14 @@ class Session:
                 # Nothing to log in this call: Keras' own function, so a step
                 # the lens does not log is the step without the lens.
                 logs = self.plain_function(iterator)
-                self.next_step = first + self.tap.gradients.slots
+                self.next_step = first + self.tap.steps_per_call
                 return logs
-            parts = self._parts_from(first)
+            parts = self._traced.parts_from(first)
             function = self._function_for(parts)
             self.tap.parts = parts  # read when the step is traced
             if not self.tap.watch.armed:
                 self.tap.counter.assign(first)  # (Keras' own function ran the steps since)
-            self.step_tap.patch()
+            self.lens_step.patch()
             try:
                 logs = function(iterator)
             except BaseException:
@@ -266,42 +221,22 @@ class Session:
                 raise
             finally:
                 self.restore()
-            self.next_step = first + self.tap.gradients.slots
+            self.next_step = first + self.tap.steps_per_call
             alarmed = safety.call(WRITE_CAUSE, self.tap.watch.after_call, default=True)
             if self.tap.watch.stop_requested():
                 self._stop(first)
-            if alarmed or self.tap.any_due_in(first, self.next_step):
-                if self.sink.in_step:
-                    self.sink.note_steps(first, self.next_step)
-                if alarmed or not self._flush_may_wait():
-                    self.flush(first)
-                else:
-                    self._unflushed += self.sink.events_per_call
-            elif self._writes_pending:
+            if self._flushing.due_after_call(first, self.next_step, alarmed):
                 self.flush(first)
             return logs
 
         return train_function
 
-    def _flush_may_wait(self):
-        """Whether the records a healthy logged call wrote inside the step
-        may stay in the writer's queue: the step's check would have said
-        if a step was not finite (``StepWatch`` armed), nothing else is to
-        be written, the last flush is less than ``flush_seconds`` old and
-        the queue stays below half its size (a full queue would flush
-        inside the step, where a full disk raises).  Epoch end, train end,
-        a raising call and the writer's close at exit flush as well."""
-        return (self.sink.in_step and self.tap.watch.armed and not self._writes_pending
-                and self.tap.traces == self._traces_written
-                and time.monotonic() - self._flushed_at < self.callback.flush_seconds
-                and self._unflushed + self.sink.events_per_call <= getattr(self.writer, "max_queue", 0) // 2)
-
     def _plain_call_suffices(self, first):
         """Whether the call from train step ``first`` logs nothing, has
         nothing to write and no step to check (``StepWatch``), so Keras' own
         train function can run it."""
-        return (self.plain_function is not None and not self._writes_pending and not self.tap.watch.armed
-                and not self.tap.any_due_in(first, first + self.tap.gradients.slots))
+        return (self.plain_function is not None and not self._flushing.pending and not self.tap.watch.armed
+                and not self.tap.any_due_in(first, first + self.tap.steps_per_call))
 
     def _stop(self, first):
         """``stop_on_nonfinite``: a step in this call was not finite and its
@@ -314,20 +249,33 @@ class Session:
 
     def flush(self, first_step=None):
         """Write every buffered step, the status and dtype map if they may
-        have changed, and flush the event file (never raises but in strict
-        mode).  When the step wrote its records itself and was not traced
-        again, the flush is all there is to do."""
+        have changed, and flush the event file (``FlushPacing.flush``;
+        never raises but in strict mode)."""
         if self.sink is None:
             return
-        self._flushed_at, self._unflushed = time.monotonic(), 0
-        with safety.guard(WRITE_CAUSE):
-            traces = self.tap.traces if self.tap is not None else 0
-            if self.sink.in_step and not self._writes_pending and traces == self._traces_written:
-                self.writer.flush()
-                if self.tap.gradients.slots == 1:
-                    return  # one step per call: next_step is exact, no host read needed
-            else:
-                self.sink.write_pending(self.next_step if first_step is None else first_step)
-                self._traces_written = traces
-                self._writes_pending = self.status.changed
-        self.sync()
+        if self._flushing.flush(self.next_step if first_step is None else first_step):
+            self.sync()
+
+
+def expect_records(status, tap, name, offset):
+    """Tell ``status`` the records ``tap`` is to write, and at which steps
+    (``name``: the gradient records' tag prefix; ``offset``: the sink's);
+    a kind said unsupported before is expected never."""
+    expect = status.expect
+    if tap.logs_gradients:
+        expect(metadata.GRAD_STATS, name, tap.gradient_schedule, offset)
+        if tap.watch.armed:
+            expect(metadata.OPTIMIZER_STEP, name, tap.gradient_schedule, offset)
+        if tap.histogram:
+            expect(metadata.GRAD_HISTOGRAM, name, tap.gradient_schedule, offset)
+        if tap.log_updates:
+            expect(metadata.UPDATE_STATS, name, tap.update_schedule, offset)
+    for slot in tap.slots:
+        expect(metadata.DIVERGENCE, slot.name, tap.compare_schedule, offset)
+        expect(metadata.LOSS_COMPARISON, slot.name, tap.compare_schedule, offset)
+        if slot.activations:
+            expect(metadata.ACTIVATION_DIVERGENCE, slot.name, tap.compare_schedule, offset)
+    for u in status.unsupported:  # said before: still true
+        for e in status.expected:
+            if e["kind"] in u["kinds"]:
+                e["every"] = 0

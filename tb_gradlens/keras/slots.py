@@ -19,7 +19,7 @@ class ComparisonSlot:
     surrounding code" runs as an XLA pass.
     """
 
-    def __init__(self, model, reference, candidate, activations, max_rows, xla, slots, live):
+    def __init__(self, model, reference, candidate, activations, max_rows, xla, steps_per_call, live):
         self.reference, self.candidate = reference, candidate
         self.xla = xla
         self.live = live
@@ -34,7 +34,7 @@ class ComparisonSlot:
             compare.stable_pass_for(model, run_reference, run_candidate, activations),
         )
         n_cols = len(metadata.DIVERGENCE_COLUMNS)
-        self.ring = StepRing(slots, {
+        self.ring = StepRing(steps_per_call, {
             "divergence": [len(model.trainable_variables), n_cols],
             "loss": [1, len(metadata.LOSS_COMPARISON_COLUMNS)],
             "activation": [max_rows, n_cols],
@@ -48,7 +48,7 @@ class ComparisonSlot:
         result = compare.compare_keras(
             model, x, y, sample_weight, self.reference, self.candidate,
             activations=self.activations, passes=self.passes, surrounding_jit=self.xla,
-            candidate_outcome=candidate_outcome, state_values=state_values,
+            own_step=compare.OwnStep(outcome=candidate_outcome, seeds=state_values),
         )
         if candidate_outcome is not None and self.xla:
             # Under XLA the live candidate is the lens's recomputation of the step (``probe``).

@@ -38,8 +38,8 @@ class Tap:
 
     Args:
       model: the (built) model.
-      options: the callback (schedules, variables, histogram, update_stats,
-        activations, comparisons).
+      options: the callback's ``LensOptions`` (schedules, variables,
+        histogram, activations, comparisons, ...; read, never changed).
       status: the ``LensStatus`` failures and unsupported features go to.
       xla: the step is compiled by XLA (comparisons then run as XLA passes).
       live_possible: the step's own loss, gradients and layer outputs can be
@@ -65,6 +65,7 @@ class Tap:
         self.index = {id(v): k for k, v in enumerate(self.selected_vars)}
         n = len(self.selected_vars)
         spe = int(getattr(model, "steps_per_execution", 1) or 1)
+        self.steps_per_call = max(1, spe)  # train steps per train-function call (the rings' size)
         self.logs_gradients = bool(n) and self.gradient_schedule.every > 0
         shapes = {"stats": [n, len(metadata.GRAD_STATS_COLUMNS)], "histogram": [n, len(metadata.HISTOGRAM_COLUMNS)],
                   "indices": [n, len(metadata.GRADIENT_INDICES_COLUMNS)]}

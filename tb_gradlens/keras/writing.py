@@ -124,7 +124,7 @@ class RecordSink:
         tap = self.tap
         # events per step: gradient and update statistics, histogram, indices, loss, optimizer step,
         # replay; 3 per comparison
-        per_call = tap.gradients.slots * (7 + 3 * len(tap.slots))
+        per_call = tap.steps_per_call * (7 + 3 * len(tap.slots))
         self.events_per_call = per_call
         if per_call > getattr(self.writer, "max_queue", 0) // 2:
             # More events per call than the writer queues: TensorFlow would
