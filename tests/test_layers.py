@@ -103,6 +103,37 @@ def test_no_module_imports_itself_in_a_cycle():
     assert not cycles, "import cycles: %s" % cycles
 
 
+# Definitions a reader takes in at once: a module of about 350 lines, a class
+# of about 200 (docstrings included), with a margin for the last few lines.
+MAX_MODULE_LINES = 375
+MAX_CLASS_LINES = 210
+
+
+def oversized(paths, max_module=MAX_MODULE_LINES, max_class=MAX_CLASS_LINES):
+    """["path: N lines"] of the modules and "path:Class: N lines" of the classes over budget."""
+    out = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > max_module:
+            out.append("%s: %d lines" % (path.name, text.count("\n")))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > max_class:
+                out.append("%s:%s: %d lines" % (path.name, node.name, node.end_lineno - node.lineno + 1))
+    return out
+
+
+def test_no_module_or_class_over_its_size():
+    paths = [p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts]
+    assert not oversized(paths), "split these: %s" % oversized(paths)
+
+
+def test_the_size_check_sees_a_long_class(tmp_path):
+    long_class = tmp_path / "long.py"
+    long_class.write_text("class Long:\n" + "    x = 1\n" * 20)
+    assert oversized([long_class], max_class=10) == ["long.py:Long: 21 lines"]
+    assert oversized([long_class], max_module=10, max_class=100) == ["long.py: 21 lines"]
+
+
 def test_the_checker_sees_an_upward_import():
     """The rule can fail: the record contract importing the serving side goes up."""
     assert upward_imports({"records": {"metadata", "serving"}, "cli": {"keras"}}) == [("records", "serving")]

@@ -4,7 +4,7 @@ A call with a non-finite step is flushed when it returns.  Healthy logged
 steps that the step wrote itself (``RecordSink.write_in_step``) may wait in
 the writer's queue and are flushed together, at most ``flush_seconds``
 apart (a flush per logged call was most of the cost of a logged step on
-small models, BENCHMARKS.md); epoch end, train end, a raising call and the
+small models, docs/benchmarks-history.md); epoch end, train end, a raising call and the
 writer's close at exit flush as well.
 """
 

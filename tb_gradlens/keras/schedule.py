@@ -7,7 +7,7 @@ from tb_gradlens import patterns
 from tb_gradlens.writing import summary_ops
 
 # Defaults from measurement: what each costs is in the README's table and
-# BENCHMARKS.md (sections 3d-3h and 10).
+# docs/benchmarks-history.md (sections 3d-3h and 10).
 GRADIENT_EVERY = 20
 COMPARE_EVERY = 100
 # Update statistics keep a copy of the weights from before the update (the
@@ -16,7 +16,7 @@ COMPARE_EVERY = 100
 UPDATE_EVERY = 20
 # Healthy logged steps are flushed together at most this far apart (a call
 # with a non-finite step at once): a flush per logged call was most of the
-# cost of a logged step on small models (BENCHMARKS.md).
+# cost of a logged step on small models (docs/benchmarks-history.md, 10).
 FLUSH_SECONDS = 1.0
 
 

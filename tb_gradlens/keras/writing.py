@@ -74,8 +74,8 @@ def step_offset(log_dir, first_step, previous_offset=0):
 def note_written(log_dir, record_step, key=None, files=None):
     """Record step ``record_step`` was written into ``log_dir``, to the
     event ``files`` (None: not known; empty: none new).  ``key``:
-    ``_key(log_dir)`` when the caller has it (a realpath per logged step is
-    ~20 us)."""
+    ``_key(log_dir)`` when the caller has it (not a realpath per logged
+    step)."""
     key = _key(log_dir) if key is None else key
     written = _written.get(key)
     if written is None:
