@@ -141,6 +141,6 @@ def test_the_checker_sees_an_upward_import():
 
 if __name__ == "__main__":
     for group in sorted(RANK, key=RANK.get):
-        targets = sorted(group_edges().get(group, ()), key=RANK.get)
+        targets = sorted(group_edges().get(group, ()), key=lambda name: (RANK[name], name))
         if group != "__init__":
             print("%-12s -> %s" % (group, ", ".join(t for t in targets if t != "__init__") or "-"))
