@@ -287,6 +287,112 @@ def test_a_growing_run_is_read_incrementally(tmp_path):
     assert np.array_equal(served.wall_times, full.wall_times)
 
 
+def _live_plugin(tmp_path, tag, rows, steps):
+    """(writer, multiplexer, test client, plugin) of a logdir whose run "live" has ``steps``."""
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    logdir = str(tmp_path / "logs")
+    os.makedirs(os.path.join(logdir, "live"))
+    writer = EventFileWriter(os.path.join(logdir, "live"))
+    _append_steps(writer, tag, rows, steps)
+    multiplexer, provider = make_provider(logdir)
+    plugin = gradlens_plugin.GradLensPlugin(base_plugin.TBContext(data_provider=provider, logdir=logdir))
+    return writer, multiplexer, werkzeug_test.Client(application.TensorBoardWSGI([plugin])), plugin
+
+
+def test_the_health_of_a_growing_run_costs_its_new_steps_only(tmp_path, monkeypatch):
+    """The health of a live run is extended with the steps it gained, not
+    computed over all of them again on every request, and says the same as
+    the health of the whole run read afresh (the first NaN, None and
+    all-zero step of a variable, the largest finite max |g|)."""
+    from tb_gradlens.serving import health
+
+    tag, rows = "gradients/grad_stats/live", ["a/kernel", "b/kernel", "c/bias"]
+    writer, multiplexer, client, _ = _live_plugin(tmp_path, tag, rows, range(0, 50))
+    status_codes, computed = health.status_codes, []
+
+    def counting(zero_fraction, nonfinite, is_none):
+        computed.append(len(zero_fraction))
+        return status_codes(zero_fraction, nonfinite, is_none)
+
+    monkeypatch.setattr(health, "status_codes", counting)
+    answers = [json.loads(get(client, "health", run="live", tag=tag)[1])]
+    for more in (range(50, 120), range(120, 121), range(121, 300)):
+        _append_steps(writer, tag, rows, more)
+        multiplexer.Reload()
+        status, body = get(client, "health", run="live", tag=tag)
+        assert status == 200
+        answers.append(json.loads(body))
+    writer.close()
+    assert sum(computed) == 300, computed  # each step once: 50 + 70 + 1 + 179
+    fresh = werkzeug_test.Client(application.TensorBoardWSGI([gradlens_plugin.GradLensPlugin(
+        base_plugin.TBContext(data_provider=make_provider(str(tmp_path / "logs"))[1]))]))
+    assert answers[-1] == json.loads(get(fresh, "health", run="live", tag=tag)[1])
+    assert answers[-1]["last_steps"][-1] == 299 and answers[1]["last_steps"][-1] == 119
+
+
+def test_a_status_table_extended_in_pieces_says_what_the_whole_run_says():
+    """``health.StatusTable`` extended a few steps at a time gives the health
+    answer of all the steps at once: NaN, +Inf, None and all-zero gradients
+    at random steps and variables, a max |g| that is +Inf, bucket edges."""
+    import numpy as np
+
+    from tb_gradlens.serving import health
+
+    rng = np.random.default_rng(7)
+    n_steps, n_rows = 600, 9
+    columns = {c: rng.uniform(0.0, 0.5, (n_steps, n_rows)).astype(np.float32) for c in health.COLUMNS}
+    for c in ("nan_count", "posinf_count", "neginf_count", "is_none"):
+        columns[c][:] = 0
+    for c, value in (("nan_count", 3), ("posinf_count", 1), ("is_none", 1), ("zero_fraction", 1), ("max_abs", np.inf)):
+        columns[c][rng.integers(0, n_steps, 12), rng.integers(0, n_rows, 12)] = value
+    steps, wall_times = np.arange(n_steps, dtype=np.int64) * 5 + 2, np.arange(n_steps, dtype=np.float64)
+    table, end = health.StatusTable(n_rows), 0
+    for end in (0, 1, 2, 64, 65, 300, 599, 600):
+        assert table.follows(steps[:end], wall_times[:end])
+        table.extend(steps[:end], wall_times[:end], {c: v[:end] for c, v in columns.items()})
+        for buckets in (1, 7, 1000):
+            want = health.gradient_health(steps[:end], {c: v[:end] for c, v in columns.items()}, buckets)
+            assert gradlens_plugin.encode_json(table.answer(buckets)) == gradlens_plugin.encode_json(want)
+    assert table.computed == n_steps
+    assert table.follows(np.append(steps, 10**6), np.append(wall_times, 1e9))
+    assert not table.follows(np.append(steps + 1, 10**6), np.append(wall_times, 1e9))  # other steps: a new table
+
+
+def test_clients_of_one_version_share_one_answer(tmp_path, monkeypatch):
+    """Several clients asking for the same series or health of a live run at
+    the same version get one computed answer (computed again when the run
+    grows), byte for byte what a plugin that never answered before says."""
+    from tb_gradlens.serving import routes_impl
+
+    tag, rows = "gradients/grad_stats/live", ["a/kernel", "b/kernel", "c/bias"]
+    writer, multiplexer, client, _ = _live_plugin(tmp_path, tag, rows, range(0, 40))
+    calls = {"series": 0, "health": 0}
+    for name in calls:
+        original = getattr(routes_impl, name + "_impl")
+
+        def counting(*args, _name=name, _original=original):
+            calls[_name] += 1
+            return _original(*args)
+        monkeypatch.setattr(routes_impl, name + "_impl", counting)
+    queries = {"series": dict(run="live", tag=tag, columns="mean,max_abs", max_steps=30),
+               "health": dict(run="live", tag=tag, buckets=10)}
+    for grown in (False, True):
+        if grown:
+            _append_steps(writer, tag, rows, range(40, 90))
+            multiplexer.Reload()
+        before = dict(calls)
+        bodies = {route: {get(client, route, **query)[1] for _ in range(4)} for route, query in queries.items()}
+        assert {k: calls[k] - before[k] for k in calls} == {"series": 1, "health": 1}
+        fresh = werkzeug_test.Client(application.TensorBoardWSGI([gradlens_plugin.GradLensPlugin(
+            base_plugin.TBContext(data_provider=make_provider(str(tmp_path / "logs"))[1]))]))
+        for route, query in queries.items():
+            assert bodies[route] == {get(fresh, route, **query)[1]}
+    writer.close()
+    status, body = get(client, "series", run="live", tag=tag, columns="nope")
+    assert status == 400  # a refused request is not kept
+
+
 def test_number_parameters_take_plain_ascii_integers_only(tmp_path):
     """As the command line's options: "1_000", " 5", full-width or Arabic-Indic
     digits are a 400, not a number."""

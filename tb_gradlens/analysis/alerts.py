@@ -41,6 +41,8 @@ def alerts_for_grad_stats(series, thresholds=_DEFAULT, benign_steps=(), replay=N
 
 
 def _none_alert(series, is_none):
+    if not is_none.any():
+        return []
     rows, steps = series.record.rows, series.steps
     found = detectors.hits(is_none.astype(np.float64), is_none)
     index = detectors.by_first(found)

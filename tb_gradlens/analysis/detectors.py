@@ -15,7 +15,7 @@ def zero_runs(flags, min_length):
     ``flags[start:end+1, row]`` all True and maximal.
     """
     flags = np.asarray(flags, bool)
-    if flags.size == 0:
+    if not flags.any():
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
     padded = np.zeros((flags.shape[0] + 2, flags.shape[1]), np.int8)

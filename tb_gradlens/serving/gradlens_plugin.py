@@ -26,6 +26,7 @@ from tb_gradlens.serving import logdir_monitor
 from tb_gradlens.serving import reading
 from tb_gradlens.serving import routes_impl
 from tb_gradlens.serving import run_listing
+from tb_gradlens.serving.json_encoding import EncodedJson
 from tb_gradlens.serving.json_encoding import encode_json
 
 _STATIC_PREFIX = "/static/"
@@ -90,6 +91,17 @@ def static_file(root, relative):
 
 def respond_json(request, obj):
     return http_util.Respond(request, encode_json(obj), "application/json")
+
+
+def respond_tag_answer(request, source, run, tag, compute):
+    """The JSON answer ``compute()`` of a request about one tag, encoded once
+    per version of the tag: the clients watching a live run ask for the same
+    answer at the same version, and wait for one computation of it.  Kept
+    under the route and its query parameters in the cache's ``answers`` pool."""
+    query = tuple(sorted(request.args.items(multi=True)))
+    body = source.cached(("answer", request.path, query), source.entry(run, tag),
+                         lambda: EncodedJson(encode_json(compute()).encode("utf-8")), "answers")
+    return http_util.Respond(request, body, "application/json")
 
 
 # ---------------------------------------------------------------------------
@@ -226,27 +238,38 @@ class GradLensPlugin(base_plugin.TBPlugin):
         columns = _list_arg(request, "columns")
         step_min, step_max = _int_arg(request, "step_min"), _int_arg(request, "step_max")
         max_steps = _int_arg(request, "max_steps", minimum=1)
-        series = self._source(request).series(run, tag)
-        body = routes_impl.series_impl(series, _rows(request, series.record), columns, step_min, step_max, max_steps)
-        return respond_json(request, body)
+        source = self._source(request)
+
+        def answer():
+            series = source.series(run, tag)
+            return routes_impl.series_impl(series, _rows(request, series.record), columns, step_min, step_max,
+                                           max_steps)
+        return respond_tag_answer(request, source, run, tag, answer)
 
     @wrappers.Request.application
     def _serve_histograms(self, request):
         run = _arg(request, "run", required=True)
         tag = _arg(request, "tag", required=True)
         max_steps = _int_arg(request, "max_steps", minimum=1)
-        series = routes_impl.histogram_series(self._source(request), run, tag, max_steps)
-        rows = _rows(request, series.record)
-        return respond_json(request, routes_impl.histograms_impl(series, rows, _steps(request, series)))
+        source = self._source(request)
+
+        def answer():
+            series = routes_impl.histogram_series(source, run, tag, max_steps)
+            return routes_impl.histograms_impl(series, _rows(request, series.record), _steps(request, series))
+        return respond_tag_answer(request, source, run, tag, answer)
 
     @wrappers.Request.application
     def _serve_health(self, request):
         run = _arg(request, "run", required=True)
         tag = _arg(request, "tag", required=True)
         buckets = routes_impl.health_buckets(_int_arg(request, "buckets", minimum=1))
-        series = routes_impl.grad_stats_series(self._source(request), run, tag)
-        rows = _rows(request, series.record)
-        return respond_json(request, routes_impl.health_impl(series, rows, _steps(request, series), buckets))
+        source = self._source(request)
+
+        def answer():
+            series = routes_impl.grad_stats_series(source, run, tag)
+            rows, steps = _rows(request, series.record), _steps(request, series)
+            return routes_impl.health_impl(source, series, rows, steps, buckets)
+        return respond_tag_answer(request, source, run, tag, answer)
 
     @wrappers.Request.application
     def _serve_dtypes(self, request):

@@ -61,6 +61,14 @@ def encode_array(array):
     return encode_json(array.tolist())
 
 
+class EncodedJson(bytes):
+    """UTF-8 JSON text, sized for a cache (``nbytes``)."""
+
+    @property
+    def nbytes(self):
+        return len(self)
+
+
 def encode_json(obj):
     """JSON text of dicts/lists/str/numbers/None/NumPy arrays and scalars.
 

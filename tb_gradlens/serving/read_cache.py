@@ -18,6 +18,9 @@ logger = logging.getLogger(__name__)
 # results.
 DEFAULT_CACHE_BYTES = 2 * 1024 * 1024 * 1024
 DEFAULT_DERIVED_BYTES = 64 * 1024 * 1024
+# Encoded answers of the routes on one tag (the series, health and
+# histograms of a run that many clients watch).
+DEFAULT_ANSWER_BYTES = 64 * 1024 * 1024
 
 
 class _LRU:
@@ -36,6 +39,12 @@ class _LRU:
                 self._entries.move_to_end(key)
                 return True, hit[1]
         return False, None
+
+    def latest(self, key):
+        """The value stored under ``key`` for whichever version (None: none)."""
+        with self._lock:
+            hit = self._entries.get(key)
+            return None if hit is None else hit[1]
 
     def holds(self, key, version):
         """Whether ``key`` is stored for ``version`` (None: for any version)."""
@@ -70,7 +79,8 @@ class Cache:
     ``(max_step, max_wall_time)``); else it calls ``compute()`` and stores
     the result.  Two LRU pools bounded in bytes (``nbytes`` of the value,
     else 1 KiB): ``data`` for series read from the provider, ``derived``
-    for small analysis results, so large reads never evict the alerts.
+    for small analysis results, so large reads never evict the alerts, and
+    ``answers`` for the encoded answers of a route on one tag.
     The data budget defaults to $TB_GRADLENS_CACHE_MB or 2 GiB.
 
     Concurrent requests that miss the same key compute it once: the
@@ -78,10 +88,12 @@ class Cache:
     alerts at once, and both read every record of a cold logdir).
     """
 
-    def __init__(self, max_bytes=None, derived_max_bytes=DEFAULT_DERIVED_BYTES):
+    def __init__(self, max_bytes=None, derived_max_bytes=DEFAULT_DERIVED_BYTES,
+                 answer_max_bytes=DEFAULT_ANSWER_BYTES):
         if max_bytes is None:
             max_bytes = _env_cache_bytes()
-        self._pools = {"data": _LRU(max_bytes), "derived": _LRU(derived_max_bytes)}
+        self._pools = {"data": _LRU(max_bytes), "derived": _LRU(derived_max_bytes),
+                       "answers": _LRU(answer_max_bytes)}
         self._computing = {}  # (pool, key) -> Lock held while one request computes it
         self._computing_lock = threading.Lock()
 
@@ -105,6 +117,11 @@ class Cache:
     def holds(self, key, version, pool="derived"):
         """Whether ``key`` is stored for ``version`` (None: any; without touching its recency)."""
         return self._pools[pool].holds(key, version)
+
+    def latest(self, key, pool="derived"):
+        """The value stored under ``key`` for whichever version (None: none),
+        for what is extended as a tag grows instead of computed again."""
+        return self._pools[pool].latest(key)
 
     def put(self, key, version, value, pool="derived"):
         """Store ``value`` under ``key`` for ``version`` (a read made for several keys at once)."""

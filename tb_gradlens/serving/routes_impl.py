@@ -126,19 +126,46 @@ def health_buckets(buckets):
     return min(buckets or HEALTH_BUCKETS, MAX_HEALTH_BUCKETS)
 
 
-def health_impl(series, rows, steps, buckets):
+def health_impl(source, series, rows, steps, buckets):
     """The ``health`` answer of ``rows`` and ``steps`` (indices) of a
-    grad_stats Series, in at most ``buckets`` buckets of steps."""
+    grad_stats Series of ``source``, in at most ``buckets`` buckets of steps.
+    Every row and step: from the tag's ``health.StatusTable``, kept in the
+    source's cache and extended with the steps the tag gained since."""
     record = series.record
     check_answer_size(len(rows), 2, min(buckets, len(steps)))  # status, nonfinite
-    if len(rows) == len(record.rows) and len(steps) == len(series.steps):
-        columns = {c: series.column(c) for c in health.COLUMNS}  # views: no copy of a live run's steps
-    else:
+    every = len(rows) == len(record.rows) and len(steps) == len(series.steps)
+    table = status_table(source, series) if every else None
+    body = None
+    if table is not None:
+        with table.lock:
+            if table.follows(series.steps, series.wall_times):  # not extended past it meanwhile
+                table.extend(series.steps, series.wall_times, {c: series.column(c) for c in health.COLUMNS})
+                body = table.answer(buckets)
+        source.cache.put(_status_table_key(source, series), None, table, "data")  # kept, at its size now
+    if body is None:
         index = np.ix_(steps, np.asarray(rows, np.intp))
         columns = {c: series.column(c)[index] for c in health.COLUMNS}
-    body = health.gradient_health(series.steps[steps], columns, buckets)
+        body = health.gradient_health(series.steps[steps], columns, buckets)
     body.update(run=series.run, tag=series.tag, rows=[record.rows[i] for i in rows])
     return body
+
+
+def status_table(source, series):
+    """The ``health.StatusTable`` of a grad_stats Series: the one kept for its
+    tag when its steps are the first of the series', else a new one; None
+    when the kept one is ahead of the series (a request at an older version:
+    answered without it)."""
+    table = source.cache.latest(_status_table_key(source, series), "data")
+    if table is None or table.codes.shape[1] != len(series.record.rows):
+        return health.StatusTable(len(series.record.rows))
+    with table.lock:
+        if table.follows(series.steps, series.wall_times):
+            return table
+        return None if table.n > len(series.steps) else health.StatusTable(len(series.record.rows))
+
+
+def _status_table_key(source, series):
+    return ("status table", source.location, series.run, series.tag)
 
 
 def dtypes_impl(source, run, tag, pattern):
