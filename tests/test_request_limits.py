@@ -366,7 +366,7 @@ def test_clients_of_one_version_share_one_answer(tmp_path, monkeypatch):
     from tb_gradlens.serving import routes_impl
 
     tag, rows = "gradients/grad_stats/live", ["a/kernel", "b/kernel", "c/bias"]
-    writer, multiplexer, client, _ = _live_plugin(tmp_path, tag, rows, range(0, 40))
+    writer, multiplexer, client, plugin = _live_plugin(tmp_path, tag, rows, range(0, 40))
     calls = {"series": 0, "health": 0}
     for name in calls:
         original = getattr(routes_impl, name + "_impl")
@@ -389,8 +389,12 @@ def test_clients_of_one_version_share_one_answer(tmp_path, monkeypatch):
         for route, query in queries.items():
             assert bodies[route] == {get(fresh, route, **query)[1]}
     writer.close()
-    status, body = get(client, "series", run="live", tag=tag, columns="nope")
-    assert status == 400  # a refused request is not kept
+    cache = plugin._cache
+    for k in range(50):  # refused requests: none kept, nothing left behind per query
+        status, body = get(client, "series", run="live", tag=tag, columns="nope_%d" % k)
+        assert status == 400
+    assert not cache._computing
+    assert len(cache._pools["answers"]._entries) == 2
 
 
 def test_number_parameters_take_plain_ascii_integers_only(tmp_path):

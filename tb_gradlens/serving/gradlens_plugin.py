@@ -98,8 +98,9 @@ def respond_tag_answer(request, source, run, tag, compute):
     per version of the tag: the clients watching a live run ask for the same
     answer at the same version, and wait for one computation of it.  Kept
     under the route and its query parameters in the cache's ``answers`` pool."""
+    route = request.path.rsplit("/", 1)[-1]  # (any experiment prefix: the source's location keys the logdir)
     query = tuple(sorted(request.args.items(multi=True)))
-    body = source.cached(("answer", request.path, query), source.entry(run, tag),
+    body = source.cached(("answer", route, query), source.entry(run, tag),
                          lambda: EncodedJson(encode_json(compute()).encode("utf-8")), "answers")
     return http_util.Respond(request, body, "application/json")
 

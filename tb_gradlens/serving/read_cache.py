@@ -104,14 +104,16 @@ class Cache:
             return value
         with self._computing_lock:
             lock = self._computing.setdefault((pool, key), threading.Lock())
-        with lock:
-            found, value = lru.lookup(key, version)  # computed meanwhile by another request
-            if not found:
-                value = compute()
-                lru.store(key, version, value)
-        with self._computing_lock:
-            if self._computing.get((pool, key)) is lock and not lock.locked():
-                del self._computing[(pool, key)]
+        try:
+            with lock:
+                found, value = lru.lookup(key, version)  # computed meanwhile by another request
+                if not found:
+                    value = compute()
+                    lru.store(key, version, value)
+        finally:  # also when compute() raised (a refused request): nothing left behind per key
+            with self._computing_lock:
+                if self._computing.get((pool, key)) is lock and not lock.locked():
+                    del self._computing[(pool, key)]
         return value
 
     def holds(self, key, version, pool="derived"):
