@@ -6,7 +6,8 @@ tensorboard.main`` on them, then a writer process appends a grad_stats
 record of ``--variables`` rows to one more run at ``--rate`` logged steps/s
 while ``--clients`` threads send what the tab sends (runs, overview,
 alerts, the live run's series with max_steps=2000, its health), for
-``--seconds``.  Prints per route the latency median, p95, p99 and max, and
+``--seconds`` (``--gzip``: asking for gzip answers, as the tab's browser
+does).  Prints per route the latency median, p95, p99 and max, and
 the steps the live run reached.  ``--before DIR`` measures an older source
 tree the same way (tensorboard imports tb_gradlens from its working
 directory), one after the other on the same logdir layout.
@@ -75,7 +76,7 @@ def write_static(logdir, runs, steps, variables):
                  hostile_logs.stats(variables, 1.0))], steps=range(steps), scalars=["loss"])
 
 
-def client(tb, stop, latencies, lock):
+def client(tb, stop, latencies, lock, headers):
     routes = ["runs", "overview", "alerts", "series?" + urllib.parse.urlencode(
         {"run": "live", "tag": TAG, "columns": "l2_norm,max_abs", "max_steps": 2000}),
         "health?" + urllib.parse.urlencode({"run": "live", "tag": TAG})]
@@ -84,7 +85,7 @@ def client(tb, stop, latencies, lock):
             if stop.is_set():
                 return
             start = time.perf_counter()
-            status, _, _ = tb.get(PREFIX + route, timeout=600)
+            status, _, _ = tb.get(PREFIX + route, timeout=600, headers=headers)
             with lock:
                 latencies.setdefault(route.split("?")[0], []).append((time.perf_counter() - start, status))
 
@@ -101,7 +102,9 @@ def bench(static, tree, args):
                                    str(args.seconds), str(args.variables), ROOT], stdout=subprocess.PIPE, text=True)
         tb.wait_for(lambda d: any(r["run"] == "live" for r in d.get("runs", [])), PREFIX + "runs", timeout=120)
         stop, lock, latencies = threading.Event(), threading.Lock(), {}
-        threads = [threading.Thread(target=client, args=(tb, stop, latencies, lock)) for _ in range(args.clients)]
+        headers = {"Accept-Encoding": "gzip, deflate"} if args.gzip else None
+        threads = [threading.Thread(target=client, args=(tb, stop, latencies, lock, headers))
+                   for _ in range(args.clients)]
         for t in threads:
             t.start()
         time.sleep(max(1.0, args.seconds - 3))
@@ -128,6 +131,7 @@ def main(argv=None):
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--load-fast", choices=("true", "false"), default="true")
+    parser.add_argument("--gzip", action="store_true", help="the clients ask for gzip, as a browser does")
     parser.add_argument("--static", help="directory of the static runs (kept, reused)")
     parser.add_argument("--before", help="an older source tree, measured first")
     args = parser.parse_args(argv)

@@ -362,7 +362,9 @@ def test_a_status_table_extended_in_pieces_says_what_the_whole_run_says():
 def test_clients_of_one_version_share_one_answer(tmp_path, monkeypatch):
     """Several clients asking for the same series or health of a live run at
     the same version get one computed answer (computed again when the run
-    grows), byte for byte what a plugin that never answered before says."""
+    grows), byte for byte what a plugin that never answered before says;
+    a browser's gzip answer is compressed once per version too."""
+    import gzip
     from tb_gradlens.serving import routes_impl
 
     tag, rows = "gradients/grad_stats/live", ["a/kernel", "b/kernel", "c/bias"]
@@ -375,6 +377,12 @@ def test_clients_of_one_version_share_one_answer(tmp_path, monkeypatch):
             calls[_name] += 1
             return _original(*args)
         monkeypatch.setattr(routes_impl, name + "_impl", counting)
+    compressions, compress = {"n": 0}, gradlens_plugin._gzip
+
+    def counting_gzip(data):
+        compressions["n"] += 1
+        return compress(data)
+    monkeypatch.setattr(gradlens_plugin, "_gzip", counting_gzip)
     queries = {"series": dict(run="live", tag=tag, columns="mean,max_abs", max_steps=30),
                "health": dict(run="live", tag=tag, buckets=10)}
     for grown in (False, True):
@@ -388,13 +396,21 @@ def test_clients_of_one_version_share_one_answer(tmp_path, monkeypatch):
             base_plugin.TBContext(data_provider=make_provider(str(tmp_path / "logs"))[1]))]))
         for route, query in queries.items():
             assert bodies[route] == {get(fresh, route, **query)[1]}
+        packed = set()  # a browser's requests (gzip): compressed once per version, the same answer
+        for _ in range(3):
+            response = client.get(PREFIX + "health", query_string=queries["health"],
+                                  headers={"Accept-Encoding": "gzip, deflate"})
+            assert response.headers.get("Content-Encoding") == "gzip"
+            packed.add(response.get_data())
+        assert len(packed) == 1 and {gzip.decompress(packed.pop()).decode("utf-8")} == bodies["health"]
+        assert compressions["n"] == 1 + grown
     writer.close()
     cache = plugin._cache
     for k in range(50):  # refused requests: none kept, nothing left behind per query
         status, body = get(client, "series", run="live", tag=tag, columns="nope_%d" % k)
         assert status == 400
     assert not cache._computing
-    assert len(cache._pools["answers"]._entries) == 2
+    assert len(cache._pools["answers"]._entries) == 3  # series, health and its gzip form
 
 
 def test_number_parameters_take_plain_ascii_integers_only(tmp_path):

@@ -7,6 +7,8 @@ functions of ``routes_impl`` (and ``run_listing``, ``analysis``), which
 select, read and shape the answer.
 """
 
+import gzip
+import io
 import mimetypes
 import os
 import posixpath
@@ -100,9 +102,22 @@ def respond_tag_answer(request, source, run, tag, compute):
     under the route and its query parameters in the cache's ``answers`` pool."""
     route = request.path.rsplit("/", 1)[-1]  # (any experiment prefix: the source's location keys the logdir)
     query = tuple(sorted(request.args.items(multi=True)))
-    body = source.cached(("answer", route, query), source.entry(run, tag),
+    entry = source.entry(run, tag)
+    body = source.cached(("answer", route, query), entry,
                          lambda: EncodedJson(encode_json(compute()).encode("utf-8")), "answers")
-    return http_util.Respond(request, body, "application/json")
+    if "gzip" not in request.headers.get("Accept-Encoding", ""):
+        return http_util.Respond(request, body, "application/json")
+    # A browser asks for gzip: compressed once per version too, as TensorBoard would compress it.
+    packed = source.cached(("answer gzip", route, query), entry, lambda: EncodedJson(_gzip(body)), "answers")
+    return http_util.Respond(request, packed, "application/json", content_encoding="gzip")
+
+
+def _gzip(data):
+    """``data`` gzip-compressed as ``http_util.Respond`` compresses an answer (level 3, mtime 0)."""
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", compresslevel=3, mtime=0) as f:
+        f.write(data)
+    return out.getvalue()
 
 
 # ---------------------------------------------------------------------------

@@ -91,10 +91,11 @@ class TensorBoardProcess:
             self._log.close()
             self._log = None
 
-    def get(self, path, timeout=60):
+    def get(self, path, timeout=60, headers=None):
         """(status, content_type, body bytes) of GET path (socket timeout: raises)."""
         try:
-            with urllib.request.urlopen(self.url + path, timeout=timeout) as r:
+            with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers or {}),
+                                        timeout=timeout) as r:
                 return r.status, r.headers.get("Content-Type", ""), r.read()
         except urllib.error.HTTPError as e:
             return e.code, e.headers.get("Content-Type", ""), e.read()
