@@ -17,6 +17,8 @@ import threading
 
 import numpy as np
 
+from tb_gradlens.analysis import detectors
+
 OK, DEAD, NONE, NONFINITE = 1, 2, 3, 4
 # The codes by name, as the health answer tells the tab ("status_codes").
 STATUS_CODES = {"ok": OK, "dead": DEAD, "none": NONE, "nonfinite": NONFINITE}
@@ -92,7 +94,7 @@ def health_answer(steps, codes, counts, max_abs, buckets, firsts=None):
         status = worst_counts = np.zeros((0, n_rows))
         last = starts
     if firsts is None:
-        firsts = {code: first_indices(codes == code) for code in (NONFINITE, NONE, DEAD)}
+        firsts = {code: detectors.first_true(codes == code) for code in (NONFINITE, NONE, DEAD)}
     at_step = {code: [int(steps[i]) if i >= 0 else None for i in index] for code, index in firsts.items()}
     return {
         "status_codes": dict(STATUS_CODES),
@@ -105,14 +107,6 @@ def health_answer(steps, codes, counts, max_abs, buckets, firsts=None):
         "first_dead": at_step[DEAD],
         "max_abs": [float(v) if np.isfinite(v) else None for v in max_abs],
     }
-
-
-def first_indices(flags):
-    """Per column of ``flags`` [S, R]: the index of its first True, -1 if none."""
-    flags = np.asarray(flags, bool)
-    if flags.shape[0] == 0:
-        return np.full(flags.shape[1], -1, np.int64)
-    return np.where(flags.any(axis=0), np.argmax(flags, axis=0), -1)
 
 
 class StatusTable:
@@ -145,7 +139,7 @@ class StatusTable:
             return
         codes, counts = step_status({c: columns[c][n:] for c in COLUMNS})
         for code, index in self.firsts.items():
-            new = first_indices(codes == code)
+            new = detectors.first_true(codes == code)
             index[(index < 0) & (new >= 0)] = new[(index < 0) & (new >= 0)] + n
         self.max_abs = np.maximum(self.max_abs, row_max_abs(columns["max_abs"][n:]))
         if total > len(self.steps):
