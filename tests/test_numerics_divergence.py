@@ -306,3 +306,33 @@ def test_indexed_slices_pairs_are_compared_on_the_rows_they_name():
     graph = compared.get_concrete_function().graph
     sums = [op.outputs[0].shape for op in graph.get_operations() if op.type == "UnsortedSegmentSum"]
     assert sums and all(shape[0] != 40 for shape in sums), sums  # the 6 rows named, not the 40-row table
+
+
+def test_weights_kept_by_op_are_the_values_before_an_in_place_update_and_nothing_when_not_due():
+    """``keep_if`` passes the weights read before an optimizer's in-place
+    update on, without a conditional: when due the statistics are those of
+    the weights before and after (NumPy's), when not the kept tensors are
+    empty and nothing is reported; the update itself is unchanged."""
+    if not numerics.kept_by_op_possible([tf.Variable(0.0)]):
+        pytest.skip("the compiled kernel's ops are not available here")
+    cases = [_weights(4096, 4), _weights(7, 5), _weights(3000, 6, ml_dtypes.bfloat16)]
+    variables = [tf.Variable(b) for b, _, _ in cases]
+    steps = [tf.constant(a.astype(np.float64) - b.astype(np.float64), v.dtype) for (b, a, _), v in zip(cases, variables)]
+    grads = [tf.constant(g) for _, _, g in cases]
+
+    @tf.function
+    def step(due):
+        kept = numerics.keep_if(due, [v.read_value() for v in variables])
+        with tf.control_dependencies(kept[:1]):
+            for v, s in zip(variables, steps):
+                v.assign_add(s)
+        rows = numerics.update_statistics(kept, [v.read_value() for v in variables], grads, when=due)
+        return rows, [tf.size(k) for k in kept]
+
+    rows, sizes = step(tf.constant(True))
+    want = [_np_update(b, v.numpy(), g) for (b, _, g), v in zip(cases, variables)]
+    np.testing.assert_allclose(rows.numpy(), want, rtol=2e-6)
+    assert all((v.numpy() != b).any() for (b, _, _), v in zip(cases, variables))
+    assert [int(n) for n in sizes] == [4096, 7, 3000]
+    _, sizes = step(tf.constant(False))
+    assert [int(n) for n in sizes] == [0, 0, 0]

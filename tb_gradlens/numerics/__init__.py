@@ -35,4 +35,6 @@ from tb_gradlens.numerics.gradient_stats import gradient_statistics  # noqa: F40
 from tb_gradlens.numerics.loss import loss_comparison  # noqa: F401
 from tb_gradlens.numerics.sparse import gradient_index_counts  # noqa: F401
 from tb_gradlens.numerics.sparse import sparse_positions  # noqa: F401
+from tb_gradlens.numerics.updates import keep_if  # noqa: F401
+from tb_gradlens.numerics.updates import kept_by_op_possible  # noqa: F401
 from tb_gradlens.numerics.updates import update_statistics  # noqa: F401

@@ -180,6 +180,28 @@ class UpdateStatisticsOp : public OpKernel {
   std::vector<int> gradient_rows_;
 };
 
+// The values themselves when `record` is true (their buffers shared, no copy),
+// else empty tensors: a snapshot of variables' values that a step not
+// logged does not keep alive, so that the optimizer's in-place update copies
+// nothing then (a variable read before an update keeps its old value:
+// TensorFlow copies a buffer on write while a read still holds it).
+class KeepIfOp : public OpKernel {
+ public:
+  explicit KeepIfOp(OpKernelConstruction* c) : OpKernel(c) {}
+
+  void Compute(OpKernelContext* c) override {
+    const bool record = c->input(0).scalar<bool>()();
+    for (int i = 1; i < c->num_inputs(); ++i) {
+      if (record) {
+        c->set_output(i - 1, c->input(i));
+      } else {
+        Tensor* out = nullptr;
+        OP_REQUIRES_OK(c, c->allocate_output(i - 1, TensorShape({0}), &out));
+      }
+    }
+  }
+};
+
 tensorflow::Status RowsOf(InferenceContext* c, int n, int columns, int output) {
   c->set_output(output, c->Matrix(n, columns));
   return tensorflow::OkStatus();
@@ -233,6 +255,18 @@ REGISTER_OP("GradlensUpdateStatistics")
       return RowsOf(c, static_cast<int>(types.size()), kUpdateColumns, 0);
     });
 
+REGISTER_OP("GradlensKeepIf")
+    .Input("record: bool")
+    .Input("values: T")
+    .Output("kept: T")
+    .Attr("T: list(type) >= 1")
+    .SetShapeFn([](InferenceContext* c) {
+      // The values' shapes when recording, [0] otherwise.
+      for (int i = 0; i < c->num_outputs(); ++i) c->set_output(i, c->UnknownShape());
+      return tensorflow::OkStatus();
+    });
+
 REGISTER_KERNEL_BUILDER(Name("GradlensGradientStatistics").Device(tensorflow::DEVICE_CPU), GradientStatisticsOp);
 REGISTER_KERNEL_BUILDER(Name("GradlensDivergenceMetrics").Device(tensorflow::DEVICE_CPU), DivergenceMetricsOp);
 REGISTER_KERNEL_BUILDER(Name("GradlensUpdateStatistics").Device(tensorflow::DEVICE_CPU), UpdateStatisticsOp);
+REGISTER_KERNEL_BUILDER(Name("GradlensKeepIf").Device(tensorflow::DEVICE_CPU).HostMemory("record"), KeepIfOp);

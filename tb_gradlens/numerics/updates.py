@@ -64,8 +64,27 @@ def columns_from_sums(sums, xp):
     return xp.where(n[:, None] > 0, rows, NAN)
 
 
+def kept_by_op_possible(variables):
+    """Whether ``keep_if`` and ``update_statistics(when=...)`` can run as
+    the compiled kernel's ops for ``variables`` (on CPU, the ops loaded);
+    otherwise a step keeps its weights under a conditional."""
+    return (backends.choose() == "kernel" and kernel.ops() is not None
+            and all(tf.as_dtype(v.dtype).name in kernel.DTYPES for v in variables))
+
+
+def keep_if(when, values):
+    """In a graph, one op: ``values`` themselves when ``when`` is true
+    (their buffers shared: a variable read before an in-place update keeps
+    its value, TensorFlow copying the buffer it writes), else empty
+    tensors.  The weights before an update, kept without a conditional
+    (whose every captured value is an input of both branches); the update
+    must wait for it, so that a step that keeps nothing holds no read
+    across the update (``kept_by_op_possible`` says where it runs)."""
+    return list(kernel.ops().gradlens_keep_if(when, list(values)))
+
+
 @tf.autograph.experimental.do_not_convert
-def update_statistics(before, after, gradients=None, backend=None):
+def update_statistics(before, after, gradients=None, backend=None, when=None):
     """What one optimizer step did to each variable: float32 ``[V, 3]``.
 
     Columns: see the module docstring (metadata.UPDATE_STATS_COLUMNS).
@@ -77,6 +96,9 @@ def update_statistics(before, after, gradients=None, backend=None):
         rows past the table dropped: ``sparse.dense``).
       backend: "kernel", "tf" or "xla" (``backend.py``); default from the
         context.
+      when: optional boolean scalar, with ``before`` from ``keep_if(when,
+        ...)`` (``kept_by_op_possible``): when false ``before`` is empty and the rows
+        mean nothing (NaN, no failure reported).
     """
     before = [tf.convert_to_tensor(b) for b in before]
     after = [tf.convert_to_tensor(a) for a in after]
@@ -86,13 +108,22 @@ def update_statistics(before, after, gradients=None, backend=None):
     for i, b in enumerate(before):
         g = gradients[i] if gradients is not None else None
         if g is not None and b.dtype == tf.bfloat16:
-            grads[i] = tf.convert_to_tensor(sparse.dense(g))  # only bfloat16 weights read it
-    if backends.choose(backend) == "kernel":
-        return _kernel_pass(before, after, grads)
+            grads[i] = _dense_when(g, when)  # only bfloat16 weights read it
+    if when is not None or backends.choose(backend) == "kernel":
+        return _kernel_pass(before, after, grads, when)
     return tf.cast(columns_from_sums(_tf_sums(before, after, grads, backends.choose(backend)), tnp), tf.float32)
 
 
-def _kernel_pass(before, after, grads):
+def _dense_when(gradient, when):
+    """A gradient as a dense tensor (an IndexedSlices densified only when
+    ``when`` is, if given)."""
+    if when is None or not isinstance(gradient, tf.IndexedSlices):
+        return tf.convert_to_tensor(sparse.dense(gradient))
+    return tf.cond(when, lambda: tf.convert_to_tensor(sparse.dense(gradient)),
+                   lambda: tf.zeros([0], gradient.values.dtype))
+
+
+def _kernel_pass(before, after, grads, when=None):
     """The compiled kernel: one op (or one numpy_function call)."""
     before = [b if b.dtype.name in kernel.DTYPES else tf.cast(b, tf.float32) for b in before]
     after = [a if a.dtype == b.dtype else tf.cast(a, b.dtype) for a, b in zip(after, before)]
@@ -109,6 +140,8 @@ def _kernel_pass(before, after, grads):
         sized = [i for i, b in enumerate(before) if b.shape.num_elements() != 0]  # (empty: NaN by definition)
         if sized:  # a failed op leaves every column NaN; NaN weights leave lost_update finite
             every = tf.reduce_all(tf.math.is_nan(tf.gather(out, sized)), axis=1)
+            if when is not None:  # (nothing kept: nothing computed)
+                every = tf.logical_and(every, when)
             kernel.report_failed_rows(tf.where(every, float("nan"), 0.0), "update statistics")
         return out
     n = len(before)
