@@ -631,3 +631,51 @@ def test_every_call_without_a_comparison_shares_one_trace_and_comparisons_get_a_
     gradients, updates, comparisons = "gradients", "updates", "comparisons"
     assert set(callback._session._traced) == {frozenset({gradients, updates, comparisons}),
                                               frozenset({gradients, updates})}
+
+
+@pytest.mark.parametrize("kernel_ops", [True, False], ids=["kernel_ops", "no_kernel_ops"])
+def test_the_lens_step_is_traced_once_and_its_update_statistics_hold_either_way(data, tmp_path, monkeypatch,
+                                                                                 kernel_ops):
+    """TensorFlow traces a function's first trace again when it made
+    variables, and Keras' Adam makes its moments inside the step's first
+    trace: Keras' own step is traced twice at the first batch, which is
+    most of what a short fit pays first.  The lens builds the optimizer
+    before (as its first ``apply`` would) and makes its own variables
+    before, so its step is traced once.  Training stays bit-identical and
+    the optimizer's variables keep their paths; the update statistics equal
+    NumPy's whether the weights before the update are kept by the kernel's
+    op or copied under a conditional (no compiled ops: a GPU, no compiler)."""
+    from tb_gradlens.numerics import kernel
+
+    x, y = data
+    plain, lensed = _model(), _model()
+    traces = []
+    with monkeypatch.context() as m:
+        step = type(plain).train_step
+        m.setattr(type(plain), "train_step", lambda self, batch: (traces.append(1), step(self, batch))[1])
+        plain.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
+    if not kernel_ops:
+        monkeypatch.setenv(kernel.ENV_KERNEL, "library")
+        kernel.reset()
+    try:
+        callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=2, compare_every=0)
+        kernels = _KernelsAroundEachStep()
+        lensed.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False, callbacks=[kernels, callback])
+        assert callback._session.tap.update_watch.by_op is kernel_ops
+    finally:
+        monkeypatch.delenv(kernel.ENV_KERNEL, raising=False)
+        kernel.reset()
+    assert callback._session.tap.traces == 1 < len(traces) == 2
+    assert plain.history.history["loss"] == lensed.history.history["loss"]
+    paths = [[v.path.replace(m.optimizer.name + "/", "", 1) for v in m.optimizer.variables] for m in (plain, lensed)]
+    assert paths[0] == paths[1] and all(v.path.startswith(lensed.optimizer.name + "/")
+                                        for v in lensed.optimizer.variables)
+    for a, b in zip(plain.variables + plain.optimizer.variables, lensed.variables + lensed.optimizer.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    _, update_steps, update_data = _steps(read_records(str(tmp_path)), "run", metadata.UPDATE_STATS)
+    assert update_steps == [0, 2, 4]
+    kernel_rows = [k for k, v in enumerate(lensed.trainable_variables) if v.path.endswith("kernel")]
+    for datum in update_data:
+        before, after = kernels.around[datum.step]
+        rms = [np.sqrt(np.mean((a - b) ** 2)) for b, a in zip(before, after)]
+        np.testing.assert_allclose(datum.numpy[kernel_rows, 0], rms, rtol=1e-6)

@@ -17,6 +17,7 @@ kept: a replay that never happens costs no memory.
 
 import types
 
+import keras
 import tensorflow as tf
 
 from tb_gradlens.writing import keras_private
@@ -58,6 +59,17 @@ class KeptStep:
                 self._input(position, tensor.dtype).assign(tensor)
         self.step.assign(tf.cast(step, tf.int64))
         return tf.constant(True)
+
+    def prepare(self, element_spec, seeds):
+        """Outside the step, before its first trace: make the variables
+        ``keep`` puts the batch and seed states in, from the batch's spec
+        (``iterator.element_spec``) and the seed-state variables (a first
+        trace that makes variables is traced again)."""
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(element_spec)
+        specs = (x, y, sample_weight, [tf.TensorSpec(v.shape, v.dtype) for v in seeds])
+        for position, spec in enumerate(tf.nest.flatten(specs)):
+            if isinstance(spec, tf.TensorSpec):
+                self._input(position, spec.dtype)
 
     def _input(self, position, dtype):
         key = (position, dtype)

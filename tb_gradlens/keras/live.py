@@ -17,12 +17,10 @@ import keras
 import tensorflow as tf
 
 from tb_gradlens import compare
-from tb_gradlens import metadata
 from tb_gradlens.keras.replicas import Replicas
 from tb_gradlens.keras.branches import COMPARISONS
 from tb_gradlens.keras.branches import COMPARISON_KINDS
 from tb_gradlens.keras.branches import GRADIENTS
-from tb_gradlens.keras.branches import GRADIENT_KINDS
 from tb_gradlens.keras.branches import UPDATES
 from tb_gradlens.keras.branches import when
 from tb_gradlens.writing import keras_private
@@ -59,6 +57,7 @@ class LiveStep:
         # with several replicas one trace keeps every replica's collectives alike.
         self.traces_by_parts = self.replicas is None
         self._original = {}
+        self._prepared = False  # (``prepare``: once, before the first trace)
 
     # -- patching ------------------------------------------------------------
 
@@ -76,6 +75,14 @@ class LiveStep:
         """Keras' train function, traced with the shadowed step."""
         self.model.make_train_function(force=True)
         return self.model.train_function
+
+    def prepare(self, iterator):
+        """Before the step is first traced: the variables the replay's kept
+        step needs, from the batch's spec (``KeptStep.prepare``)."""
+        spec = getattr(iterator, "element_spec", None)
+        if self.tap.watch.replay is not None and spec is not None and not self._prepared:
+            self.tap.watch.replay.kept.prepare(spec, self.seeds)
+        self._prepared = True
 
     def restore(self):
         for name in ("train_step", "compute_loss"):
@@ -145,19 +152,21 @@ class LiveStep:
                 loss = self.replicas.total_loss(loss)
             if tap.logs_gradients:
                 self.replicas.before_update(step, chosen)
+        if tap.logs_gradients and self.replicas is None and tap.includes(GRADIENTS):
+            tap.describe_gradients_when_due(step, chosen)
         due = tap.any_due(step)
         if due is not None:
             when(tap.status, "logged step", (), due,
                  lambda: self._logged_step(step, capture, loss, applied, variables, chosen))
         check = tap.watch.check(step, grads, None if capture is None else capture.loss, capture)
-        tap.copy_weights_when_due(step)
+        kept = tap.keep_weights_when_due(step)
+        if kept:  # (the update reads the gradients after the weights are kept)
+            with tf.control_dependencies(kept[:1]):
+                grads = [None if g is None else tf.identity(g) for g in grads]
         result = tap.watch.applying(check, lambda: self._original["apply"](grads, trainable_variables))
         tap.watch.after(step, check, tap.logs_gradients and tap.includes(GRADIENTS))
         if tap.logs_gradients and tap.log_updates and tap.includes(UPDATES):
-            if self.replicas is not None:
-                chosen = self.replicas.reduced()
-            when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.update_due(step),
-                 lambda: tap.describe_update(step, chosen), name=tap.status.name)
+            tap.describe_update_when_due(step, chosen if self.replicas is None else self.replicas.reduced())
         return result
 
     def _logged_step(self, step, capture, loss, applied, variables, chosen):
@@ -165,9 +174,6 @@ class LiveStep:
         if loss is not None:
             tap.record_loss(step, loss)
         self._compare_live(step, capture, applied, variables)
-        if tap.logs_gradients and self.replicas is None and tap.includes(GRADIENTS):
-            when(tap.status, "gradient statistics", GRADIENT_KINDS, tap.gradient_due(step),
-                 lambda: tap.describe_gradients(step, chosen), name=tap.status.name)
         return tf.constant(True)
 
     def _compare_live(self, step, capture, applied, variables):

@@ -36,6 +36,7 @@ from tb_gradlens import metadata
 from tb_gradlens.keras.branches import COMPARISON_KINDS
 from tb_gradlens.keras.branches import GRADIENT_KINDS
 from tb_gradlens.keras.branches import when
+from tb_gradlens.keras import update_watch
 from tb_gradlens.numerics import sparse
 from tb_gradlens.writing import keras_private
 
@@ -67,7 +68,7 @@ class ProbeStep:
                 activations=any(slot.activations for slot in live), optimizer=model.optimizer)
         # bfloat16 weights: their lost updates need the gradient after the step.
         self.kept_gradients = {
-            k: tap.buffer_like(v) for k, v in enumerate(tap.selected_vars)
+            k: update_watch.buffer_like(v) for k, v in enumerate(tap.selected_vars)
             if tf.as_dtype(v.dtype) == tf.bfloat16
         }
         if not self.default_step:
@@ -79,6 +80,9 @@ class ProbeStep:
 
     def patch(self):
         """Nothing to shadow: the train function is built around ``step``."""
+
+    def prepare(self, iterator):
+        """Nothing to make before the first trace (no replay under XLA)."""
 
     def restore(self):
         """Nothing was shadowed."""

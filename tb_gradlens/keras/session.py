@@ -168,6 +168,9 @@ class Session:
                 self.status.write(int(model.optimizer.iterations.numpy()))
             return
         live = keras_private.uses_default_train_step(model) and replicas == 1
+        if live:  # (now, not in the step's first trace: TensorFlow traces again a first trace that makes variables)
+            with safety.guard(WRITE_CAUSE), model.distribute_strategy.scope():
+                keras_private.build_as_apply_does(model.optimizer, model.trainable_weights)
         self.tap = Tap(model, options, self.status, xla, live)
         self.lens_step = ProbeStep(self.tap) if xla else LiveStep(self.tap)
         self.sink = writing.RecordSink(self.writer, options.log_dir, self.tap,
@@ -213,6 +216,7 @@ class Session:
             self.tap.parts = parts  # read when the step is traced
             if not self.tap.watch.armed:
                 self.tap.counter.assign(first)  # (Keras' own function ran the steps since)
+            safety.call(WRITE_CAUSE, self.lens_step.prepare, iterator)
             self.lens_step.patch()
             try:
                 logs = function(iterator)

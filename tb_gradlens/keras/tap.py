@@ -18,10 +18,11 @@ from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens.keras import schedule as schedules
-from tb_gradlens.keras.branches import COMPARISON_KINDS, COMPARISONS, GRADIENTS, UPDATES, when
+from tb_gradlens.keras.branches import COMPARISON_KINDS, COMPARISONS, GRADIENT_KINDS, GRADIENTS, UPDATES, when
 from tb_gradlens.keras.forensics import StepWatch
 from tb_gradlens.keras.rings import StepRing
 from tb_gradlens.keras.slots import ComparisonSlot
+from tb_gradlens.keras.update_watch import UpdateWatch
 from tb_gradlens.writing import distribute
 from tb_gradlens.writing import summary_ops
 
@@ -76,7 +77,8 @@ class Tap:
         self.gradients = StepRing(spe, shapes)
         self.updates = StepRing(spe, {"update": [n, len(metadata.UPDATE_STATS_COLUMNS)]})
         self.losses = StepRing(spe, {"loss": []})
-        self.before = [self.buffer_like(v) for v in self.selected_vars] if self.log_updates else []
+        self.update_watch = UpdateWatch(self.status, self.selected_vars, self.updates, self.log_updates,
+                                        by_op=self.replicas == 1 and not xla and not model.run_eagerly)
         self.gradient_extras = None  # set when the step is traced
         self.sparse_rows = []  # the selected variables whose gradient is an IndexedSlices (when traced)
         self.observed_dtypes = None  # layer id -> output dtype, when traced
@@ -178,6 +180,22 @@ class Tap:
         """Statistics and histograms of the applied gradients of ``step``
         (and ``more`` values of the gradient ring)."""
         stats, hist = numerics.gradient_statistics(chosen, self.sizes)
+        return self._put_gradients(step, chosen, stats, hist, more)
+
+    def describe_gradients_when_due(self, step, chosen):
+        """Statistics and histograms of the applied gradients of ``step`` if
+        due: computed by one op that takes the condition as an input where
+        the kernel's ops run (``gradient_statistics(when=...)``: no
+        conditional capturing every gradient), put under a conditional."""
+        due = self.gradient_due(step)
+        stats, hist = numerics.gradient_statistics(chosen, self.sizes, when=due)
+        n = len(self.sizes)
+        when(self.status, "gradient statistics", GRADIENT_KINDS, due,
+             lambda: self._put_gradients(step, chosen, tf.reshape(stats, [n, len(metadata.GRAD_STATS_COLUMNS)]),
+                                         tf.reshape(hist, [n, len(metadata.HISTOGRAM_COLUMNS)])),
+             name=self.status.name)
+
+    def _put_gradients(self, step, chosen, stats, hist, more=None):
         values = {"stats": stats, "histogram": hist}
         if self.sparse_rows:  # their index counts, first rows of the buffer (``gradient_indices``)
             counts = numerics.gradient_index_counts(chosen, self.sizes)
@@ -185,31 +203,24 @@ class Tap:
         self.gradients.put(step, dict(values, **(more or {})))
         return tf.constant(True)
 
-    def copy_weights_when_due(self, step):
-        """Before the optimizer's update: copy the weights if update
-        statistics are due, under a condition of its own.  (Inside the
-        gradient pass's condition, the variables it reads would make the
-        update wait for the whole pass: ResNet50 +4% per logged step.)"""
+    def keep_weights_when_due(self, step):
+        """Before the optimizer's update (``UpdateWatch.keep_when_due``)."""
         if self.logs_gradients and self.log_updates and self.includes(UPDATES):
-            when(self.status, "update statistics", (metadata.UPDATE_STATS,), self.update_due(step),
-                 self.copy_weights, name=self.status.name)
+            return self.update_watch.keep_when_due(self.update_due(step))
+        return []
 
-    def copy_weights(self):
-        """Copy the selected weights (before the optimizer updates them)."""
-        for buf, v in zip(self.before, self.selected_vars):
-            buf.assign(tf.convert_to_tensor(v.value))
-        return tf.constant(True)
+    def copy_weights_when_due(self, step):
+        """Before the update, by copies under a conditional (``UpdateWatch.copy_when_due``)."""
+        if self.logs_gradients and self.log_updates and self.includes(UPDATES):
+            self.update_watch.copy_when_due(self.update_due(step))
 
-    @staticmethod
-    def buffer_like(variable):
-        return distribute.buffer(tf.zeros(variable.shape, variable.dtype))
+    def describe_update_when_due(self, step, chosen):
+        """After the update: the update statistics of ``step`` if due."""
+        self.update_watch.describe_when_due(step, self.update_due(step), chosen)
 
     def describe_update(self, step, chosen):
-        """Update statistics of ``step``, after the optimizer applied it."""
-        after = [tf.convert_to_tensor(v.value) for v in self.selected_vars]
-        before = [b.read_value() for b in self.before]
-        self.updates.put(step, {"update": numerics.update_statistics(before, after, chosen)})
-        return tf.constant(True)
+        """Update statistics of ``step``, after the optimizer applied it (from copies)."""
+        return self.update_watch.describe(step, chosen)
 
     def record_loss(self, step, loss):
         self.losses.put(step, {"loss": tf.reshape(tf.cast(loss, tf.float32), [])})

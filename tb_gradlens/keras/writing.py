@@ -143,12 +143,15 @@ class RecordSink:
         return True
 
     def _writing_now(self, key, handle, make_records, scalars=()):
+        flag = [tf.Variable(False, trainable=False)]  # the first writer's, made before any trace
+
         def write(step):  # at trace time, inside the step
             records_ = make_records()
             described = [(r.rows, r.extras) for _, r, _ in records_]
             built = self._writers.get(key)
             if built is None or built[0] != described:
-                built = (described, summary_ops.InStepRecordWriter(handle, records_, scalars))
+                built = (described, summary_ops.InStepRecordWriter(handle, records_, scalars,
+                                                                    flag.pop() if flag else None))
                 self._writers[key] = built
             return built[1](tf.cast(step, tf.int64) + self._offset_variable.read_value())
 

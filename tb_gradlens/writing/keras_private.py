@@ -200,7 +200,10 @@ def applied_gradients(optimizer, grads, variables):
 def build_as_apply_does(optimizer, variables):
     """Build an optimizer the way its ``apply`` does on its first call (in
     its name scope, ``Optimizer.build`` then ``built = True``), so its
-    state (a loss scale) can be read before ``apply`` runs."""
+    state (a loss scale) can be read before ``apply`` runs, and, called
+    before the train function is traced, so that its first trace makes no
+    variable (TensorFlow traces such a trace again).  The same variables,
+    paths and values as when ``apply`` builds it."""
     if optimizer.built:
         return
     from keras.src import backend

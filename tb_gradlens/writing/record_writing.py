@@ -215,13 +215,15 @@ class InStepRecordWriter:
     ``RecordWriter``, ``value_fn()`` returning the value being written;
     ``scalars`` a list of ``(tag, value_fn)`` written as
     ``tf.summary.scalar`` writes them.  The metadata goes with each tag's
-    first event only: a flag variable (made outside the trace) selects the
+    first event only: a flag variable (``metadata_written``, made before the
+    trace where it can be: a first trace that makes a variable is traced
+    again; else made here, outside the trace) selects the
     serialized metadata or ``""``, which ``WriteSummary`` leaves out of the
     event.  Nothing is flushed here: the caller flushes after the
     train-function call.
     """
 
-    def __init__(self, handle, records=(), scalars=()):
+    def __init__(self, handle, records=(), scalars=(), metadata_written=None):
         from tensorboard.plugins.scalar import metadata as scalar_metadata  # noqa: PLC0415
 
         self._handle = handle
@@ -229,8 +231,10 @@ class InStepRecordWriter:
         scalar = scalar_metadata.create_summary_metadata(display_name=None, description=None)
         for tag, value_fn in scalars:
             self._entries.append((tag, scalar.SerializeToString(), None, value_fn))
-        with tf.init_scope():
-            self._metadata_written = tf.Variable(False, trainable=False)
+        if metadata_written is None:
+            with tf.init_scope():
+                metadata_written = tf.Variable(False, trainable=False)
+        self._metadata_written = metadata_written
 
     @property
     def tags(self):
