@@ -406,3 +406,27 @@ def test_records_before_a_failing_step_reach_the_disk(tmp_path):
                   callbacks=[GradLensCallback(str(tmp_path / "run"), gradient_every=1, update_every=1, compare_every=0)])
     record, data = only_tag(read_records(str(tmp_path)), "run", metadata.GRAD_STATS)
     assert [d.step for d in data] == [0, 1, 2, 3, 4]
+
+
+def test_fit_survives_statistics_that_cannot_be_built_outside_a_conditional(tmp_path, monkeypatch):
+    """The gradient statistics, the kept weights and the update statistics
+    are built as ops outside any conditional where the kernel's ops run: a
+    failure to build them is reported (a GradLensWarning, the lens status)
+    and training goes on exactly as without the lens; strict mode raises."""
+    from tb_gradlens import numerics
+
+    x, y = _embedding_data()
+    plain = _fit(_embedding_model(), x, y, [])
+
+    def broken(*args, **kwargs):
+        raise TypeError("cannot build this part")
+
+    for part in ("gradient_statistics", "keep_if", "update_statistics"):
+        with monkeypatch.context() as m:
+            m.setattr(numerics, part, broken)
+            callback = GradLensCallback(str(tmp_path / part), gradient_every=1, update_every=1, compare_every=0)
+            with pytest.warns(safety.GradLensWarning, match="cannot build this part"):
+                assert _fit(_embedding_model(), x, y, [callback]) == plain, part
+            with safety.strict(), pytest.raises(TypeError, match="cannot build this part"):
+                _fit(_embedding_model(), x, y, [GradLensCallback(str(tmp_path / (part + "_strict")),
+                                                                 gradient_every=1, update_every=1, compare_every=0)])

@@ -32,3 +32,14 @@ def when(status, what, kinds, pred, fn, name=None):
     except Exception as error:  # noqa: BLE001 - the lens never stops training
         status.failed(what, kinds, error, name=name)
         return False
+
+
+def built(status, what, kinds, fn, name=None):
+    """``fn()``, ops the step builds outside a conditional; None when
+    building them fails, which is reported as ``when`` reports it, never
+    raised."""
+    try:
+        return fn()
+    except Exception as error:  # noqa: BLE001 - the lens never stops training
+        status.failed(what, kinds, error, name=name)
+        return None

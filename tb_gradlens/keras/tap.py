@@ -18,7 +18,8 @@ from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
 from tb_gradlens.keras import schedule as schedules
-from tb_gradlens.keras.branches import COMPARISON_KINDS, COMPARISONS, GRADIENT_KINDS, GRADIENTS, UPDATES, when
+from tb_gradlens.keras.branches import COMPARISON_KINDS, COMPARISONS, GRADIENT_KINDS, GRADIENTS, UPDATES
+from tb_gradlens.keras.branches import built, when
 from tb_gradlens.keras.forensics import StepWatch
 from tb_gradlens.keras.rings import StepRing
 from tb_gradlens.keras.slots import ComparisonSlot
@@ -188,7 +189,11 @@ class Tap:
         the kernel's ops run (``gradient_statistics(when=...)``: no
         conditional capturing every gradient), put under a conditional."""
         due = self.gradient_due(step)
-        stats, hist = numerics.gradient_statistics(chosen, self.sizes, when=due)
+        computed = built(self.status, "gradient statistics", GRADIENT_KINDS,
+                         lambda: numerics.gradient_statistics(chosen, self.sizes, when=due), name=self.status.name)
+        if computed is None:
+            return
+        stats, hist = computed
         n = len(self.sizes)
         when(self.status, "gradient statistics", GRADIENT_KINDS, due,
              lambda: self._put_gradients(step, chosen, tf.reshape(stats, [n, len(metadata.GRAD_STATS_COLUMNS)]),

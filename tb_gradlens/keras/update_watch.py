@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import numerics
+from tb_gradlens.keras.branches import built
 from tb_gradlens.keras.branches import when
 from tb_gradlens.writing import distribute
 
@@ -57,8 +58,10 @@ class UpdateWatch:
         if not self.by_op:
             self.copy_when_due(due)
             return []
-        self.kept = (numerics.keep_if(due, self._reads()), due)
-        return self.kept[0]
+        kept = built(self.status, "update statistics", KINDS, lambda: numerics.keep_if(due, self._reads()),
+                     name=self.status.name)
+        self.kept = (kept, due)  # (kept None: nothing described)
+        return kept or []
 
     def copy_when_due(self, due):
         """Before the update: copy the weights into buffers when ``due``,
@@ -78,7 +81,12 @@ class UpdateWatch:
                  name=self.status.name)
             return
         before, kept_when = self.kept
-        rows = numerics.update_statistics(before, self._reads(), chosen, when=kept_when)
+        if before is None:  # (keeping them failed: reported)
+            return
+        rows = built(self.status, "update statistics", KINDS, lambda: numerics.update_statistics(
+            before, self._reads(), chosen, when=kept_when), name=self.status.name)
+        if rows is None:
+            return
         shape = [len(self.variables), len(metadata.UPDATE_STATS_COLUMNS)]
 
         def put():
