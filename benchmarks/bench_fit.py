@@ -27,6 +27,7 @@ Variants:
   compare_without_limits  compare_every_step without what the limits are measured from (the
                         stable-rounding pass and the half batch's gradients; the comparison step
                         before issue 25)
+  compare_without_stable, compare_without_half_batch  compare_every_step without one of the two
   float32_step          a plain step of the same model in float32 (no lens): the physical part
                         of a comparison step is one such pass beside the bf16 step
   in_step_gradients     what gradients_every_step costs when written inside the train step
@@ -131,9 +132,10 @@ EVERY = 4  # the gradients_every_4 variant
 
 
 @contextlib.contextmanager
-def _without_limits():
-    """Comparisons set up in the block run no stable-rounding pass and take no
-    half-batch gradients (their records' limits fall back to the depth formula)."""
+def _without_limits(stable=True, half_batch=True):
+    """Comparisons set up in the block run no stable-rounding pass
+    (``stable``) and take no half-batch gradients (``half_batch``): where
+    neither is measured their records' limits fall back to the depth formula."""
     from unittest import mock
 
     from tb_gradlens import compare
@@ -141,9 +143,14 @@ def _without_limits():
     def plain_reference(model, reference, candidate, activations=True, optimizer=None):
         return compare.KerasPass(model, reference, activations, optimizer)
 
-    with mock.patch.object(compare, "stable_pass_for", lambda *a, **k: None), \
-            mock.patch.object(compare, "reference_pass_for", plain_reference):
+    with mock.patch.object(compare, "stable_pass_for", lambda *a, **k: None) if stable else contextlib.nullcontext(), \
+            mock.patch.object(compare, "reference_pass_for", plain_reference) if half_batch \
+            else contextlib.nullcontext():
         yield
+
+
+_WITHOUT = {"compare_without_limits": {}, "compare_without_stable": {"half_batch": False},
+            "compare_without_half_batch": {"stable": False}}
 
 
 def bench_model(name, tiny, rounds, batches, batch_size, only=None):
@@ -176,6 +183,11 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
                                                         compare_every=1, update_stats=False)],
         "compare_without_limits": lambda: [GradLensCallback(os.path.join(tmp, "compare_unjudged"), gradient_every=0,
                                                             compare_every=1, update_stats=False)],
+        "compare_without_stable": lambda: [GradLensCallback(os.path.join(tmp, "compare_unstable"), gradient_every=0,
+                                                            compare_every=1, update_stats=False)],
+        "compare_without_half_batch": lambda: [GradLensCallback(os.path.join(tmp, "compare_no_half"),
+                                                                gradient_every=0, compare_every=1,
+                                                                update_stats=False)],
         "compare_no_activations": lambda: [GradLensCallback(os.path.join(tmp, "compare_noact"), gradient_every=0,
                                                             compare_every=1, update_stats=False,
                                                             activations=False)],
@@ -197,7 +209,7 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     for _ in range(rounds):
         for v in variants:
             timer = BatchTimer()
-            with _without_limits() if v == "compare_without_limits" else contextlib.nullcontext():
+            with _without_limits(**_WITHOUT[v]) if v in _WITHOUT else contextlib.nullcontext():
                 fitted[v].fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False,
                               callbacks=callbacks[v] + [timer])
             if v == "gradients_every_4":
