@@ -5,6 +5,7 @@ replayed in float32 before its update.  Real models, tiny sizes."""
 import collections
 
 import keras
+import ml_dtypes
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -18,6 +19,7 @@ from tb_gradlens import safety
 from tb_gradlens.analysis import replays
 from tb_gradlens.keras import GradLens
 from tb_gradlens.keras import GradLensCallback
+from tb_gradlens.keras import forensics
 
 BATCH = 8
 
@@ -421,3 +423,47 @@ def test_custom_loop_checks_and_replays_before_applying(tmp_path, mode):
         assert verdicts[1]["verdict"] == replays.NOT_PRECISION and verdicts[1]["candidate"]["row"] == "log_inputs"
     found, _, _ = _replay_of(tmp_path)
     assert [(f["step"], f["verdict"]) for f in found] == [(1, replays.NOT_PRECISION)]
+
+
+def _checked_tensors():
+    """Tensors for the per-step check: every dtype, a NaN, an infinity, the
+    largest finite value, a subnormal or -0 at a tensor's first, middle or
+    last element, empty tensors."""
+    rng = np.random.default_rng(7)
+    out = []
+    largest = {"float32": np.float32(3.4028235e38), "bfloat16": ml_dtypes.bfloat16(3.3895e38),
+               "float16": np.float16(65504), "float64": np.float64(1.7976931348623157e308)}
+    for dtype in ("float32", "bfloat16", "float16", "float64"):
+        np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+        for n in (0, 1, 9, 65536, 65537, 200_003):
+            for spoiler in (None, np.nan, np.inf, -np.inf, "largest", "subnormal", "-0"):
+                a = rng.normal(size=n).astype(np_dtype)
+                for at in ((0, n - 1, n // 2) if n else ()):
+                    b = a.copy()
+                    if spoiler == "largest":
+                        b[at] = -largest[dtype]
+                    elif spoiler == "subnormal":
+                        b[at] = np.finfo(np.float16).smallest_subnormal if dtype == "float16" else 1e-40
+                    elif spoiler == "-0":
+                        b[at] = -0.0
+                    elif spoiler is not None:
+                        b[at] = spoiler
+                    out.append(b)
+                if not n:
+                    out.append(a)
+    return out
+
+
+def test_the_step_check_marks_exactly_the_tensors_that_hold_a_nan_or_an_infinity():
+    """The check of every train step (``forensics.sums``): NaN for a tensor
+    with a NaN or an infinity anywhere, finite otherwise (the largest
+    finite values of every dtype, float64's too, and subnormals are
+    finite), None left out, an IndexedSlices judged by its values."""
+    arrays = _checked_tensors()
+    tensors = [tf.constant(a) for a in arrays]
+    slices = tf.IndexedSlices(tf.constant([[1.0, np.inf]], tf.float32), tf.constant([3]), tf.constant([5, 2]))
+    got = tf.function(forensics.sums, autograph=False)(tensors + [None, slices]).numpy()
+    expected = [not np.all(np.isfinite(np.asarray(a, np.float64))) for a in arrays] + [True]
+    assert got.shape == (len(arrays) + 1,)
+    assert (~np.isfinite(got)).tolist() == expected
+    assert sum(expected) > len(expected) // 3  # the case list holds both answers

@@ -71,13 +71,23 @@ def all_finite(tensors):
 
 
 def sums(tensors):
-    """float32 ``[n]``: the sum of each tensor (None: 0), summed in float32:
-    non-finite exactly when an element is (a finite sum past 3.4e38 would
-    need elements near float32's largest).  One reduction over the
-    gradients, the per-step check."""
-    out = [tf.reduce_sum(tf.cast(t.values if isinstance(t, tf.IndexedSlices) else t, tf.float32))
-           for t in tensors if t is not None]
-    return tf.stack(out) if out else tf.zeros([0], tf.float32)
+    """float32 ``[n]``, one per tensor that is not None (an IndexedSlices:
+    its values): NaN where the tensor holds a NaN or an infinity, else 0.
+    From the sum of each tensor, in float64 for float64 tensors, else in
+    float32: a sum is not finite exactly when an element is (a finite sum
+    past the dtype's largest value would need elements near it).  One
+    reduction per gradient, each as soon as its gradient is computed (one
+    op over every gradient would wait for the last and read them all
+    again from memory: docs/benchmarks-history.md §13), the per-step
+    check."""
+    out = []
+    for t in tensors:
+        if t is not None:
+            t = t.values if isinstance(t, tf.IndexedSlices) else t
+            out.append(tf.math.is_finite(tf.reduce_sum(t if t.dtype == tf.float64 else tf.cast(t, tf.float32))))
+    if not out:
+        return tf.zeros([0], tf.float32)
+    return tf.where(tf.stack(out), tf.constant(0.0), tf.constant(float("nan")))
 
 
 class Check:
