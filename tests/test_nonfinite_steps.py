@@ -455,10 +455,10 @@ def _checked_tensors():
 
 
 def test_the_step_check_marks_exactly_the_tensors_that_hold_a_nan_or_an_infinity():
-    """The check of every train step (``forensics.sums``): NaN for a tensor
-    with a NaN or an infinity anywhere, finite otherwise (the largest
-    finite values of every dtype, float64's too, and subnormals are
-    finite), None left out, an IndexedSlices judged by its values."""
+    """The check of every train step (``forensics.sums``): not finite for a
+    tensor with a NaN or an infinity anywhere, finite otherwise (the
+    largest finite values of every dtype, float64's too, and subnormals
+    are finite), None left out, an IndexedSlices judged by its values."""
     arrays = _checked_tensors()
     tensors = [tf.constant(a) for a in arrays]
     slices = tf.IndexedSlices(tf.constant([[1.0, np.inf]], tf.float32), tf.constant([3]), tf.constant([5, 2]))

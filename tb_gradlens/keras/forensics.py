@@ -72,22 +72,24 @@ def all_finite(tensors):
 
 def sums(tensors):
     """float32 ``[n]``, one per tensor that is not None (an IndexedSlices:
-    its values): NaN where the tensor holds a NaN or an infinity, else 0.
-    From the sum of each tensor, in float64 for float64 tensors, else in
-    float32: a sum is not finite exactly when an element is (a finite sum
-    past the dtype's largest value would need elements near it).  One
-    reduction per gradient, each as soon as its gradient is computed (one
-    op over every gradient would wait for the last and read them all
-    again from memory: docs/benchmarks-history.md §13), the per-step
-    check."""
+    its values): not finite exactly when an element of the tensor is not.
+    The sum of each tensor in float32 (a finite sum past 3.4e38 would need
+    elements near float32's largest); a float64 tensor's sum is taken in
+    float64 and given as 0 or NaN (its finite values past 3.4e38 would
+    overflow float32).  One reduction per gradient, each as soon as its
+    gradient is computed (one op over every gradient would wait for the
+    last and read them all again from memory: docs/benchmarks-history.md
+    §13), the per-step check."""
     out = []
     for t in tensors:
-        if t is not None:
-            t = t.values if isinstance(t, tf.IndexedSlices) else t
-            out.append(tf.math.is_finite(tf.reduce_sum(t if t.dtype == tf.float64 else tf.cast(t, tf.float32))))
-    if not out:
-        return tf.zeros([0], tf.float32)
-    return tf.where(tf.stack(out), tf.constant(0.0), tf.constant(float("nan")))
+        if t is None:
+            continue
+        t = t.values if isinstance(t, tf.IndexedSlices) else t
+        if t.dtype == tf.float64:
+            out.append(tf.where(tf.math.is_finite(tf.reduce_sum(t)), 0.0, float("nan")))
+        else:
+            out.append(tf.reduce_sum(tf.cast(t, tf.float32)))
+    return tf.stack(out) if out else tf.zeros([0], tf.float32)
 
 
 class Check:
