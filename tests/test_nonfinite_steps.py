@@ -314,7 +314,6 @@ def test_nan_from_a_naive_variance_in_bfloat16_is_replayed_as_precision(tmp_path
     assert replay["step"] == 0 and replay["verdict"] == replays.PRECISION
     assert replay["candidate"]["row"] == "naive_norm"
     bf16 = np.asarray(x[:BATCH], np.float32)  # independent: the variance in bfloat16 by NumPy is negative somewhere
-    import ml_dtypes  # noqa: F401 - (TensorFlow's bfloat16 type)
     b = bf16.astype("bfloat16")
     mean = (b.astype(np.float32).mean(axis=-1)).astype("bfloat16")
     square = (b.astype(np.float32) ** 2).astype("bfloat16").astype(np.float32).mean(axis=-1).astype("bfloat16")
