@@ -132,10 +132,11 @@ EVERY = 4  # the gradients_every_4 variant
 
 
 @contextlib.contextmanager
-def _without_limits(stable=True, half_batch=True):
-    """Comparisons set up in the block run no stable-rounding pass
-    (``stable``) and take no half-batch gradients (``half_batch``): where
-    neither is measured their records' limits fall back to the depth formula."""
+def _without(stable_pass, half_batch):
+    """Comparisons set up in the block run no stable-rounding pass (with
+    ``stable_pass``) and take no half-batch gradients (with ``half_batch``):
+    where neither is measured their records' limits fall back to the depth
+    formula."""
     from unittest import mock
 
     from tb_gradlens import compare
@@ -143,14 +144,17 @@ def _without_limits(stable=True, half_batch=True):
     def plain_reference(model, reference, candidate, activations=True, optimizer=None):
         return compare.KerasPass(model, reference, activations, optimizer)
 
-    with mock.patch.object(compare, "stable_pass_for", lambda *a, **k: None) if stable else contextlib.nullcontext(), \
-            mock.patch.object(compare, "reference_pass_for", plain_reference) if half_batch \
-            else contextlib.nullcontext():
+    with contextlib.ExitStack() as stack:
+        if stable_pass:
+            stack.enter_context(mock.patch.object(compare, "stable_pass_for", lambda *a, **k: None))
+        if half_batch:
+            stack.enter_context(mock.patch.object(compare, "reference_pass_for", plain_reference))
         yield
 
 
-_WITHOUT = {"compare_without_limits": {}, "compare_without_stable": {"half_batch": False},
-            "compare_without_half_batch": {"stable": False}}
+# variant -> what its comparisons leave out (``_without``: stable pass, half batch)
+_LEFT_OUT = {"compare_without_limits": (True, True), "compare_without_stable": (True, False),
+             "compare_without_half_batch": (False, True)}
 
 
 def bench_model(name, tiny, rounds, batches, batch_size, only=None):
@@ -181,18 +185,14 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
                                                        compare_every=0)],
         "compare_every_step": lambda: [GradLensCallback(os.path.join(tmp, "compare"), gradient_every=0,
                                                         compare_every=1, update_stats=False)],
-        "compare_without_limits": lambda: [GradLensCallback(os.path.join(tmp, "compare_unjudged"), gradient_every=0,
-                                                            compare_every=1, update_stats=False)],
-        "compare_without_stable": lambda: [GradLensCallback(os.path.join(tmp, "compare_unstable"), gradient_every=0,
-                                                            compare_every=1, update_stats=False)],
-        "compare_without_half_batch": lambda: [GradLensCallback(os.path.join(tmp, "compare_no_half"),
-                                                                gradient_every=0, compare_every=1,
-                                                                update_stats=False)],
         "compare_no_activations": lambda: [GradLensCallback(os.path.join(tmp, "compare_noact"), gradient_every=0,
                                                             compare_every=1, update_stats=False,
                                                             activations=False)],
         "in_step_gradients": lambda: [in_step_gradients(os.path.join(tmp, "in_step"))],
     }
+    for v in _LEFT_OUT:  # compare_every_step with its comparisons' baselines left out
+        variants[v] = lambda v=v: [GradLensCallback(os.path.join(tmp, v), gradient_every=0, compare_every=1,
+                                                    update_stats=False)]
     if only:
         variants = {v: make for v, make in variants.items() if v == "plain" or v in only}
     fitted = {}
@@ -209,7 +209,7 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     for _ in range(rounds):
         for v in variants:
             timer = BatchTimer()
-            with _without_limits(**_WITHOUT[v]) if v in _WITHOUT else contextlib.nullcontext():
+            with _without(*_LEFT_OUT[v]) if v in _LEFT_OUT else contextlib.nullcontext():
                 fitted[v].fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False,
                               callbacks=callbacks[v] + [timer])
             if v == "gradients_every_4":
@@ -257,6 +257,8 @@ def main(argv=None):
                ("every_4_steps_between", "every 4: steps between"),
                ("compare_every_step", "comparison every step"),
                ("compare_without_limits", "comparison every step, no stable pass nor half batch"),
+               ("compare_without_stable", "comparison every step, no stable pass"),
+               ("compare_without_half_batch", "comparison every step, no half batch"),
                ("compare_no_activations", "comparison every step, activations=False"),
                ("float32_step", "plain float32 step"),
                ("in_step_gradients", "gradients written in the step (prototype)")]
