@@ -104,7 +104,7 @@ def test_dtype_map_validation():
     assert records.read_dtype_map(good) == good
     assert good["layers"][0]["output_dtype"] == records.UNKNOWN
     for bad in ([], {"layers": {"a": 1}}, {"layers": [{"path": 3}]},
-                {"variables": [{"path": "x"}]}, {"model_output_dtype": 16}):
+                {"variables": [{"path": "x"}]}, {"model_output_dtype": 16}, {"model_output_layer": 3}):
         with pytest.raises(ValueError):
             records.read_dtype_map(bad)
 

@@ -10,6 +10,7 @@ each on 2 cores, an eager step takes 1-25 s (ConvNeXtTiny's grouped
 convolutions compile with XLA at each call).
 """
 
+import json
 import re
 
 import keras
@@ -65,8 +66,45 @@ def test_a_fault_trains_a_step_and_has_the_row_it_names(name):
     assert output_dtype == expected
 
 
-def test_the_split_is_seven_and_seven_of_new_models():
+@pytest.mark.parametrize("name", ["encoder_decoder_step", "decoder_bf16_output"])
+def test_the_model_output_is_what_a_sub_model_train_step_ends_with(name, tmp_path):
+    """A custom train_step that calls an encoder and a decoder, never the model
+    (issue 38 item 4): the model output's dtype and layer are those of the
+    decoder's last layer, not of the last layer Keras lists (the encoder's,
+    listed after the decoder's); a float32 output raises no
+    bf16_model_output, a bfloat16 one names the decoder's softmax."""
+    from tb_gradlens import analysis
+    from tb_gradlens.keras import GradLensCallback
+    from tests.support.readback import read_records
+    from test_analysis import source_of
+
+    fault = zoo_faults.FAULTS.get(name)
+    workload = fault.workload if fault else zoo_models.HEALTHY[name]
+    model = workload.build("mixed_bfloat16")
+    listed = [layer.name for layer in keras_private.flatten_layers(model)[1:]]
+    assert listed.index("predictions") < listed.index("enc_code")  # listing != forward order
+    model.compile(optimizer="adam", loss=workload.loss)
+    x, y = workload.data(2 * BATCH, np.random.default_rng(0))
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0,
+              callbacks=[GradLensCallback(str(tmp_path / "run"), compare_every=0)])
+    (maps,) = [data for record, data in read_records(str(tmp_path))["run"].values() if record.kind == "dtypes"]
+    dtype_map = json.loads(maps[-1].numpy.item())
+    softmax = model.decoder.layers[-1]
+    output = getattr(softmax, "path", None) or softmax.name  # as the map names its layers
+    assert output in [layer["path"] for layer in dtype_map["layers"]]
+    expected = "bfloat16" if fault else "float32"
+    assert (dtype_map["model_output_dtype"], dtype_map.get("model_output_layer")) == (expected, output)
+    alerts, problems = analysis.run_alerts(source_of(str(tmp_path)))
+    assert problems == []
+    found = [a.variables for a in alerts if a.code == codes.BF16_MODEL_OUTPUT]
+    assert found == ([[output]] if fault else [])
+
+
+def test_the_split_is_ten_and_ten_of_new_models_and_faults_split_by_class():
     assert sorted(zoo_models.SPLIT) == sorted(zoo_models.HEALTHY)
-    assert sorted(zoo_models.SPLIT.values()) == ["calibration"] * 7 + ["held_out"] * 7
+    assert sorted(zoo_models.SPLIT.values()) == ["calibration"] * 10 + ["held_out"] * 10
     old = set(real_models.ZOO) | set(real_models.FAULT_ZOO)
     assert not old & (set(zoo_models.HEALTHY) | set(zoo_faults.FAULTS))
+    assert sorted(zoo_faults.FAULT_SPLIT) == sorted(zoo_faults.FAULTS)
+    calibration = {n for n, s in zoo_faults.FAULT_SPLIT.items() if s == "calibration"}
+    assert calibration == set(zoo_faults.FAULT_CALIBRATION)

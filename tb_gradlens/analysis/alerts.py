@@ -215,6 +215,9 @@ def alerts_for_dtype_maps(entry, maps):
     layers = bad[-1]["map"].get("layers") or []
     low = [layer.get("path", "?") for layer in layers
            if isinstance(layer, dict) and layer.get("output_dtype") in float_formats.LOW_PRECISION]
+    named = bad[-1]["map"].get("model_output_layer")
+    if isinstance(named, str) and named != "unknown":
+        low = [named]  # the layer the forward pass ended with (maps since it is recorded)
     variables = low[-1:] or ["model output"]
     a, b = int(bad[0]["step"]), int(bad[-1]["step"])
     return [Alert(

@@ -42,14 +42,16 @@ def model_dtypes(model):
     return one(computes), one(stored)
 
 
-def dtype_map(model, output_dtypes=None):
+def dtype_map(model, output_dtypes=None, output_layer=None):
     """The model's dtype map (the ``dtypes`` record payload).
 
     ``{"layers": [{"path", "class", "policy", "compute_dtype",
     "variable_dtype", "output_dtype"}], "variables": [{"path", "dtype"}],
-    "model_output_dtype"}``; output dtypes come from ``output_dtypes``
-    (layer id -> dtype name, as an ActivationRecorder observes them), else
-    "unknown".
+    "model_output_dtype", "model_output_layer"}``; output dtypes come from
+    ``output_dtypes`` (layer id -> dtype name, as an ActivationRecorder
+    observes them: the model's own id holds the forward pass's output),
+    else "unknown"; ``output_layer``: the layer the forward pass ended with
+    (``ActivationRecorder.output_layer``).
     """
     output_dtypes = output_dtypes or {}
     layers = []
@@ -57,7 +59,7 @@ def dtype_map(model, output_dtypes=None):
         policy = layer.dtype_policy
         layers.append(
             {
-                "path": getattr(layer, "path", None) or layer.name,
+                "path": _path(layer),
                 "class": type(layer).__name__,
                 "policy": policy.name,
                 "compute_dtype": policy.compute_dtype,
@@ -70,8 +72,13 @@ def dtype_map(model, output_dtypes=None):
         for path, v in zip(summary_ops.variable_paths(model.weights), model.weights)
     ]
     return records.dtype_map(
-        layers, variables, output_dtypes.get(id(model)) or _last_output_dtype(layers)
+        layers, variables, output_dtypes.get(id(model)) or _last_output_dtype(layers),
+        None if output_layer is None else _path(output_layer),
     )
+
+
+def _path(layer):
+    return getattr(layer, "path", None) or layer.name
 
 
 def _last_output_dtype(layers):
@@ -86,4 +93,4 @@ def observe_dtypes(model, x):
     recorder = ActivationRecorder(model, keep_tensors=False)
     with recorder:
         model(x, training=False)
-    return dtype_map(model, recorder.dtypes)
+    return dtype_map(model, recorder.dtypes, recorder.output_layer)

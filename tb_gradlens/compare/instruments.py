@@ -143,7 +143,11 @@ class ActivationRecorder(Instrument):
     per floating tensor, "name[i]".  Outputs computed inside a control-flow
     body (an RNN cell inside its ``while`` loop) are not recorded: they
     cannot be used outside it, and the layer around the loop has its own row.
-    ``dtypes`` maps layer ids to the observed output dtype name.
+    ``dtypes`` maps layer ids to the observed output dtype name; under the
+    model's own id it holds the dtype of what the step's forward pass
+    produced last: the model's own call, or (a custom ``train_step`` that
+    calls sub-models and never the model) the last outermost layer call;
+    ``output_layer`` is the innermost layer that produced it.
     """
 
     def __init__(self, model, keep_tensors=True):
@@ -154,11 +158,16 @@ class ActivationRecorder(Instrument):
         self._graph = None
         self._own = set()
         self._taken = set()
+        self._called_itself = set()
+        self.output_layer = None
+        self._last_leaf = None
+        self._leaves = set()
 
     def __enter__(self):
         super().__enter__()
         self._graph = keras_private.current_graph()
         self._own = {id(layer) for layer in self._layers}
+        self._leaves = {id(layer) for layer in self._layers if len(keras_private.flatten_layers(layer)) == 1}
         return self
 
     def on_output(self, layer, out):
@@ -167,7 +176,16 @@ class ActivationRecorder(Instrument):
         flat = [t for t in tf.nest.flatten(out) if is_float_tensor(t)]
         if not flat:
             return
-        self.dtypes[id(layer)] = tf.as_dtype(flat[0].dtype).name
+        dtype = tf.as_dtype(flat[0].dtype).name
+        self.dtypes[id(layer)] = dtype
+        leaf = id(layer) in self._leaves
+        if not _stack() and id(self.model) not in self._called_itself:
+            self.dtypes[id(self.model)] = dtype  # an outermost call: the forward pass's output so far
+            self.output_layer = layer if leaf else self._last_leaf
+        if leaf:
+            self._last_leaf = layer
+        if layer is self.model:
+            self._called_itself.add(id(layer))
         if not self.keep_tensors or layer is self.model:
             return
         if keras_private.current_graph() is not self._graph:

@@ -135,6 +135,7 @@ class LiveStep:
             recorder.stop()
         if recorder.dtypes:
             tap.observed_dtypes = dict(recorder.dtypes)
+            tap.observed_output_layer = recorder.output_layer
         tap.next_step()
         return out
 

@@ -102,6 +102,7 @@ class ProbeStep:
             out = tap.watch.around_compiled(step, lambda: self.xla_step(data), tap.logs_gradients)
         if recorder.dtypes:
             tap.observed_dtypes = dict(recorder.dtypes)
+            tap.observed_output_layer = recorder.output_layer
         if tap.logs_gradients and tap.log_updates:
             when(tap.status, "update statistics", (metadata.UPDATE_STATS,), tap.update_due(step),
                  lambda: tap.describe_update(step, self._kept()), name=tap.status.name)

@@ -83,6 +83,7 @@ class Tap:
         self.gradient_extras = None  # set when the step is traced
         self.sparse_rows = []  # the selected variables whose gradient is an IndexedSlices (when traced)
         self.observed_dtypes = None  # layer id -> output dtype, when traced
+        self.observed_output_layer = None  # the layer the traced forward pass ended with
         self.traces = 0  # times the step was traced (the status and dtype map can change then)
         self.parts = None  # the optional parts the step traced now includes (None: all)
         max_rows = 4 * max(1, len(compare.model_layers(model)))

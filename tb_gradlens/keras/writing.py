@@ -202,7 +202,7 @@ class RecordSink:
         step = first_step + self.offset
         self.tap.status.write(step)
         if self.tap.observed_dtypes is not None:
-            current = compare.dtype_map(self.tap.model, self.tap.observed_dtypes)
+            current = compare.dtype_map(self.tap.model, self.tap.observed_dtypes, self.tap.observed_output_layer)
             if current != self._written_map:
                 summary_ops.dtypes(current, step=step, name=self.tap.status.name)
                 self._written_map = current

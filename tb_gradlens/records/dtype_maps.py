@@ -10,13 +10,16 @@ LAYER_KEYS = ("path", "class", "policy", "compute_dtype", "variable_dtype", "out
 UNKNOWN = checks.UNKNOWN
 
 
-def dtype_map(layers, variables, model_output_dtype):
+def dtype_map(layers, variables, model_output_dtype, model_output_layer=None):
     """The JSON-ready dtype map: ``{"layers": [{LAYER_KEYS}], "variables":
-    [{"path", "dtype"}], "model_output_dtype"}``."""
+    [{"path", "dtype"}], "model_output_dtype", "model_output_layer"}``; the
+    last is the path of the layer whose output the step's forward pass ended
+    with ("unknown" when not observed)."""
     return {
         "layers": [{k: checks.str_or_unknown(layer.get(k)) for k in LAYER_KEYS} for layer in layers],
         "variables": [{"path": str(v["path"]), "dtype": str(v["dtype"])} for v in variables],
         "model_output_dtype": checks.str_or_unknown(model_output_dtype),
+        "model_output_layer": checks.str_or_unknown(model_output_layer),
     }
 
 
@@ -45,5 +48,8 @@ def read_dtype_map(obj):
     output = obj.get("model_output_dtype", UNKNOWN)
     if not isinstance(output, str):
         raise ValueError("dtype map 'model_output_dtype' must be a string")
+    output_layer = obj.get("model_output_layer", UNKNOWN)  # maps before it was recorded have none
+    if not isinstance(output_layer, str):
+        raise ValueError("dtype map 'model_output_layer' must be a string")
     return {"layers": out_layers, "variables": [dict(v) for v in variables],
-            "model_output_dtype": output}
+            "model_output_dtype": output, "model_output_layer": output_layer}
