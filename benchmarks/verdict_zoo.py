@@ -86,7 +86,8 @@ def fault_configs(steps=STEPS // 2, every=EVERY):
             return f.workload.build(f.policy)
 
         out.append(Config("fault_" + name,
-                          alert_zoo.fit_run(build, workload.data, loss=workload.loss, batch=_batch(name)),
+                          alert_zoo.fit_run(build, workload.data, loss=workload.loss, batch=_batch(name),
+                                            edit_batch=fault.edit_batch),
                           steps, every, Expect(fault.code, fault.row, (0, every - 1)), fault.note))
     return out
 

@@ -19,7 +19,8 @@ import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.pa
 import zoo_models  # noqa: E402
 from zoo_models import SPARSE_CE, Workload, real_models  # noqa: E402
 
-Fault = collections.namedtuple("Fault", ("workload", "code", "row", "policy", "note"))
+Fault = collections.namedtuple("Fault", ("workload", "code", "row", "policy", "note", "edit_batch"),
+                               defaults=(None,))
 
 BF16, F16 = "mixed_bfloat16", "mixed_float16"
 
@@ -96,9 +97,27 @@ def layer_classes():
             p = ops.sigmoid(s)
             return ops.concatenate([ops.log(1.0 - p), ops.log(p)], axis=-1)
 
+    class NaiveSquaredDistance(keras.layers.Layer):
+        """|a - b|^2 of two embeddings as |a|^2 + |b|^2 - 2 a.b, in the compute
+        dtype: for nearby embeddings of norm ~30 the three terms are ~900 and
+        cancel to ~1 (bfloat16 spacing 4 there); |a - b|^2 itself is right."""
+
+        def call(self, pair):
+            a, b = pair
+            return (ops.sum(a * a, axis=-1, keepdims=True) + ops.sum(b * b, axis=-1, keepdims=True)
+                    - 2.0 * ops.sum(a * b, axis=-1, keepdims=True))
+
+    class PairDistance(keras.layers.Layer):
+        """|a - b|^2 of two embeddings computed stably (build it with dtype="float32")."""
+
+        def call(self, pair):
+            a, b = pair
+            return ops.sum(ops.square(a - b), axis=-1, keepdims=True)
+
     _LAYER_CLASSES.update(
         CumsumMean=CumsumMean, UnscaledAttention=UnscaledAttention, SumSquares=SumSquares,
         HardcodedBfloat16=HardcodedBfloat16, NaiveLogSumExp=NaiveLogSumExp, NaiveLog1mSigmoid=NaiveLog1mSigmoid,
+        NaiveSquaredDistance=NaiveSquaredDistance, PairDistance=PairDistance,
     )
     return _LAYER_CLASSES
 
@@ -233,6 +252,142 @@ def unused_scale_net(policy, seed=0):
 
 
 # ---------------------------------------------------------------------------
+# Issue 38: damage born between layers (inputs that need float32, large
+# residual streams), damage that fades, distance losses, sub-model steps.
+# ---------------------------------------------------------------------------
+
+
+def timestamp_normalization(policy, seed=0, classes=4):
+    """Timestamps (~5000, a span of 50: ``zoo_models.timestamps``) standardized by a
+    Normalization "input_norm" adapted on them: under mixed_bfloat16 Keras casts its
+    input to bfloat16 (spacing 32 at 5000) before it subtracts the mean."""
+    with zoo_models.building(policy, seed) as keras:
+        inputs = keras.Input((8,))
+        norm = keras.layers.Normalization(name="input_norm")
+        norm.adapt(zoo_models.timestamps()(512, np.random.default_rng(99))[0])
+        x = keras.layers.Dense(32, activation="relu", name="dense_1")(norm(inputs))
+        x = keras.layers.Dense(32, activation="relu", name="dense_2")(x)
+        x = keras.layers.Dense(classes, name="logits")(x)
+        return keras.Model(inputs, real_models._softmax_float32(x), name="timestamp_normalization")
+
+
+def offset_coordinates(policy, seed=0, origin=3000.0, classes=4):
+    """Map coordinates (metres, ~3000 from the origin, a spread of 3) moved to the
+    site by a Rescaling "to_site" (x - 3000) / 3, then a ReLU MLP: Keras casts the
+    Rescaling's input to bfloat16 (spacing 16 at 3000)."""
+    with zoo_models.building(policy, seed) as keras:
+        inputs = keras.Input((6,))
+        x = keras.layers.Rescaling(1.0 / 3.0, offset=-origin / 3.0, name="to_site")(inputs)
+        x = keras.layers.Dense(32, activation="relu", name="dense_1")(x)
+        x = keras.layers.Dense(32, activation="relu", name="dense_2")(x)
+        x = keras.layers.Dense(classes, name="logits")(x)
+        return keras.Model(inputs, real_models._softmax_float32(x), name="offset_coordinates")
+
+
+def large_stream_mlp(policy, seed=0, offset=1000.0, blocks=4, classes=4):
+    """A residual MLP whose stream carries a large common component: "embed" (bias
+    1000) then blocks adding Dense(ReLU(Dense(LayerNorm(h)))) of size ~1 with Add
+    "residual_i", LayerNorm, logits.  In bfloat16 (spacing 8 at 1000) the stream
+    cannot hold what the blocks add, nor the embedding's own variation."""
+    with zoo_models.building(policy, seed) as keras:
+        layers = keras.layers
+        inputs = keras.Input((16,))
+        h = layers.Dense(32, bias_initializer=keras.initializers.Constant(offset), name="embed")(inputs)
+        for i in range(blocks):
+            u = layers.LayerNormalization(name="ln_%d" % i)(h)
+            u = layers.Dense(64, activation="relu", name="up_%d" % i)(u)
+            h = layers.Add(name="residual_%d" % i)([h, layers.Dense(32, name="down_%d" % i)(u)])
+        h = layers.LayerNormalization(name="final_norm")(h)
+        x = layers.Dense(classes, name="logits")(h)
+        return keras.Model(inputs, real_models._softmax_float32(x), name="large_stream_mlp")
+
+
+def large_stream_transformer(policy, seed=0, vocab=64, seq=16, width=32, heads=2, blocks=2, offset=512.0):
+    """A pre-norm Transformer encoder whose stream enters through "stream_in", a
+    Dense with bias 512 on token embeddings plus positions: blocks add attention
+    and feed-forward outputs (size ~1) with Add layers; a final LayerNorm, mean
+    pooling, logits.  bfloat16 spacing at 512 is 4."""
+    with zoo_models.building(policy, seed) as keras:
+        layers = keras.layers
+        inputs = keras.Input((seq,), dtype="int32", name="tokens")
+        x = layers.Embedding(vocab, width, name="token_embedding")(inputs)
+        x = zoo_models.layer_classes()["PositionEmbedding"](name="positions")(x)
+        x = layers.Dense(width, use_bias=True, bias_initializer=keras.initializers.Constant(offset),
+                         name="stream_in")(x)
+        for b in range(blocks):
+            h = layers.LayerNormalization(epsilon=1e-6, name="ln1_%d" % b)(x)
+            h = layers.MultiHeadAttention(heads, width // heads, name="mha_%d" % b)(h, h)
+            x = layers.Add(name="attn_residual_%d" % b)([x, h])
+            h = layers.LayerNormalization(epsilon=1e-6, name="ln2_%d" % b)(x)
+            h = layers.Dense(width, name="ff2_%d" % b)(layers.Dense(2 * width, activation="gelu", name="ff1_%d" % b)(h))
+            x = layers.Add(name="ff_residual_%d" % b)([x, h])
+        x = layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
+        x = layers.Dense(4, name="logits")(layers.GlobalAveragePooling1D(name="pool")(x))
+        return keras.Model(inputs, real_models._softmax_float32(x), name="large_stream_transformer")
+
+
+def fading_naive_norm(policy, seed=0, features=32, classes=10):
+    """E[x^2]-E[x]^2 normalization "naive_norm" of the inputs, then a ReLU MLP: its
+    damage follows the inputs' offset, which ``fading_offset`` shrinks as training
+    goes on (a data pipeline whose running normalization settles)."""
+    with zoo_models.building(policy, seed) as keras:
+        inputs = keras.Input((features,))
+        x = real_models.layer_classes()["NaiveVarianceNorm"](name="naive_norm")(inputs)
+        x = keras.layers.Dense(32, activation="relu", name="dense_1")(x)
+        x = keras.layers.Dense(classes, name="logits")(x)
+        return keras.Model(inputs, real_models._softmax_float32(x), name="fading_naive_norm")
+
+
+def naive_pair_distance(policy, seed=0, features=16, width=16, scale=30.0):
+    """A siamese net: one Dense tower (embeddings of norm ~30, "tower_out" with
+    bias 30/sqrt(width)) on both items, then "naive_sq_distance"
+    (|a|^2 + |b|^2 - 2a.b in bfloat16), a float32 linear output: the squared
+    distance a contrastive (MSE) loss fits."""
+    with zoo_models.building(policy, seed) as keras:
+        layers = keras.layers
+        inputs = keras.Input((2, features))
+        hidden = layers.Dense(32, activation="relu", name="tower_hidden")
+        out = layers.Dense(width, bias_initializer=keras.initializers.Constant(scale / np.sqrt(width)),
+                           name="tower_out")
+        a = out(hidden(inputs[:, 0]))
+        b = out(hidden(inputs[:, 1]))
+        d = layer_classes()["NaiveSquaredDistance"](name="naive_sq_distance")([a, b])
+        y = layers.Activation("linear", dtype="float32", name="distance")(d)
+        return keras.Model(inputs, y, name="naive_pair_distance")
+
+
+def bf16_embedding_distance(policy, seed=0, features=16, width=16, scale=30.0):
+    """The siamese net of ``naive_pair_distance`` with its distance computed stably
+    in float32 ("pair_distance", dtype float32) from the tower's bfloat16
+    embeddings: of norm ~30 and ~0.1 apart, their difference is lost when the
+    tower rounds them (bfloat16 spacing 0.125 at 16-32)."""
+    with zoo_models.building(policy, seed) as keras:
+        layers = keras.layers
+        inputs = keras.Input((2, features))
+        hidden = layers.Dense(32, activation="relu", name="tower_hidden")
+        out = layers.Dense(width, bias_initializer=keras.initializers.Constant(scale / np.sqrt(width)),
+                           name="tower_out")
+        a = out(hidden(inputs[:, 0]))
+        b = out(hidden(inputs[:, 1]))
+        d = layer_classes()["PairDistance"](dtype="float32", name="pair_distance")([a, b])
+        return keras.Model(inputs, layers.Activation("linear", dtype="float32", name="distance")(d),
+                           name="bf16_embedding_distance")
+
+
+def decoder_bf16_output(policy, seed=0):
+    """``zoo_models.encoder_decoder_step`` with the decoder's softmax left in the
+    policy's dtype (bfloat16): a custom train_step that never calls the model."""
+    with zoo_models.building(policy, seed) as keras:
+        layers = keras.layers
+        decoder = keras.Sequential([keras.Input((16,)), layers.Dense(32, activation="relu", name="dec_hidden"),
+                                    layers.Dense(10, name="dec_logits"),
+                                    layers.Activation("softmax", name="predictions")], name="decoder")
+        encoder = keras.Sequential([keras.Input((24,)), layers.Dense(32, activation="relu", name="enc_hidden"),
+                                    layers.Dense(16, name="enc_code")], name="encoder")
+        return zoo_models.layer_classes()["EncoderDecoderStep"](decoder, encoder, name="decoder_bf16_output")
+
+
+# ---------------------------------------------------------------------------
 # Data.
 # ---------------------------------------------------------------------------
 
@@ -258,6 +413,40 @@ def anisotropic_items(candidates=16, features=16, offset=1.0, spread=0.05):
         return x.astype(np.float32), y.astype(np.int32)
 
     return data
+
+
+def coordinates(origin=3000.0, spread=3.0, classes=4):
+    """6 coordinates ``origin + spread * N(0, 1)``; the class is the quadrant of
+    the first two around the origin."""
+
+    def data(batch, rng):
+        z = rng.normal(size=(batch, 6))
+        return (origin + spread * z).astype(np.float32), ((z[:, 0] > 0) * 2 + (z[:, 1] > 0)).astype(np.int32)
+
+    return data
+
+
+def close_pairs(features=16, noise=0.1):
+    """(a, b) pairs [batch, 2, features], b = a + noise * N(0, 1); y = |a - b|^2 / features."""
+
+    def data(batch, rng):
+        a = rng.normal(size=(batch, features))
+        b = a + noise * rng.normal(size=a.shape)
+        y = np.sum((a - b) ** 2, axis=1, keepdims=True) / features
+        return np.stack([a, b], axis=1).astype(np.float32), y.astype(np.float32)
+
+    return data
+
+
+def fading_offset(offset=12.0, half_life=2.0):
+    """An ``edit_batch(step, x, y)`` that adds an offset halving every ``half_life``
+    steps to the features: 12 at step 0, 3 at step 4, ~0.2 by step 12 (a data
+    pipeline whose running normalization settles)."""
+
+    def edit(step, x, y):
+        return x + np.float32(offset * 0.5 ** (step / half_life)), y
+
+    return edit
 
 
 FAULTS = {
@@ -314,4 +503,43 @@ FAULTS = {
         Workload(naive_log1m_sigmoid_classifier, real_models.vectors(16, 2), SPARSE_CE,
                  "log(1 - sigmoid(s)) by hand in bfloat16, s ~ 10"),
         "nonfinite", r"naive_log1m_sigmoid", BF16, "sigmoid(s) rounds to 1: log(0) = -inf, NaN gradients"),
+    # Issue 38.
+    "timestamp_normalization": Fault(
+        Workload(timestamp_normalization, zoo_models.timestamps(), SPARSE_CE,
+                 "timestamps ~5000 standardized by a Normalization computing in bfloat16"),
+        "bf16_divergence", r"input_norm", BF16, "born at the boundary: Keras casts the input to bfloat16"),
+    "offset_coordinates": Fault(
+        Workload(offset_coordinates, coordinates(), SPARSE_CE,
+                 "coordinates ~3000 moved to the site by a Rescaling computing in bfloat16"),
+        "bf16_divergence", r"to_site", BF16, "born at the boundary: Keras casts the input to bfloat16"),
+    "large_stream_mlp": Fault(
+        Workload(large_stream_mlp, zoo_models.labelled_vectors(16, 4), SPARSE_CE,
+                 "a residual stream of ~1000 to which blocks add ~1"),
+        "bf16_divergence", r"^(embed|residual_\d|ln_0)", BF16, "swamping at each Add, and at the embedding"),
+    "large_stream_transformer": Fault(
+        Workload(large_stream_transformer, zoo_models.progressions(), SPARSE_CE,
+                 "a Transformer stream of ~512 to which attention and feed-forward add ~1"),
+        "bf16_divergence", r"^(stream_in|\w+_residual_\d|ln1_0)", BF16, "swamping at each Add"),
+    "fading_naive_norm": Fault(
+        Workload(fading_naive_norm, real_models.offset_vectors(32, 0.0), SPARSE_CE,
+                 "E[x^2]-E[x]^2 on inputs whose offset halves every 2 steps (12 at first)"),
+        "transient", r"naive_norm", BF16, "above its limit at the first comparisons only", fading_offset()),
+    "naive_pair_distance": Fault(
+        Workload(naive_pair_distance, close_pairs(), "mse",
+                 "|a|^2 + |b|^2 - 2a.b in bfloat16 for embeddings of norm ~30, ~0.4 apart"),
+        "bf16_divergence", r"naive_sq_distance|^tower_out/", BF16, "the three terms cancel"),
+    "bf16_embedding_distance": Fault(
+        Workload(bf16_embedding_distance, close_pairs(), "mse",
+                 "a float32 distance of bfloat16 embeddings of norm ~30, ~0.4 apart"),
+        "bf16_divergence", r"tower_out|pair_distance", BF16,
+        "born at the boundary: the tower's output is rounded before the float32 distance"),
+    "decoder_bf16_output": Fault(
+        Workload(decoder_bf16_output, zoo_models.labelled_vectors(24, 10), SPARSE_CE,
+                 "a custom train_step calling an encoder and a decoder whose softmax stays in bfloat16"),
+        "bf16_model_output", r"predictions", BF16, "the model itself is never called"),
 }
+
+# Which faults may calibrate a rule and which only check it (issue 38's classes; the faults
+# before it were all checked once against rules chosen on the healthy calibration half).
+FAULT_CALIBRATION = ("timestamp_normalization", "large_stream_mlp", "fading_naive_norm", "naive_pair_distance")
+FAULT_SPLIT = {name: "calibration" if name in FAULT_CALIBRATION else "held_out" for name in FAULTS}

@@ -132,9 +132,85 @@ def layer_classes():
                 h = h + mlp(norm(h))
             return self.softmax(self.logits(self.final_norm(h)))
 
+    class L2Normalize(keras.layers.Layer):
+        """x / |x| over the last axis (build it with dtype="float32": the embedding a distance loss reads)."""
+
+        def call(self, x):
+            return x * ops.rsqrt(ops.sum(ops.square(x), axis=-1, keepdims=True) + 1e-12)
+
+    class EncoderDecoderStep(keras.Model):
+        """Two sub-models and a custom ``train_step`` that calls them and never the
+        model itself (as a VAE or seq2seq step does).  The decoder is made first,
+        so Keras lists its layers before the encoder's: the forward order is not
+        the listing order."""
+
+        def __init__(self, decoder, encoder, **kwargs):
+            super().__init__(**kwargs)
+            self.decoder = decoder
+            self.encoder = encoder
+
+        def call(self, x, training=False):
+            return self.decoder(self.encoder(x, training=training), training=training)
+
+        def train_step(self, data):
+            import tensorflow as tf
+
+            x, y = data
+            with tf.GradientTape() as tape:
+                y_pred = self.decoder(self.encoder(x, training=True), training=True)
+                loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
+            grads = tape.gradient(loss, self.trainable_variables)
+            self.optimizer.apply(grads, self.trainable_variables)
+            for metric in self.metrics:
+                metric.update_state(loss) if metric.name == "loss" else metric.update_state(y, y_pred)
+            return {m.name: m.result() for m in self.metrics}
+
+    class TwoTowers(keras.Model):
+        """A retrieval model: a query tower and an item tower (sub-models), their
+        embeddings compared by a float32 "similarity" layer (in-batch logits
+        q k^T / temperature, the label of row i is i).  Its custom ``train_step``
+        calls the towers and the similarity layer, never the model itself."""
+
+        def __init__(self, query_tower, item_tower, temperature=0.1, **kwargs):
+            super().__init__(**kwargs)
+            self.item_tower = item_tower  # listed before the query tower on purpose
+            self.query_tower = query_tower
+            self.similarity = InBatchSimilarity(temperature, dtype="float32", name="similarity")
+
+        def call(self, pair, training=False):
+            return self.similarity([self.query_tower(pair[:, 0], training=training),
+                                    self.item_tower(pair[:, 1], training=training)])
+
+        def train_step(self, data):
+            import tensorflow as tf
+
+            pair, y = data
+            with tf.GradientTape() as tape:
+                q = self.query_tower(pair[:, 0], training=True)
+                k = self.item_tower(pair[:, 1], training=True)
+                logits = self.similarity([q, k])
+                loss = self.compute_loss(x=pair, y=y, y_pred=logits)
+            grads = tape.gradient(loss, self.trainable_variables)
+            self.optimizer.apply(grads, self.trainable_variables)
+            for metric in self.metrics:
+                metric.update_state(loss) if metric.name == "loss" else metric.update_state(y, logits)
+            return {m.name: m.result() for m in self.metrics}
+
+    class InBatchSimilarity(keras.layers.Layer):
+        """Logits of every query against every item of the batch: q k^T / temperature."""
+
+        def __init__(self, temperature, **kwargs):
+            super().__init__(**kwargs)
+            self.temperature = temperature
+
+        def call(self, pair):
+            q, k = pair
+            return ops.matmul(q, ops.transpose(k)) / self.temperature
+
     _LAYER_CLASSES.update(
         PositionEmbedding=PositionEmbedding, SqueezeExcite=SqueezeExcite, AttentionPooling=AttentionPooling,
-        RMSNorm=RMSNorm, SwiGLU=SwiGLU, RMSNormSwiGLUNet=RMSNormSwiGLUNet,
+        RMSNorm=RMSNorm, SwiGLU=SwiGLU, RMSNormSwiGLUNet=RMSNormSwiGLUNet, L2Normalize=L2Normalize,
+        EncoderDecoderStep=EncoderDecoderStep, TwoTowers=TwoTowers, InBatchSimilarity=InBatchSimilarity,
     )
     return _LAYER_CLASSES
 
@@ -301,6 +377,91 @@ def rmsnorm_swiglu(policy, seed=0):
         return layer_classes()["RMSNormSwiGLUNet"](name="rmsnorm_swiglu")
 
 
+def tabular_normalization(policy, seed=0, features=8, classes=4):
+    """Tabular features of moderate range (means 5-50, spreads 2-10) standardized by
+    a Normalization layer adapted on them, two ReLU Dense layers, float32 softmax."""
+    with building(policy, seed) as keras:
+        inputs = keras.Input((features,))
+        norm = keras.layers.Normalization(name="input_norm")
+        norm.adapt(tabular(features, classes)(512, np.random.default_rng(99))[0])
+        x = keras.layers.Dense(32, activation="relu", name="dense_1")(norm(inputs))
+        x = keras.layers.Dense(32, activation="relu", name="dense_2")(x)
+        x = keras.layers.Dense(classes, name="logits")(x)
+        return keras.Model(inputs, real_models._softmax_float32(x), name="tabular_normalization")
+
+
+def encoder_decoder_step(policy, seed=0, features=24, classes=10):
+    """``EncoderDecoderStep``: an encoder (Dense-ReLU-Dense) and a decoder (Dense,
+    float32 softmax) called by a custom train_step; the decoder listed first."""
+    with building(policy, seed) as keras:
+        layers = keras.layers
+        decoder = keras.Sequential([keras.Input((16,)), layers.Dense(32, activation="relu", name="dec_hidden"),
+                                    layers.Dense(classes, name="dec_logits"),
+                                    layers.Activation("softmax", dtype="float32", name="predictions")],
+                                   name="decoder")
+        encoder = keras.Sequential([keras.Input((features,)), layers.Dense(32, activation="relu", name="enc_hidden"),
+                                    layers.Dense(16, name="enc_code")], name="encoder")
+        return layer_classes()["EncoderDecoderStep"](decoder, encoder, name="encoder_decoder_step")
+
+
+def supervised_contrastive(policy, seed=0, features=16, width=16):
+    """An embedding net (Dense-ReLU-Dense) whose output is L2-normalized in
+    float32, trained with a supervised contrastive loss (``contrastive_loss``:
+    cosine similarities over the batch, computed in float32)."""
+    with building(policy, seed) as keras:
+        inputs = keras.Input((features,))
+        x = keras.layers.Dense(32, activation="relu", name="hidden")(inputs)
+        x = keras.layers.Dense(width, name="embedding")(x)
+        out = layer_classes()["L2Normalize"](dtype="float32", name="unit_embedding")(x)
+        return keras.Model(inputs, out, name="supervised_contrastive")
+
+
+def deep_residual_mlp(policy, seed=0, features=24, width=32, blocks=12, classes=10):
+    """A deep pre-norm residual MLP: embed, 12 blocks of h + Dense(GELU(Dense(LayerNorm(h)))),
+    LayerNorm, logits, float32 softmax: bfloat16 rounding that grows with depth."""
+    with building(policy, seed) as keras:
+        layers = keras.layers
+        inputs = keras.Input((features,))
+        h = layers.Dense(width, name="embed")(inputs)
+        for i in range(blocks):
+            u = layers.LayerNormalization(name="ln_%d" % i)(h)
+            u = layers.Dense(2 * width, activation="gelu", name="up_%d" % i)(u)
+            h = layers.Add(name="residual_%d" % i)([h, layers.Dense(width, name="down_%d" % i)(u)])
+        h = layers.LayerNormalization(name="final_norm")(h)
+        x = layers.Dense(classes, name="logits")(h)
+        return keras.Model(inputs, real_models._softmax_float32(x), name="deep_residual_mlp")
+
+
+def two_towers(policy, seed=0, features=16, width=16):
+    """``TwoTowers``: query and item towers (Dense-ReLU-Dense, L2-normalized in
+    float32), in-batch float32 similarity logits, a custom train_step that calls
+    the towers (the item tower listed first); labels: row i matches item i."""
+    with building(policy, seed) as keras:
+        layers = keras.layers
+
+        def tower(name):
+            return keras.Sequential([keras.Input((features,)), layers.Dense(32, activation="relu", name=name + "_hidden"),
+                                     layers.Dense(width, name=name + "_embedding"),
+                                     layer_classes()["L2Normalize"](dtype="float32", name=name + "_unit")],
+                                    name=name + "_tower")
+
+        return layer_classes()["TwoTowers"](tower("query"), tower("item"), name="two_towers")
+
+
+def float32_input_norm(policy, seed=0, classes=4):
+    """Timestamps (``timestamps``: ~5000 with a spread of ~15) standardized by a
+    Normalization layer kept in float32, as the fix for a 16-bit one: the
+    layers after it read values of unit scale."""
+    with building(policy, seed) as keras:
+        inputs = keras.Input((8,))
+        norm = keras.layers.Normalization(dtype="float32", name="input_norm")
+        norm.adapt(timestamps()(512, np.random.default_rng(99))[0])
+        x = keras.layers.Dense(32, activation="relu", name="dense_1")(norm(inputs))
+        x = keras.layers.Dense(32, activation="relu", name="dense_2")(x)
+        x = keras.layers.Dense(classes, name="logits")(x)
+        return keras.Model(inputs, real_models._softmax_float32(x), name="float32_input_norm")
+
+
 # ---------------------------------------------------------------------------
 # Data.
 # ---------------------------------------------------------------------------
@@ -339,6 +500,17 @@ def next_tokens(vocab=64, seq=16):
     return data
 
 
+def progressions(vocab=64, seq=16, classes=4):
+    """Arithmetic progressions mod vocab; the class is the progression's step (1-4)."""
+
+    def data(batch, rng):
+        start, step = rng.integers(0, vocab, (batch, 1)), rng.integers(1, classes + 1, (batch, 1))
+        tokens = ((start + step * np.arange(seq)[None, :]) % vocab).astype(np.int32)
+        return tokens, (step[:, 0] - 1).astype(np.int32)
+
+    return data
+
+
 def noisy_images(size):
     """(noisy, clean): clean images smooth at 4x4 pixels, plus Gaussian noise."""
 
@@ -348,6 +520,73 @@ def noisy_images(size):
         return noisy.astype(np.float32), clean.astype(np.float32)
 
     return data
+
+
+def tabular(features=8, classes=4):
+    """Features of means 5-50 and spreads 2-10; the class is the sign pattern of
+    two fixed projections of the standardized features."""
+    means = np.linspace(5.0, 50.0, features)
+    spreads = np.linspace(2.0, 10.0, features)
+    w = np.random.default_rng(11).normal(size=(features, 2))
+
+    def data(batch, rng):
+        z = rng.normal(size=(batch, features))
+        bits = (z @ w > 0).astype(np.int64)
+        return (means + spreads * z).astype(np.float32), (bits[:, 0] * 2 + bits[:, 1]).astype(np.int32) % classes
+
+    return data
+
+
+def timestamps(origin=5000.0, span=50.0, classes=4):
+    """8 features: a timestamp ``origin + span * U(0, 1)`` (hours, say) and 7 unit
+    normals; the class is which quarter of the span the timestamp falls in.
+    Float32 holds the timestamp to 1e-3 h; bfloat16 only to 32 h around 5000."""
+
+    def data(batch, rng):
+        t = origin + span * rng.random(batch)
+        x = np.concatenate([t[:, None], rng.normal(size=(batch, 7))], axis=1)
+        return x.astype(np.float32), np.minimum((t - origin) / span * classes, classes - 1).astype(np.int32)
+
+    return data
+
+
+def labelled_vectors(features=16, classes=4):
+    """Unit normals whose class is the argmax of a fixed projection (learnable)."""
+    w = np.random.default_rng(7).normal(size=(features, classes))
+
+    def data(batch, rng):
+        x = rng.normal(size=(batch, features))
+        return x.astype(np.float32), np.argmax(x @ w, axis=1).astype(np.int32)
+
+    return data
+
+
+def pairs(features=16, noise=0.3):
+    """(query, item) pairs [batch, 2, features], the item a noisy copy of the
+    query; y = arange(batch): query i matches item i (in-batch negatives)."""
+
+    def data(batch, rng):
+        q = rng.normal(size=(batch, features))
+        k = q + noise * rng.normal(size=q.shape)
+        return np.stack([q, k], axis=1).astype(np.float32), np.arange(batch, dtype=np.int32)
+
+    return data
+
+
+def contrastive_loss(y_true, y_pred, temperature=0.1):
+    """Supervised contrastive loss on unit embeddings, in float32: for each
+    example, -mean over its positives p of log softmax_{j != i}(z_i . z_j / t)_p."""
+    from keras import ops
+
+    z = ops.cast(y_pred, "float32")
+    labels = ops.reshape(ops.cast(y_true, "int32"), (-1,))
+    n = ops.shape(z)[0]
+    eye = ops.eye(n, dtype="float32")
+    logits = ops.matmul(z, ops.transpose(z)) / temperature - 1e9 * eye
+    log_p = logits - ops.logsumexp(logits, axis=1, keepdims=True)
+    positive = ops.cast(ops.equal(labels[:, None], labels[None, :]), "float32") * (1.0 - eye)
+    count = ops.maximum(ops.sum(positive, axis=1), 1.0)
+    return -ops.mean(ops.sum(positive * log_p, axis=1) / count)
 
 
 HEALTHY = {
@@ -370,7 +609,21 @@ HEALTHY = {
                                  "U-Net-like denoiser, Conv2DTranspose, Concatenate skip, MSE"),
     "rmsnorm_swiglu": Workload(rmsnorm_swiglu, real_models.vectors(24), SPARSE_CE,
                                "subclassed, custom RMSNorm and SwiGLU, unbuilt before fit"),
+    # Issue 38's classes: input features, deep residual streams, sub-model train steps, distance losses.
+    "tabular_normalization": Workload(tabular_normalization, tabular(), SPARSE_CE,
+                                      "Normalization adapted on features of moderate range"),
+    "encoder_decoder_step": Workload(encoder_decoder_step, labelled_vectors(24, 10), SPARSE_CE,
+                                     "custom train_step calling an encoder and a decoder, never the model"),
+    "supervised_contrastive": Workload(supervised_contrastive, labelled_vectors(16, 4), contrastive_loss,
+                                       "float32 unit embeddings, supervised contrastive loss (cosine similarity)"),
+    "deep_residual_mlp": Workload(deep_residual_mlp, labelled_vectors(24, 10), SPARSE_CE,
+                                  "12 pre-norm residual blocks: rounding that grows with depth"),
+    "two_towers": Workload(two_towers, pairs(), SPARSE_CE,
+                           "query and item towers, in-batch float32 similarity, custom train_step"),
+    "float32_input_norm": Workload(float32_input_norm, timestamps(), SPARSE_CE,
+                                   "timestamps standardized by a float32 Normalization (the fix of a fault)"),
 }
 
-CALIBRATION = ("densenet121", "mobilenet_v3_small", "vgg16", "gru_text", "vit", "groupnorm_se_cnn", "causal_lm")
+CALIBRATION = ("densenet121", "mobilenet_v3_small", "vgg16", "gru_text", "vit", "groupnorm_se_cnn", "causal_lm",
+               "tabular_normalization", "encoder_decoder_step", "supervised_contrastive")
 SPLIT = {name: "calibration" if name in CALIBRATION else "held_out" for name in HEALTHY}
