@@ -73,13 +73,13 @@ def agreement(alerts, advice, fault_row):
         return False, "an alert, nothing recommended"
     if not rec.get("met"):
         return False, "recommended, not verified within the limits (%.3g)" % rec.get("after")
-    if fault_row and not any(re.search(fault_row.split("|")[0].strip("^/"), layer) for layer in layers):
+    if fault_row and not any(re.search(fault_row, layer) for layer in layers):
         return False, "the fault's layer is not named"
     return True, "verified within the limits"
 
 
 def configs(only):
-    out = [(name, f.workload, f.policy, f.row) for name, f in zoo_faults.FAULTS.items()]
+    out = [(name, f.workload, f.policy, zoo_faults.advised_layers(f)) for name, f in zoo_faults.FAULTS.items()]
     out += [(name, w, "mixed_bfloat16", None) for name, w in zoo_models.HEALTHY.items()]
     return [c for c in out if not only or re.search(only, c[0])]
 

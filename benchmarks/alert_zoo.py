@@ -368,14 +368,15 @@ def all_configs(tiny=False):
 
 
 def analyse(logdir):
-    """(alerts, errors) of every run of ``logdir``, as ``tb-gradlens report`` sees them."""
+    """(alerts, errors, headlines) of every run of ``logdir``, as ``tb-gradlens report`` sees them."""
     from tb_gradlens import analysis
     from tb_gradlens.serving import logdir as logdir_lib
     from tb_gradlens.serving import reading
 
     loaded = logdir_lib.open_logdir(logdir, progress=False)
     source = reading.Source(loaded.provider, loaded.ctx, loaded.experiment_id)
-    return analysis.run_alerts(source)
+    alerts, problems = analysis.run_alerts(source)
+    return alerts, problems, analysis.overview(source)
 
 
 def budget_ratios(logdir):
@@ -425,7 +426,13 @@ def ratio_table(logdir, configs):
     return "\n".join(lines)
 
 
-def verdict(config, alerts, problems=()):
+# The expected "code" of a fault that must stay a transient: the headline's
+# worst row matches, above its limit at some comparison, never harmed, and no
+# warning or error anywhere.
+TRANSIENT = "transient"
+
+
+def verdict(config, alerts, problems=(), headlines=()):
     """(ok, why) of a configuration's alerts (and unreadable tags: never ok)."""
     if problems:
         return False, "%d tag(s) could not be analysed: %s" % (len(problems), problems[0]["error"])
@@ -435,6 +442,15 @@ def verdict(config, alerts, problems=()):
             return False, "false %s" % ", ".join(sorted({"%s %s" % (a.severity, a.code) for a in loud}))
         return True, "clean"
     e = config.expect
+    if e.code == TRANSIENT:
+        if loud:
+            return False, "a transient raised %s" % ", ".join(sorted({a.code for a in loud}))
+        worst = [(h.get("worst_divergence") or {}) for h in headlines]
+        found = [w for w in worst if re.search(e.row, w.get("row") or "") and w.get("verdict") == TRANSIENT]
+        if not found:
+            return False, "no transient headline on /%s/ (%s)" % (
+                e.row, ", ".join("%s %s" % (w.get("row"), w.get("verdict")) for w in worst) or "none")
+        return True, "transient at step %d" % found[0]["above_steps"][0]
     lo, hi = e.first_step
     for a in alerts:
         if a.code != e.code or not any(re.search(e.row, v) for v in a.variables):
@@ -464,8 +480,8 @@ def table(results):
     """The confusion table (Markdown): one row per configuration."""
     header = ["configuration", "what", "steps"] + [c.replace("_", " ") for c in CODES] + ["expected", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for config, alerts, problems, seconds in results:
-        ok, why = verdict(config, alerts, problems)
+    for config, alerts, problems, seconds, headlines in results:
+        ok, why = verdict(config, alerts, problems, headlines)
         expected = "-" if config.expect is None else "%s on /%s/" % (config.expect.code, config.expect.row)
         row = [config.name, config.note, str(config.steps)] + [cell(alerts, c) for c in CODES]
         row += [expected, ("ok: " if ok else "FAIL: ") + why]
@@ -489,12 +505,12 @@ def run(configs, logdir, steps=None, every=None, log=print, train=True):
             continue
         seconds = time.perf_counter() - start
         try:
-            alerts, problems = analyse(path)
+            alerts, problems, headlines = analyse(path)
         except Exception as e:  # noqa: BLE001 - keep training the others; the logs stay
-            alerts, problems = [], [{"run": config.name, "tag": "-", "error": repr(e)}]
+            alerts, problems, headlines = [], [{"run": config.name, "tag": "-", "error": repr(e)}], []
         config = config._replace(steps=n, every=k)
-        results.append((config, alerts, problems, seconds))
-        ok, why = verdict(config, alerts, problems)
+        results.append((config, alerts, problems, seconds, headlines))
+        ok, why = verdict(config, alerts, problems, headlines)
         log("%-32s %6.1fs  %s  %s" % (config.name, seconds, "ok  " if ok else "FAIL", why), flush=True)
     return results
 
@@ -526,7 +542,8 @@ def main(argv=None):
         print("\nMeasured against the rounding budget (healthy runs; defaults: value_rounding 5, "
               "gradient_rounding 96):\n")
         print(ratio_table(logdir, [r[0] for r in results]))
-    failed = [c.name for c, alerts, problems, _ in results if not verdict(c, alerts, problems)[0]]
+    failed = [c.name for c, alerts, problems, _, headlines in results
+              if not verdict(c, alerts, problems, headlines)[0]]
     print("\n%d configurations, %d as expected%s" % (
         len(results), len(results) - len(failed), "; failed: " + ", ".join(failed) if failed else ""))
     return 1 if failed else 0

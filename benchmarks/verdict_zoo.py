@@ -49,6 +49,11 @@ STEPS, EVERY = 40, 4
 BATCH = {"images": 8, "default": 16}
 # Custom-loop rows of a few models (the rest use model.fit).
 LOOP = ("vit", "gru_text", "temporal_cnn", "rmsnorm_swiglu")
+# Findings on healthy models that are true (decided in issue 38): the U-Net's
+# Conv2DTranspose bias gradient, which TensorFlow sums over 8 x 32 x 32
+# positions in bfloat16, is 55-88% off float32 and 15-30x its own sampling
+# noise; the warning must be raised, and say why.
+KNOWN_FINDINGS = {"unet_autoencoder": Expect("bf16_divergence", r"^up/bias$", (0, EVERY - 1))}
 
 
 def _batch(name):
@@ -67,9 +72,10 @@ def healthy_configs(split=None, policies=(BF16, F32), steps=STEPS, every=EVERY):
                 return w.build(p)
 
             note = "%s (%s)" % (workload.note, zoo_models.SPLIT[name])
+            known = KNOWN_FINDINGS.get(name) if policy == BF16 else None
             out.append(Config("%s_fit_%s" % (name, tag),
                               alert_zoo.fit_run(build, workload.data, loss=workload.loss, batch=_batch(name)),
-                              steps, every, None, note))
+                              steps, every, known, note + ("; a true finding kept" if known else "")))
             if name in LOOP and policy == BF16 and workload.loss == zoo_models.SPARSE_CE:
                 out.append(Config("%s_loop_%s" % (name, tag), alert_zoo.loop_run(build, workload.data,
                                                                                  batch=_batch(name)),
@@ -93,9 +99,11 @@ def fault_configs(steps=STEPS // 2, every=EVERY):
 
 
 # The test suite's subset (tests/test_verdict_zoo.py): small models, few steps.
-QUICK_HEALTHY = ("gru_text", "temporal_cnn", "rmsnorm_swiglu", "bigru_attention")
+QUICK_HEALTHY = ("gru_text", "temporal_cnn", "rmsnorm_swiglu", "bigru_attention", "encoder_decoder_step",
+                 "two_towers", "tabular_normalization", "float32_input_norm")
 QUICK_FAULTS = ("naive_std_bilstm", "cumsum_mean_conv1d", "unscaled_attention", "hardcoded_bf16",
-                "naive_log1m_sigmoid", "sum_squares_f16")
+                "naive_log1m_sigmoid", "sum_squares_f16", "timestamp_normalization", "offset_coordinates",
+                "large_stream_mlp", "bf16_embedding_distance", "fading_naive_norm", "decoder_bf16_output")
 
 
 def quick_configs(steps=12, every=3):
@@ -131,6 +139,74 @@ def harm_index(logdir):
             if found[0] > out.get(entry.kind, (-1.0,))[0]:
                 out[entry.kind] = found
     return out
+
+
+# Expected codes that are a value above a limit (the others are not a threshold on a column).
+LIMIT_CODES = ("bf16_divergence", "f16_divergence", alert_zoo.TRANSIENT)
+
+
+def fault_margin(ratios, held_steps, immediate):
+    """How many times the limits could be raised with the alert still firing:
+    ``max(max over runs of held_steps consecutive comparisons of their
+    smallest ratio, largest ratio / immediate)`` of one row's [S] ratios."""
+    ratios = np.where(np.isfinite(ratios), ratios, np.where(np.isposinf(ratios), np.inf, 0.0))
+    held = max((ratios[i:i + held_steps].min() for i in range(len(ratios) - held_steps + 1)), default=0.0)
+    return max(held, float(ratios.max(initial=0.0)) / immediate)
+
+
+def margins(logdir, config):
+    """(largest ratio of any judged row, (fault margin, row) on the expected
+    rows or None) of one configuration's kept run."""
+    from tb_gradlens import analysis
+    from tb_gradlens.analysis import harm
+    from tb_gradlens.analysis import tolerances
+    from tb_gradlens.serving import logdir as logdir_lib
+    from tb_gradlens.serving import reading
+
+    thresholds = analysis.DEFAULT_THRESHOLDS
+    loaded = logdir_lib.open_logdir(os.path.join(logdir, config.name), progress=False)
+    source = reading.Source(loaded.provider, loaded.ctx, loaded.experiment_id)
+    largest, best = (np.nan, None, None), None
+    for run in source.runs():
+        for entry in source.entries(run):
+            if entry.kind not in analysis.DIVERGENCE_KINDS or entry.record is None:
+                continue
+            judged = tolerances.judge_entry(source, entry)
+            ratio = harm.ratio(judged.values, judged.limits)
+            for r, row in enumerate(entry.record.rows):
+                column = ratio[:, r]
+                if np.isfinite(column).any() and not np.nanmax(column) <= largest[0]:
+                    largest = (float(np.nanmax(column)), row, entry.kind)
+                if config.expect is not None and config.expect.code in LIMIT_CODES and re.search(config.expect.row, row):
+                    m = (fault_margin(column, thresholds.held_comparisons, thresholds.immediate_factor)
+                         if config.expect.code != alert_zoo.TRANSIENT else float(np.nanmax(column)))
+                    if best is None or m > best[0]:
+                        best = (m, row)
+    return largest, best
+
+
+def margin_table(logdir, configs):
+    """Markdown: per configuration, the largest value / limit (healthy: at most
+    1/1.5 leaves 1.5x below the line) and, for a fault judged by a limit, how
+    many times its limit could be raised with it still caught (at least 1.5)."""
+    lines = ["| configuration | split | largest value / limit (row) | fault margin (row) | within 1.5x of the line |",
+             "|---|---|---|---|---|"]
+    for config in configs:
+        if not os.path.isdir(os.path.join(logdir, config.name)):
+            continue
+        (largest, row, kind), best = margins(logdir, config)
+        name = config.name
+        split = (zoo_faults.FAULT_SPLIT.get(name[len("fault_"):], "-") if name.startswith("fault_")
+                 else zoo_models.SPLIT.get(re.sub(r"_(fit|loop)_(bf16|f32)$", "", name), "-"))
+        healthy = config.expect is None
+        close = (healthy and largest > 1 / 1.5) or (best is not None and best[0] < 1.5)
+        if not healthy and config.expect.code not in LIMIT_CODES:
+            best, close = ("n/a: %s is no limit" % config.expect.code, ""), False
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            name, split, "-" if np.isnan(largest) else "%.2f (%s)" % (largest, row),
+            "-" if best is None else ("%s%s" % best if isinstance(best[0], str) else "%.2f (%s)" % best),
+            "**yes**" if close else "no"))
+    return "\n".join(lines)
 
 
 def harm_table(logdir, configs):
@@ -171,10 +247,13 @@ def main(argv=None):
         print(alert_zoo.table(results))
         print("\nHarm index (value / limit; 1 is the limit) of the healthy runs:\n")
         print(harm_table(logdir, [r[0] for r in results]))
+        print("\nMargins to the line:\n")
+        print(margin_table(logdir, [r[0] for r in results]))
     finally:
         if not (args.keep or args.judge_only):
             shutil.rmtree(logdir, ignore_errors=True)
-    failed = [c.name for c, alerts, problems, _ in results if not alert_zoo.verdict(c, alerts, problems)[0]]
+    failed = [c.name for c, alerts, problems, _, headlines in results
+              if not alert_zoo.verdict(c, alerts, problems, headlines)[0]]
     print("\n%d configurations, %d as expected%s (%.0f s)" % (
         len(results), len(results) - len(failed), "; failed: " + ", ".join(failed) if failed else "",
         time.perf_counter() - start))

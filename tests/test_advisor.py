@@ -34,6 +34,10 @@ pytestmark = [pytest.mark.slow]  # trains Keras models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BAD = "naive_norm"
+# The bad layer and the Dense feeding it: naive_norm reads values of mean 30, which dense_in's bfloat16
+# output holds to 0.125, 2.5x what rounding explains of the spread naive_norm divides by (issue 38:
+# damage born where values cross between layers is recommended like damage born inside).
+RECOMMENDED = [BAD, "dense_in"]
 # Passes of a step's baseline: the model as configured and a second draw of its rounding,
 # the float32 reference, and the stable-rounding pass's realizations.
 BASELINE = 3 + tb_gradlens.analysis.DEFAULT_THRESHOLDS.stable_window
@@ -54,21 +58,26 @@ def _units(result):
     return {u["name"]: u for u in result.payload["units"]}
 
 
-def test_the_bad_layer_is_ranked_first_recommended_alone_and_verified():
+def test_the_bad_layer_is_ranked_first_recommended_with_the_layer_feeding_it_and_verified():
     result = tb_gradlens.advise(_bad_model(), _batch())
     advice = result.advice
     ranked = [advice.units[k]["name"] for k in advice_analysis.ranked_units(advice)]
     assert ranked[0] == BAD
     rec = advice.recommendation
-    assert rec["float32"] == [BAD] and result.float32_layers == [BAD]
+    assert rec["float32"] == RECOMMENDED and result.float32_layers == RECOMMENDED
+    # dense_in alone in bfloat16 (the rest in float32) is beyond the limits: its rounded output is
+    # the damage born between layers; naive_norm alone in float32 is not enough.
+    assert _units(result)["dense_in"]["harm_alone"] > advice.tolerance
+    assert _units(result)[BAD]["harm_without"] > advice.tolerance
     assert advice.before > advice.tolerance, "the bad layer must make the model diverge"
-    assert rec["after"] <= advice.tolerance and rec["met"] and rec["verifications"] == 1
+    assert rec["after"] <= advice.tolerance and rec["met"]
     assert rec["after"] < advice.before / 100
     # the bad layer's output: the error is born there, not inherited
     bad = _units(result)[BAD]
     assert bad["output_born"] > 10 * bad["output_inherited"]
     # the code applies exactly the recommendation
     assert 'model.get_layer("naive_norm").dtype_policy = "float32"' in result.code()
+    assert 'model.get_layer("dense_in").dtype_policy = "float32"' in result.code()
 
 
 def test_a_recommended_group_is_narrowed_to_the_bad_layer_and_its_record_reads_back(tmp_path):
@@ -83,12 +92,13 @@ def test_a_recommended_group_is_narrowed_to_the_bad_layer_and_its_record_reads_b
     assert len(names) == 2 and rec["float32"] and set(rec["float32"]) <= set(names)
     (group,) = [u for u in advice.units if u["name"] in rec["float32"]]
     assert len(group["layers"]) > 1 and BAD in group["layers"]
-    assert rec["layers"] == [BAD] and rec["met"] and rec["after"] <= advice.tolerance < advice.before
-    assert result.float32_layers == [BAD]
+    assert sorted(rec["layers"]) == sorted(RECOMMENDED) and rec["met"]
+    assert rec["after"] <= advice.tolerance < advice.before
+    assert sorted(result.float32_layers) == sorted(RECOMMENDED)
     records = readback.read_records(str(tmp_path))
     _, data = readback.only_tag(records, ".", metadata.ADVICE)
     logged = records_module.read_advice(json.loads(np.asarray(data[-1].numpy).item()))
-    assert logged.recommendation["float32"] == rec["float32"] and logged.recommendation["layers"] == [BAD]
+    assert logged.recommendation["float32"] == rec["float32"] and logged.recommendation["layers"] == rec["layers"]
 
 
 def test_a_healthy_model_gets_no_recommendation():
@@ -171,7 +181,7 @@ def test_dropout_draws_one_mask_for_every_pass():
     assert units["logits"]["one_at_a_time"] < 0.05
     assert units["dense_mid"]["one_at_a_time"] < 0.05
     assert units[BAD]["leave_one_out"] < 0.5
-    assert result.advice.recommendation["float32"] == [BAD]
+    assert result.advice.recommendation["float32"] == RECOMMENDED
 
 
 # -- what it cannot attribute -------------------------------------------------------
@@ -270,7 +280,7 @@ def test_callback_rounds_reach_the_route_and_the_cli(trained):
     # 3 per step: the rounds end at steps 2 and 6
     assert [h["step"] for h in answer["history"]] == [2, 6]
     latest = answer["latest"]
-    assert latest["recommendation"]["float32"] == [BAD] and latest["recommendation"]["met"]
+    assert latest["recommendation"]["float32"] == RECOMMENDED and latest["recommendation"]["met"]
     assert latest["cost"]["steps"] == [4, 6] and latest["cost"]["passes"] == 2 * 5 + BASELINE * 2 + 1
     assert [latest["units"][k]["name"] for k in latest["ranking"]][0] == BAD
 
@@ -283,7 +293,7 @@ def test_callback_rounds_reach_the_route_and_the_cli(trained):
     response = client.get("/data/plugin/gradlens/advice?run=with_advisor")
     assert response.status_code == 200
     body = json.loads(response.get_data())
-    assert body["latest"]["recommendation"]["layers"] == [BAD]
+    assert body["latest"]["recommendation"]["layers"] == RECOMMENDED
     assert 'get_layer("naive_norm")' in body["latest"]["code"]
     assert client.get("/data/plugin/gradlens/advice?run=nope").status_code == 404
     assert client.get("/data/plugin/gradlens/advice").status_code == 400
@@ -294,10 +304,10 @@ def test_callback_rounds_reach_the_route_and_the_cli(trained):
 
     out = cli("advise", logdir, "-q")
     assert out.returncode == 0, out.stderr
-    assert "keep naive_norm in float32" in out.stdout and 'dtype_policy = "float32"' in out.stdout
+    assert "keep naive_norm, dense_in in float32" in out.stdout and 'dtype_policy = "float32"' in out.stdout
     report = cli("report", logdir, "-q")
     assert report.returncode == 0, report.stderr
-    assert "recommendation: keep naive_norm in float32" in report.stdout
+    assert "recommendation: keep naive_norm, dense_in in float32" in report.stdout
     assert cli("advise", logdir, "-q", "--run", "^nothing$").returncode == 3
 
 

@@ -84,7 +84,8 @@ def test_the_view_shows_the_bad_layer_first_and_the_code_to_apply(advised, brows
             # The bars are each unit's harm index alone in 16 bits, as the route serves it.
             naive = next(u for u in latest["units"] if u["name"] == "naive_norm")
             assert float(rows[0].get_attribute("data-value")) == pytest.approx(naive["harm_alone"])
-            assert p.text_content(".gl-advice-layers") == "naive_norm"
+            # naive_norm and the Dense whose bfloat16 output it reads (values of mean 30 held to 0.125)
+            assert p.text_content(".gl-advice-layers") == "naive_norm, dense_in"
             shown = float(p.text_content(".gl-advice-after"))
             assert shown == pytest.approx(latest["recommendation"]["after"], rel=1e-3)
             assert float(p.text_content(".gl-advice-before")) == pytest.approx(latest["before"], rel=1e-3)
@@ -98,7 +99,7 @@ def test_the_view_shows_the_bad_layer_first_and_the_code_to_apply(advised, brows
             assert p.text_content(".gl-advice-tolerance-label") == "tolerance 1"
             # The one line that applies it, and a Copy button that copies it.
             line = p.text_content(".gl-advice-code")
-            assert line == 'tb_gradlens.keep_in_float32(model, ["naive_norm"])' and line in latest["code"]
+            assert line == 'tb_gradlens.keep_in_float32(model, ["naive_norm", "dense_in"])' and line in latest["code"]
             assert latest["code"] == result.code()
             p.click(".gl-copy")
             assert p.evaluate("navigator.clipboard.readText()") == line
@@ -112,7 +113,7 @@ def test_the_view_shows_the_bad_layer_first_and_the_code_to_apply(advised, brows
             # The Overview says which runs have advice, and opens it.
             p = open_tab(tb, page, "view=overview")
             entry = p.locator(".gl-advice-run[data-run='bf16']")
-            assert entry.text_content().startswith("bf16: keep naive_norm in float32 (harm index ")
+            assert entry.text_content().startswith("bf16: keep naive_norm, dense_in in float32 (harm index ")
             navigate(page, lambda: entry.click())
             assert p.eval_on_selector(".gl-tabs [aria-selected=true]", "b => b.textContent") == "Advisor"
         page.assert_clean()

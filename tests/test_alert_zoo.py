@@ -20,13 +20,13 @@ CONFIGS = {c.name: c for c in alert_zoo.all_configs(tiny=True)}
 def test_alert_zoo_configuration(name, tmp_path):
     config = CONFIGS[name]
     (result,) = alert_zoo.run([config], str(tmp_path), log=lambda *a, **k: None)
-    _, alerts, problems, _ = result
+    _, alerts, problems, _, headlines = result
     assert problems == []
     loud = sorted({(a.severity, a.code, tuple(a.variables)) for a in alerts if a.severity != "info"})
     if config.expect is None:
         assert loud == [], "false alerts on a healthy model"
         return
-    ok, why = alert_zoo.verdict(config, alerts, problems)
+    ok, why = alert_zoo.verdict(config, alerts, problems, headlines)
     assert ok, "%s: %s (alerts: %s)" % (name, why, loud)
     # The code is raised on the variable or layer that has the fault, and the
     # alert points the tab at it from its first step.

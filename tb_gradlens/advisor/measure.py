@@ -62,6 +62,14 @@ Baseline = collections.namedtuple("Baseline", ("candidate", "reference", "draws"
 Verified = collections.namedtuple("Verified", ("harm", "worst", "divergence", "rows"))
 
 
+def same_step(a, b):
+    """Whether two Outcomes are the same step bit for bit (loss and gradients)."""
+    if a.loss != b.loss or len(a.gradients) != len(b.gradients):
+        return False
+    return all((x is None and y is None) or (x is not None and y is not None and np.array_equal(x, y))
+               for x, y in zip(a.gradients, b.gradients))
+
+
 def held_harm(judge, outcome, again):
     """The Harm of two draws of one pass's rounding, each row at the smaller
     of its two values: beyond its limit only where both draws are."""
@@ -178,10 +186,8 @@ class Measurer:
         if k in self.kept_as_configured:
             return self._unmeasured(total, row, self.kept_as_configured[k])
         raw = self.raw_reasons[k]
-        # A unit computing in 16 bits whatever its policy is measured alone (its
-        # error stays in every prediction) but never switched.
         results = {}
-        for kind in ("one_at_a_time",) if raw else ("leave_one_out", "one_at_a_time"):
+        for kind in ("leave_one_out", "one_at_a_time"):
             try:
                 outcome, _ = self._run(self._unit_pass(k, kind), batch, base.draws)
             except SWITCH_ERRORS as error:  # another number of random draws, dtypes that no longer match
@@ -190,6 +196,14 @@ class Measurer:
             if reason is not None:
                 return self._unmeasured(total, row, reason)
             results[kind] = outcome
+        # A unit with 16-bit ops whatever its policy is switched like any other where
+        # its switch changes the step (a Normalization whose adapted mean is a 16-bit
+        # constant still reads its input in float32 when switched); where it changes
+        # nothing, its error is measured alone and stays in every prediction.
+        if raw and same_step(results["leave_one_out"], base.candidate):
+            del results["leave_one_out"]
+        else:
+            raw = None
         loo, alone = results.get("leave_one_out"), results["one_at_a_time"]
         alone_harm = base.judge.harm(alone)
         without = None if loo is None else base.judge.harm(loo)

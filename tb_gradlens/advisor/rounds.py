@@ -147,7 +147,9 @@ class Round:
              "params_total": units_module.model_params(model)},
             after <= tolerance, verifications,
             worst_after=(base.harm if verified is None else verified).worst)
-        not_attributable = []
+        not_attributable = [{"what": unit.name, "reason": r.reason}
+                            for unit, r in zip(measurer.units, self.results)
+                            if r.reason is not None and r.reason in measurer.raw_reasons]
         if measurer.unscoped_ops:
             _, dtype, ops = measurer.unscoped_ops
             not_attributable.append({"what": NOT_ATTRIBUTABLE_UNSCOPED,

@@ -72,11 +72,15 @@ class Thresholds:
 
     Beyond harmless rounding (``harm``; rows a stable-rounding pass measured):
       stable_factor: a row's limit is stable_factor x its stable-rounding
-        divergence (at least one rounding u of the candidate's dtype).
-      half_batch_fraction: a gradient row's (and the loss's) limit is also
-        at least this fraction of its sampling noise, the distance of the
-        half batch's reference gradient from the batch's: an error well
-        below what another batch changes is no harm to the training.
+        divergence (counted as at least one rounding u of the candidate's dtype).
+      boundary_factor: a layer output's stable divergence counts up to this
+        many times the largest of the rows before it (at least u); a larger
+        jump is damage born at the layer's boundary, not rounding to excuse.
+      half_batch_fraction: a gradient row's limit is also at least this
+        fraction of its sampling noise, the distance of the half batch's
+        reference gradient from the batch's: an error well below what another
+        batch changes is no harm to the training; the loss's limit is this
+        fraction of its sampling noise alone.
       stable_window: ... taking the largest of each over this many logged
         comparisons.
       held_comparisons: a row is harmed when above its limit this many
@@ -126,6 +130,7 @@ class Thresholds:
     """
 
     stable_factor: float = 4.0
+    boundary_factor: float = 2.0
     half_batch_fraction: float = 0.5
     stable_window: int = 4
     held_comparisons: int = 2

@@ -7,6 +7,7 @@ comparison's non-finite values and 16-bit reference layers are named too.
 
 import numpy as np
 
+from tb_gradlens import float_formats
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import codes
@@ -91,6 +92,8 @@ def _divergence_alert(series, judgement, flags, code, names):
         ws=int(steps[found["worst_index"][worst_row]]), limit=first_limits[r0],
         basis=judgement.basis[r0], a=a,
     )
+    born, fix = where_born(series, judgement, int(found["first"][r0]), r0, code)
+    explanation += born
     details = detectors.row_details(
         rows, steps, found, index, steps=found["count"].astype(int).tolist(),
         worst=found["worst"].tolist(), worst_step=[int(steps[i]) for i in found["worst_index"]],
@@ -98,9 +101,36 @@ def _divergence_alert(series, judgement, flags, code, names):
     )
     return [Alert(
         codes.WARNING, code, series.run, series.tag, a, b, [rows[i] for i in index], explanation,
-        texts.DIVERGENCE_FIX[code], codes.view(series, judgement.column, rows[r0], a), details,
+        fix, codes.view(series, judgement.column, rows[r0], a), details,
         limit=first_limits[r0],
     )]
+
+
+def where_born(series, judgement, s, r, code):
+    """(sentence, fix) saying where the damage of row ``r`` at step index
+    ``s`` is born: where values enter the layer (its stable divergence jumps
+    beyond what the rows before it carry), between layers (the loss: the
+    stable pass reproduces it), or inside (beyond what the stable pass
+    shows; a bias's gradient: TensorFlow's 16-bit sum over positions)."""
+    kind, rows = series.record.kind, series.record.rows
+    stable = float(judgement.stable[s, r])
+    dtype = judgement.dtypes[r] or "bfloat16"
+    bits = float_formats.get(dtype).mantissa_bits + 1 if dtype in float_formats.FORMATS else 8
+    between_fix = texts.BETWEEN_FIX.format(dtype=dtype, bits=bits) + texts.ADVISOR
+    if not np.isfinite(stable):
+        return "", texts.DIVERGENCE_FIX[code]
+    if judgement.between[s, r] and kind == metadata.ACTIVATION_DIVERGENCE:
+        before = judgement.stable[s, :r]
+        before = before[np.isfinite(before)]
+        carried = max(float_formats.unit_roundoff(dtype), float(before.max()) if len(before) else 0.0)
+        return (texts.BORN_AT_INPUT.format(layer=rows[r], stable=stable, jump=stable / carried, dtype=dtype),
+                between_fix)
+    if judgement.between[s, r]:
+        return texts.BORN_BETWEEN.format(stable=stable, dtype=dtype), between_fix
+    born = texts.BORN_INSIDE.format(stable=stable)
+    if kind == metadata.DIVERGENCE and rows[r].rsplit("/", 1)[-1] == "bias":
+        return born + texts.BIAS_SUM.format(dtype=dtype), texts.BIAS_FIX + texts.DIVERGENCE_FIX[code]
+    return born, texts.DIVERGENCE_FIX[code]
 
 
 def _limit_at(judgement, step_index, row):

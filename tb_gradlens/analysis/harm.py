@@ -1,31 +1,35 @@
 """Beyond harmless rounding: the one rule every judged divergence goes by.
 
 TensorFlow-free, pure NumPy, one formula per function.  A 16-bit step
-always differs from its float32 reference; what matters is whether it
-differs more than rounding *has* to make it differ.  The lens measures that
-on the step itself: the stable-rounding pass (``compare.stable``) is the
-reference computed stably but rounded to the candidate's dtype at every
-layer boundary, and its divergence ``s`` from the reference is what a
-numerically stable 16-bit computation of that step shows at each row
-(gradient, layer output, loss).  For a gradient and the loss the lens also
-measures their sampling noise ``n``: how far the reference gradient (loss)
-of the first half of the batch is from the batch's, what another batch
-would change.  A candidate divergence ``v`` is judged against
+always differs from its float32 reference; what matters is whether the
+difference changes what training does.  The lens measures, on the step
+itself, the stable-rounding pass (``compare.stable``: the reference
+computed stably but rounded to the candidate's dtype at every layer
+boundary; its divergence ``s`` is what a numerically stable 16-bit
+computation of that step shows at each row) and, for a gradient and the
+loss, their sampling noise ``n`` (the reference of the first half of the
+batch against the batch's: what another batch would change).  The stable
+pass says where and why; it never excuses damage it makes itself: a row's
+limit (``measured_limits``) is
 
-    ``limit = max(u, factor * envelope(s), fraction * envelope(n))``:
+* a layer output: ``C x max(u, s~)``, ``s~`` its stable divergence counted
+  up to ``B`` x what the rows before it carry (``boundary_capped``): a
+  larger jump is damage born at the layer's boundary (an input that needs
+  more significand bits than 16, a stream swamping what is added to it),
+  judged as if born inside, and the rows after it are not excused by what
+  they carry of it;
+* a gradient: ``max(C x max(u, s), f x n)``: below a fraction of its own
+  sampling noise an error is no harm, and a gradient near zero by symmetry
+  is judged by what rounding does to it;
+* the loss: ``max(C x u, f x n)``: further from float32 than another batch
+  moves it, it changes what the training follows, wherever it rounded;
 
-* ``envelope``: the largest value of the row over the last ``window`` logged
-  comparisons: a ReLU that flips, a max-pool that picks another element
-  changes a gradient by a discrete amount in whichever pass it happens, so
-  one pass alone under-states what rounding does there now and then;
-* ``factor``: a stable layer computing in 16 bits rounds inside too (an
-  LSTM cell's gates, a GELU), a few times more than the pass, which rounds
-  only between layers;
-* ``fraction``: an error in a gradient well below its sampling noise is no
-  harm to the training, which already follows a gradient that noisy (and
-  16-bit kernels that sum a bias's gradient over many positions in 16 bits
-  stay under it);
-* ``u``: one rounding of the candidate's dtype, the least any value moves.
+with ``s`` and ``n`` the largest of the row's last ``window`` logged
+comparisons (``envelope``; ``s`` leaving out the comparisons the row was
+above its limit at: ``healthy_envelope``), ``C`` (``stable_factor``) the
+rounding a stable 16-bit layer does inside beyond the pass (an LSTM cell's
+gates, a GELU), ``f`` (``half_batch_fraction``) and ``u`` one rounding of
+the candidate's dtype.
 
 Beyond its limit at ``held`` logged comparisons in a row, or ``immediate``
 times beyond it at one, a row is harmed.  Every consumer uses these
@@ -52,6 +56,60 @@ def envelope(stable, window):
     return out
 
 
+def boundary_capped(stable, floor, factor):
+    """[S, R] the stable divergence of activation rows (in forward order) that
+    rounding between layers explains: ``c[t, r] = s[t, r] / rho[t, r]`` with
+
+        ``j[t, k] = s[t, k] / max(floor, max_{i < k} s[t, i])`` (a row's jump),
+        ``rho[t, r] = prod_{k <= r, j[t, k] > factor} j[t, k] / factor``.
+
+    Rounding a layer's inputs, weights and output once more moves its output
+    by about what its inputs already carry, plus a rounding (``floor``, u):
+    the largest stable divergence of the rows before it bounds that.  A row
+    whose stable divergence jumps beyond ``factor`` x that bound is damage
+    born at that layer's boundary (an input that needs more significand bits
+    than the 16-bit dtype it is rounded to: timestamps, coordinates, a
+    stream holding a large common part), not rounding it may be excused by
+    (the candidate rounds there too, so the stable pass would excuse it); it
+    is counted at ``factor`` x the bound, and every later row's stable
+    divergence, which carries that damage forward, is scaled down by as
+    much (relative errors pass through layers in proportion).  NaN and
+    infinite entries pass through and do not raise the bound."""
+    stable = np.asarray(stable, np.float64)
+    floor = np.broadcast_to(np.asarray(floor, np.float64), stable.shape[1:])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        known = np.where(np.isfinite(stable), stable, 0.0)
+        before = np.maximum.accumulate(known, axis=1)
+        before = np.concatenate([np.zeros((len(stable), 1)), before[:, :-1]], axis=1)
+        jump = np.where(np.isfinite(stable), stable / np.fmax(floor[None, :], before), 0.0)
+        excess = np.where(jump > factor, jump / factor, 1.0)
+        rho = np.cumprod(excess, axis=1)
+    return np.where(np.isfinite(stable), stable / rho, stable)
+
+
+def healthy_envelope(stable, values, limit_at, window):
+    """[S, R] ``e[t] = max(s[t], max{s[k]: t - window < k < t, v[k] <= limit_at(k, e[k])})``:
+    ``envelope`` leaving out the comparisons at which a row was above its
+    limit, so a fault's own stable divergence is not carried forward as the
+    next comparisons' baseline.  ``limit_at(t, e_t) -> [R]`` is the limits
+    at step index t of an envelope ``e_t``."""
+    stable = np.asarray(stable, np.float64)
+    values = np.asarray(values, np.float64)
+    out = np.full(stable.shape, np.nan)
+    kept = np.full(stable.shape, np.nan)  # s where the row was within its limit, else NaN
+    with np.errstate(invalid="ignore"):
+        for t in range(len(stable)):
+            part = np.vstack([kept[max(0, t - int(window) + 1): t], stable[t: t + 1]])
+            seen = np.isfinite(part) | np.isposinf(part)
+            if seen.any():
+                row = np.max(np.where(seen, part, -np.inf), axis=0)
+                row[~seen.any(axis=0)] = np.nan
+                out[t] = row
+            within = ~(np.isfinite(values[t]) & (values[t] > limit_at(t, out[t])))
+            kept[t] = np.where(within, stable[t], np.nan)
+    return out
+
+
 def measured_limit(scale, factor, floor):
     """``max(floor, factor * scale)`` elementwise; NaN (not judged) where
     ``scale`` is NaN or infinite (a reference of exactly zero: every
@@ -60,6 +118,47 @@ def measured_limit(scale, factor, floor):
     scale = np.asarray(scale, np.float64)
     with np.errstate(invalid="ignore"):
         return np.where(np.isfinite(scale), np.maximum(floor, factor * scale), np.nan)
+
+
+def measured_limits(values, stable, half_batch, u, *, factor, fraction, window, boundary_factor=None, loss=False):
+    """([S, R] limits, [S, R] between, [S, R] by_noise) of rows a stable-rounding
+    pass measured, with S the stable divergence (``stable``) and N the sampling
+    noise (``half_batch``), each the largest of the row's last ``window``
+    comparisons (S leaving out those the row was above its limit at,
+    ``healthy_envelope``), and u one rounding:
+
+    * gradients: ``max(C x max(u, S), f x N)``;
+    * layer outputs (``boundary_factor`` given, rows in forward order):
+      ``C x max(u, S~)``, S~ capped by ``boundary_capped``;
+    * the loss (``loss``): ``max(C x u, f x N)`` where N is measured (else as
+      gradients): a loss further from float32 than its sampling noise changes
+      what the training follows, wherever the rounding happened.
+
+    ``between``: the stable pass reproduces the damage, so it is born between
+    layers (a layer output beyond the boundary cap; the loss within C x S);
+    ``by_noise``: the loss judged by its noise alone."""
+    noise = envelope(half_batch, window)
+    values = np.asarray(values, np.float64)
+    stable = np.asarray(stable, np.float64)
+    with np.errstate(invalid="ignore"):
+        if boundary_factor is not None:
+            capped = boundary_capped(stable, u, boundary_factor)
+            between = np.isfinite(stable) & (stable > capped)
+            stable = capped
+        elif loss:
+            between = np.isfinite(values) & (values <= factor * stable)
+        else:
+            between = np.zeros(values.shape, bool)
+    by_noise = np.isfinite(noise) & bool(loss)
+
+    def limit_at(t, env):
+        scaled = measured_limit(env, factor, factor * u)
+        scaled = np.fmax(scaled, np.where(np.isfinite(scaled), fraction * noise[t], np.nan))
+        return np.where(by_noise[t], np.maximum(factor * u, fraction * noise[t]), scaled)
+
+    env = healthy_envelope(stable, values, limit_at, window)
+    limits = np.vstack([limit_at(t, env[t]) for t in range(len(values))]) if len(values) else env
+    return limits, between, by_noise
 
 
 def loss_scale(stable_loss, stable_output):

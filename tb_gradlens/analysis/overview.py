@@ -99,10 +99,41 @@ def _nonfinite_counts(series):
     return series.column("nonfinite")
 
 
+def verdict_of(judgement, steps, r):
+    """The verdict on row ``r`` of a judgement, the one the alerts go by:
+    ``{"verdict": "harmed" | "transient" | "within" | "not judged",
+    "above_steps", "harmed_steps"}`` (the steps it was above its limit at,
+    and harmed at)."""
+    above = [int(steps[i]) for i in np.nonzero(judgement.above[:, r])[0]]
+    hit = [int(steps[i]) for i in np.nonzero(judgement.hit[:, r])[0]]
+    if hit:
+        verdict = "harmed"
+    elif above:
+        verdict = "transient"
+    else:
+        verdict = "within" if np.isfinite(judgement.limits[:, r]).any() else "not judged"
+    return {"verdict": verdict, "above_steps": above, "harmed_steps": hit}
+
+
+def verdict_sentence(verdict):
+    """The verdict in words: "harmed from step 4", "above its limit once, at step 0; within it since"."""
+    above, hit = verdict["above_steps"], verdict["harmed_steps"]
+    if verdict["verdict"] == "harmed":
+        return "harmed from step %d (above its limit at %d logged comparison%s)" % (
+            hit[0], len(above), "" if len(above) == 1 else "s")
+    if verdict["verdict"] == "transient":
+        times = "once, at step %d" % above[0] if len(above) == 1 else "%d times, steps %d-%d" % (
+            len(above), above[0], above[-1])
+        return "above its limit %s, never 2 comparisons in a row nor 10x: a transient, no alert" % times
+    if verdict["verdict"] == "within":
+        return "within its limit at every comparison"
+    return "not judged"
+
+
 def _headline(series, judgement, s, r, value, nonfinite):
     limit = judgement.limits[s, r]
     limit = limit if np.isfinite(limit) else None
-    return {
+    return dict(verdict_of(judgement, series.steps, r), **{
         "metric": judgement.column,
         "value": float(value),
         "row": series.record.rows[r],
@@ -114,7 +145,7 @@ def _headline(series, judgement, s, r, value, nonfinite):
         "limit": None if limit is None else float(limit),
         "ratio": None if limit is None or not np.isfinite(value) else float(value) / float(limit),
         "nonfinite": bool(nonfinite),
-    }
+    })
 
 
 def overview(source: RecordSource,

@@ -57,6 +57,37 @@ DIVERGENCE = (
     "rounding explains: {metric} up to {worst:.3g} (step {ws}) against a limit of {limit:.3g} "
     "({basis}), first at step {a}."
 )
+# Where the damage is born, said after DIVERGENCE: inside a layer, or where
+# values cross between layers (the stable-rounding pass, which rounds only
+# there, reproduces it).
+BORN_INSIDE = (
+    " The stable-rounding pass, which rounds only between layers, differs by {stable:.3g} there: the damage is "
+    "born inside the computation."
+)
+BORN_AT_INPUT = (
+    " The damage is born where values enter {layer}: the stable-rounding pass, which rounds only between layers, "
+    "differs by {stable:.3g} there, {jump:.0f}x what the layers before it carry. Its inputs need more significand "
+    "bits than {dtype} holds (a timestamp, a coordinate or an id as a float; a stream with a large common part that "
+    "swamps what is added to it)."
+)
+BORN_BETWEEN = (
+    " The stable-rounding pass, which rounds only between layers, differs by {stable:.3g}: the damage is born where "
+    "values cross between layers in {dtype}; the first layer output that jumps is where."
+)
+# A bias gradient far beyond stable rounding: what TensorFlow does with it.
+BIAS_SUM = (
+    " A bias's gradient is a sum over every position of the layer's output, which TensorFlow accumulates in the "
+    "layer's compute dtype ({dtype}); where the positions nearly cancel, the sum keeps few correct digits."
+)
+BETWEEN_FIX = (
+    "Keep the layer where the damage is born, and the layer that feeds it, in float32 (dtype='float32' on the "
+    "layer; for a model input, on its first layer), or take the large common part off in float32 before it "
+    "(subtract the origin, offset or mean in the data pipeline): {dtype} keeps {bits} significand bits of every "
+    "value, so 5000 is held to 32 and a stream of 1000 swamps whatever below 4 is added to it. "
+)
+BIAS_FIX = (
+    "Keep the layer in float32 (dtype='float32'), which sums its bias gradient in float32. "
+)
 # The precision advisor (README "Precision advisor") finds which layers, verified.
 ADVISOR = (
     "To find which layers to keep in float32, and check that it is enough, run the precision "

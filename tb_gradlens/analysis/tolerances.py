@@ -3,12 +3,9 @@
 TensorFlow-free.  Every row of a ``divergence``, ``activation_divergence``
 or ``loss_comparison`` record is judged by one of two rules:
 
-* **measured** (``harm``): where the record holds the stable-rounding
-  pass's divergence (format version 2, a candidate that rounds more than
-  its reference), the limit at each step is ``stable_factor`` x the
-  largest stable divergence of the row over the last ``stable_window``
-  logged comparisons, at least one rounding (u) of the candidate's dtype;
-  the loss's stable divergence is at least the model output's;
+* **measured** (``harm.measured_limits``, whose module states the rule):
+  where the record holds the stable-rounding pass's divergence (format
+  version 2, a candidate that rounds more than its reference);
 * **depth formula** (``rounding_budget``): elsewhere (older records, two
   sides that round alike, ``compare_fn``), the rounding budget of the row's
   effective dtype at its depth, with its early-baseline and
@@ -39,12 +36,15 @@ from tb_gradlens.analysis.rounding_budget import precision_bits
 # One judged divergence-like series; arrays are [S, R] or [R].
 #   values, limits (NaN: not judged there), above (value > limit at that
 #   step), hit (harmed: held, or far above), noise (formula rows: a
-#   reference at its own rounding noise); per row basis, codes, dtypes,
-#   depths and measured (judged by the stable-rounding pass).
+#   reference at its own rounding noise), stable (the stable-rounding
+#   pass's divergence, NaN where not measured), between (the damage is born
+#   between layers: the stable pass, rounding only there, reproduces it);
+#   per row basis, codes, dtypes, depths and measured (judged by the
+#   stable-rounding pass).
 Judgement = collections.namedtuple(
     "Judgement",
     ("column", "values", "hit", "above", "noise", "limits", "basis", "codes", "dtypes", "depths", "measured",
-     "rule"),
+     "rule", "stable", "between"),
 )
 
 # What a comparison's records state, for every record of it (metadata only).
@@ -53,11 +53,13 @@ ComparisonContext = collections.namedtuple(
 )
 
 MEASURED_RULE = (
-    "%(column)s above the larger of %(stable_factor)g x the divergence of the stable-rounding pass (the reference "
-    "rounded to the candidate's dtype between layers) and, for gradients and the loss, %(half_batch_fraction)g x "
-    "their sampling noise (the half batch's reference against the batch's), each the largest of the last "
-    "%(stable_window)d logged comparisons, and at least one rounding of the candidate's dtype; harmed (an alert) "
-    "when above for %(held_comparisons)d logged comparisons in a row or %(immediate_factor)g x above at one."
+    "%(column)s above %(stable_factor)g x the divergence of the stable-rounding pass (the reference rounded to the "
+    "candidate's dtype between layers; at least one rounding; for a layer output counted up to "
+    "%(boundary_factor)g x what the layers before carry, more being damage born at its boundary), for gradients "
+    "at least %(half_batch_fraction)g x their sampling noise (the half batch's reference against the batch's); the "
+    "loss above %(half_batch_fraction)g x its sampling noise, wherever the rounding happened; each the largest of "
+    "the last %(stable_window)d logged comparisons; harmed (an alert) when above for %(held_comparisons)d logged "
+    "comparisons in a row or %(immediate_factor)g x above at one."
 )
 _FORMULA_RULES = {
     metadata.DIVERGENCE: (
@@ -170,12 +172,31 @@ def _half_batch(series, kind):
     return series.column(column).astype(np.float64)
 
 
-def _measured_basis(kind, thresholds, dtype, u):
-    noise = ("; at least %g x its sampling noise (the half batch's distance from the batch)"
-             % thresholds.half_batch_fraction) if kind in HALF_BATCH_COLUMN else ""
-    return ("%g x the stable-rounding divergence (%s rounding between layers)%s; the largest of the last %d "
-            "logged comparisons; at least u = %.3g" % (
-                thresholds.stable_factor, dtype, noise, thresholds.stable_window, u))
+def _measured_limits(kind, values, stable, half_batch, u, thresholds):
+    """([S, R] limits, [S, R] between, ``basis(row, dtype)``) of the rows a
+    stable-rounding pass measured (``harm.measured_limits``)."""
+    fraction, factor, window = thresholds.half_batch_fraction, thresholds.stable_factor, thresholds.stable_window
+    limits, between, by_noise = harm.measured_limits(
+        values, stable, half_batch, u, factor=factor, fraction=fraction, window=window,
+        boundary_factor=thresholds.boundary_factor if kind == metadata.ACTIVATION_DIVERGENCE else None,
+        loss=kind == metadata.LOSS_COMPARISON)
+
+    def basis(row, dtype):
+        if by_noise[:, row].any():
+            return ("%g x its sampling noise (the half batch's loss against the batch's), the largest of the last "
+                    "%d logged comparisons; at least %g roundings (%.3g): a loss further from float32 than another "
+                    "batch moves it changes what the training follows, wherever the rounding happened"
+                    % (fraction, window, factor, factor * u[row]))
+        noise_part = ("; at least %g x its sampling noise (the half batch's distance from the batch)" % fraction
+                      if kind in HALF_BATCH_COLUMN else "")
+        boundary = ("; the stable divergence counted up to %g x what the layers before carry (more is damage born "
+                    "at this layer's boundary)" % thresholds.boundary_factor
+                    if kind == metadata.ACTIVATION_DIVERGENCE else "")
+        return ("%g x the stable-rounding divergence (%s rounding between layers), taken as at least one rounding "
+                "(u = %.3g)%s%s; the largest of the last %d logged comparisons within their limit" % (
+                    factor, dtype, u[row], boundary, noise_part, window))
+
+    return limits, between, basis
 
 
 def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=None):
@@ -194,9 +215,10 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
     depths = _row_depths(kind, n_rows, context)
     nothing = np.zeros((n_steps, n_rows), bool)
     if info.comparison == records.REPLICA_VS_MEAN:
-        return Judgement(column, values, nothing, nothing, nothing, np.full((n_steps, n_rows), np.nan),
+        unknown = np.full((n_steps, n_rows), np.nan)
+        return Judgement(column, values, nothing, nothing, nothing, unknown,
                          [REPLICA_RULE] * n_rows, [codes.DIVERGENCE] * n_rows, cand, depths,
-                         np.zeros(n_rows, bool), REPLICA_RULE)
+                         np.zeros(n_rows, bool), REPLICA_RULE, unknown, nothing)
     rules = [rounding_budget.row_rule(kind, cand[r], ref[r], depths[r], thresholds) for r in range(n_rows)]
     stable = _stable_scale(series, kind, output_stable)
     measured = np.isfinite(stable).any(axis=0) & np.array(
@@ -204,16 +226,15 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
          for c, r in zip(cand, ref)], dtype=bool)
     limits = np.tile(np.array([rule.limit for rule in rules], np.float64), (n_steps, 1))
     basis = [rule.basis for rule in rules]
+    between = nothing
     if measured.any():
         u = np.array([float_formats.unit_roundoff(c) if m else np.nan for c, m in zip(cand, measured)])
-        env = harm.envelope(stable, thresholds.stable_window)
-        scaled = harm.measured_limit(env, thresholds.stable_factor, u[None, :])
-        noise = harm.envelope(_half_batch(series, kind), thresholds.stable_window)
-        scaled = np.fmax(scaled, np.where(np.isfinite(scaled), thresholds.half_batch_fraction * noise, np.nan))
+        scaled, between, basis_of = _measured_limits(kind, values, stable, _half_batch(series, kind), u, thresholds)
         use = measured[None, :] & np.isfinite(scaled)
         limits = np.where(use, scaled, limits)
+        between = between & measured[None, :]
         for r in np.nonzero(measured)[0]:
-            basis[r] = _measured_basis(kind, thresholds, cand[r], u[r])
+            basis[r] = basis_of(r, cand[r])
     above = harm.exceeds(values, limits)
     hit = harm.harmed(values, limits, thresholds.held_comparisons, thresholds.immediate_factor) & measured[None, :]
     formula = ~measured
@@ -234,7 +255,7 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
     rule = (MEASURED_RULE % dict(dataclasses.asdict(thresholds), column=column) if measured.all()
             else _FORMULA_RULES[kind])
     return Judgement(column, values, hit, above, noise, limits, basis, [rule_.code for rule_ in rules], cand,
-                     depths, measured, rule)
+                     depths, measured, rule, stable, between)
 
 
 class _Cached:
@@ -306,7 +327,8 @@ def restrict(judgement, rows, steps):
 
     return judgement._replace(
         values=cut(judgement.values), hit=cut(judgement.hit), above=cut(judgement.above),
-        noise=cut(judgement.noise), limits=cut(judgement.limits), basis=pick(judgement.basis),
+        noise=cut(judgement.noise), limits=cut(judgement.limits), stable=cut(judgement.stable),
+        between=cut(judgement.between), basis=pick(judgement.basis),
         codes=pick(judgement.codes), dtypes=pick(judgement.dtypes), depths=pick(judgement.depths),
         measured=np.asarray(judgement.measured)[rows],
     )

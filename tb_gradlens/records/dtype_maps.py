@@ -48,8 +48,9 @@ def read_dtype_map(obj):
     output = obj.get("model_output_dtype", UNKNOWN)
     if not isinstance(output, str):
         raise ValueError("dtype map 'model_output_dtype' must be a string")
-    output_layer = obj.get("model_output_layer", UNKNOWN)  # maps before it was recorded have none
-    if not isinstance(output_layer, str):
-        raise ValueError("dtype map 'model_output_layer' must be a string")
-    return {"layers": out_layers, "variables": [dict(v) for v in variables],
-            "model_output_dtype": output, "model_output_layer": output_layer}
+    out = {"layers": out_layers, "variables": [dict(v) for v in variables], "model_output_dtype": output}
+    if "model_output_layer" in obj:  # maps written before it was recorded have none
+        if not isinstance(obj["model_output_layer"], str):
+            raise ValueError("dtype map 'model_output_layer' must be a string")
+        out["model_output_layer"] = obj["model_output_layer"]
+    return out
