@@ -234,6 +234,34 @@ def test_raw_ops_and_structure_changes_are_not_attributable():
     assert units["dense_a"]["attributable"] and units["logits"]["attributable"]
     assert "raw" not in result.advice.recommendation["float32"]
     assert "not attributable" in str(result)
+    # docs/advisor.md: a layer computing in 16 bits whatever its policy is said in not_attributable too.
+    assert [n["what"] for n in result.advice.not_attributable] == ["raw"]
+    assert "whatever its dtype policy" in result.advice.not_attributable[0]["reason"]
+
+
+class HardcodedCentering(keras.layers.Layer):
+    """x - mean_t(x) on tf.cast(x, tf.bfloat16), as a model's first layer (issue 38 item 6)."""
+
+    def call(self, x):
+        y = tf.cast(x, tf.bfloat16)
+        return tf.cast(y - tf.reduce_mean(y, axis=1, keepdims=True), x.dtype)
+
+
+def test_a_first_layer_hard_coding_bfloat16_is_named_not_attributable():
+    with real_models.global_policy("mixed_bfloat16"):
+        inputs = keras.Input((16, 4))
+        h = HardcodedCentering(name="centering")(inputs)
+        h = keras.layers.Conv1D(8, 3, name="conv")(h)
+        h = keras.layers.Dense(4, name="logits")(keras.layers.GlobalAveragePooling1D(name="pool")(h))
+        out = keras.layers.Activation("softmax", dtype="float32")(h)
+    model = keras.Model(inputs, out)
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    rng = np.random.default_rng(0)
+    x = (300.0 + rng.normal(size=(8, 16, 4))).astype("float32")
+    result = tb_gradlens.advise(model, (x, rng.integers(0, 4, 8)))
+    assert [n["what"] for n in result.advice.not_attributable] == ["centering"]
+    assert not _units(result)["centering"]["attributable"]
+    assert "centering" not in (result.advice.recommendation or {}).get("float32", [])
 
 
 # -- during training, and what reads it ------------------------------------------------
