@@ -155,7 +155,7 @@ def layer_classes():
         def train_step(self, data):
             import tensorflow as tf
 
-            x, y = data
+            x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
             with tf.GradientTape() as tape:
                 y_pred = self.decoder(self.encoder(x, training=True), training=True)
                 loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
@@ -184,7 +184,7 @@ def layer_classes():
         def train_step(self, data):
             import tensorflow as tf
 
-            pair, y = data
+            pair, y, _ = keras.utils.unpack_x_y_sample_weight(data)
             with tf.GradientTape() as tape:
                 q = self.query_tower(pair[:, 0], training=True)
                 k = self.item_tower(pair[:, 1], training=True)

@@ -274,3 +274,90 @@ def test_a_display_filter_never_changes_a_limit_or_a_verdict(tmp_path):
         judged = tolerances.judge_entry(shown, shown.entry("bf16", tag))
         kept = [layers.index(r) for r in shown.series("bf16", tag).record.rows]
         np.testing.assert_allclose(judged.limits[0], [whole["limits"][r][0] for r in kept])
+
+
+# ---------------------------------------------------------------------------
+# Issue 38: harm wherever the rounding happens, one verdict per finding.
+# ---------------------------------------------------------------------------
+
+
+def measured_table(kind, rel, stable, half_batch=None):
+    """float32 [S, R, columns of version 2] with rel (rel_error for the loss), the stable pass's
+    column and the half batch's."""
+    columns = metadata.kind_columns(kind, 2)
+    rel = np.asarray(rel, np.float32)
+    out = np.zeros(rel.shape + (len(columns),), np.float32)
+    if kind == metadata.LOSS_COMPARISON:
+        out[..., columns.index("reference")] = 1.0
+        out[..., columns.index("candidate")] = 1.0 + rel
+        out[..., columns.index("abs_error")] = rel
+        out[..., columns.index("rel_error")] = rel
+        out[..., columns.index(metadata.STABLE_REL_ERROR)] = stable
+        out[..., columns.index(metadata.HALF_BATCH_REL_ERROR)] = np.nan if half_batch is None else half_batch
+        return out
+    out[..., columns.index("rel_l2")] = rel
+    out[..., columns.index("cosine")] = 1.0
+    out[..., columns.index("norm_ratio")] = 1.0
+    out[..., columns.index(metadata.STABLE_REL_L2)] = stable
+    if kind == metadata.DIVERGENCE:
+        out[..., columns.index(metadata.HALF_BATCH_REL_L2)] = np.nan if half_batch is None else half_batch
+    return out
+
+
+def test_damage_born_at_a_layer_boundary_is_not_excused_by_the_stable_pass(tmp_path):
+    """Measured on the zoo's timestamp Normalization: the layer's output 70 roundings off float32 and the
+    stable pass, which rounds its input too, exactly as far: the old rule (4 x the stable divergence)
+    called it rounding.  The layers after it carry the damage: they are not excused by it either, and
+    the alert says where it is born."""
+    layers = ["input_norm", "dense_1", "logits", "predictions"]
+    healthy = [0.8 * U, 1.5 * U, 2.0 * U, 1.0 * U]
+    damaged = [70 * U, 66 * U, 60 * U, 20 * U]
+    for run, rel in (("healthy", healthy), ("timestamp", damaged)):
+        write_comparison(tmp_path, run, metadata.ACTIVATION_DIVERGENCE, layers,
+                         measured_table(metadata.ACTIVATION_DIVERGENCE, [rel] * 5, [rel] * 5),
+                         comparison_extras(["bfloat16"] * 3 + ["float32"]))
+    source = source_of(str(tmp_path))
+    alerts, problems = analysis.run_alerts(source)
+    assert problems == []
+    (alert,) = alerts
+    assert (alert.run, alert.code, alert.variables[0]) == ("timestamp", "bf16_divergence", "input_norm")
+    assert "born where values enter input_norm" in alert.explanation and "70x" in alert.explanation
+    assert "in float32" in alert.fix
+    # The limit: 4 x the stable divergence counted up to 2 x one rounding, the first row carrying nothing.
+    assert alert.limit == pytest.approx(T.stable_factor * T.boundary_factor * U)
+    headlines = {h["run"]: h["worst_divergence"] for h in analysis.overview(source)}
+    assert headlines["timestamp"]["verdict"] == "harmed" and headlines["healthy"]["verdict"] == "within"
+
+
+def test_the_loss_is_judged_by_its_sampling_noise_wherever_it_rounded(tmp_path):
+    """Measured on the zoo's large residual stream: the loss 43% off float32, its stable value as far off,
+    its half-batch noise 18%: beyond what another batch moves it, so harm, born between layers."""
+    write_comparison(tmp_path, "stream", metadata.LOSS_COMPARISON, ["loss"],
+                     measured_table(metadata.LOSS_COMPARISON, [[0.43]] * 4, [[0.43]] * 4, [[0.18]] * 4),
+                     comparison_extras())
+    write_comparison(tmp_path, "healthy", metadata.LOSS_COMPARISON, ["loss"],
+                     measured_table(metadata.LOSS_COMPARISON, [[0.04]] * 4, [[0.04]] * 4, [[0.18]] * 4),
+                     comparison_extras())
+    alerts, _ = analysis.run_alerts(source_of(str(tmp_path)))
+    (alert,) = alerts
+    assert alert.run == "stream" and alert.limit == pytest.approx(T.half_batch_fraction * 0.18, rel=1e-6)
+    assert "born where values cross between layers" in alert.explanation
+
+
+def test_a_transient_has_its_verdict_in_the_headline_and_no_alert(tmp_path):
+    """Issue 38 item 2: 5.5x above its limit at the first comparison, within it after: the headline
+    says so, and the fault's own stable divergence at that step is not the next comparisons' baseline."""
+    rows = ["naive_norm", "dense_1"]
+    stable = [[2 * U, 2 * U]] + [[1 * U, 1 * U]] * 4
+    rel = [[5.5 * T.stable_factor * 2 * U, 1.0 * U]] + [[1.2 * U, 1.0 * U]] * 4
+    write_comparison(tmp_path, "fading", metadata.ACTIVATION_DIVERGENCE, rows,
+                     measured_table(metadata.ACTIVATION_DIVERGENCE, rel, stable), comparison_extras(["bfloat16"] * 2))
+    source = source_of(str(tmp_path))
+    assert analysis.run_alerts(source)[0] == []
+    (headline,) = analysis.overview(source)
+    worst = headline["worst_divergence"]
+    assert (worst["row"], worst["step"], worst["verdict"], worst["above_steps"]) == ("naive_norm", 0, "transient", [0])
+    assert worst["ratio"] == pytest.approx(5.5, rel=1e-4)
+    assert worst["verdict_text"].startswith("above its limit once, at step 0")
+    limits = analysis.limits(source, "fading", source.entries("fading")[0].tag)["limits"][0]
+    assert limits[1] == pytest.approx(T.stable_factor * U)  # not 4 x the faulty step's 2 roundings

@@ -48,7 +48,6 @@ from tb_gradlens.analysis.findings import group_alerts  # noqa: F401
 from tb_gradlens.analysis.findings import run_alerts  # noqa: F401
 from tb_gradlens.analysis.findings import tag_alerts  # noqa: F401
 from tb_gradlens.analysis.overview import overview  # noqa: F401
-from tb_gradlens.analysis.overview import verdict_sentence  # noqa: F401
 from tb_gradlens.analysis.overview import worst_divergence  # noqa: F401
 from tb_gradlens.analysis.record_source import RecordSource  # noqa: F401
 from tb_gradlens.analysis.runs import DEFAULT_QUANTITY  # noqa: F401

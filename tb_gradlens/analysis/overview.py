@@ -133,7 +133,9 @@ def verdict_sentence(verdict):
 def _headline(series, judgement, s, r, value, nonfinite):
     limit = judgement.limits[s, r]
     limit = limit if np.isfinite(limit) else None
-    return dict(verdict_of(judgement, series.steps, r), **{
+    verdict = verdict_of(judgement, series.steps, r)
+    verdict["verdict_text"] = verdict_sentence(verdict)
+    return dict(verdict, **{
         "metric": judgement.column,
         "value": float(value),
         "row": series.record.rows[r],

@@ -129,14 +129,12 @@ def _headline_text(h):
     if worst:
         from tb_gradlens import records
 
-        from tb_gradlens import analysis
-
         sides = tuple(records.read_variant(worst.get(k)).label for k in ("candidate", "reference"))
         limit = "" if worst.get("limit") is None else ", limit %s" % common.fmt(worst["limit"])
         out.append(
             "  worst divergence: %s %s = %s at step %d (%s vs %s%s): %s"
             % (printable(worst["row"]), worst["metric"], common.fmt(worst["value"]), worst["step"],
-               printable(sides[0]), printable(sides[1]), limit, analysis.verdict_sentence(worst))
+               printable(sides[0]), printable(sides[1]), limit, worst["verdict_text"])
         )
     else:
         why = h.get("no_comparison")
