@@ -70,3 +70,26 @@ def test_excess_sums_how_far_beyond_their_limits_the_rows_are():
     values, limits = np.array([30.0, 5.0, 20.0, 1.0]), np.array([10.0, 10.0, 10.0, math.nan])
     ratio = values[:3] / limits[:3]
     assert recommend.excess(values, limits) == pytest.approx(np.sum(np.maximum(ratio - 1, 0)))
+
+
+def _advice(units, kept):
+    from tb_gradlens import records
+
+    entries = [records.advice_unit(name, [name], [cls], 10) for name, cls in units]
+    rec = records.advice_recommendation(kept, kept, {"after": 0.5}, True, 1)
+    return records.read_advice(records.advice("test", "mixed_bfloat16", 1.0, "", 30.0, 0.1, entries, rec))
+
+
+def test_a_recommendation_names_the_stream_and_the_input_where_that_is_what_it_keeps():
+    """Issue 38: a stream's Add layers kept in float32 are named as the residual stream; the first unit
+    kept, the layer reading the model input."""
+    from tb_gradlens.analysis import advice as advice_analysis
+
+    units = [("embed", "Dense"), ("ln_0", "LayerNormalization"), ("residual_0", "Add"), ("ln_1", "LayerNormalization"),
+             ("residual_1", "Add"), ("logits", "Dense")]
+    stream = _advice(units, ["embed", "residual_0", "residual_1"])
+    assert advice_analysis.named(stream) == ("the residual stream through residual_0, residual_1; "
+                                             "embed, which reads the model input")
+    assert "that is: the residual stream" in "\n".join(advice_analysis.text_lines(stream))
+    assert advice_analysis.named(_advice(units, ["ln_1"])) is None
+    assert advice_analysis.named(_advice(units, [])) is None

@@ -79,6 +79,30 @@ def apply_code(advice: Advice) -> str:
     return "\n".join(lines)
 
 
+# Keras merging layers: a chain of them that a recommendation keeps is a residual stream.
+MERGING = ("Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate")
+
+
+def named(advice: Advice) -> Optional[str]:
+    """What the recommendation keeps, named where that is the fix: the
+    residual stream (two or more merging layers, e.g. the Add layers a
+    stream of large values swamps what is added to), the model input (the
+    first unit, which reads it)."""
+    rec = advice.recommendation
+    if rec is None or not rec["float32"]:
+        return None
+    units = {u["name"]: (k, u) for k, u in enumerate(advice.units)}
+    kept = [units[name] for name in rec["float32"] if name in units]
+    merges = [u["name"] for _, u in kept if any(c in MERGING for c in u["classes"])]
+    parts = []
+    if len(merges) >= 2:
+        parts.append("the residual stream through %s" % ", ".join(merges))
+    first = [u["name"] for k, u in kept if k == 0 and u["name"] not in merges]
+    if first:
+        parts.append("%s, which reads the model input" % first[0])
+    return "; ".join(parts) or None
+
+
 def _metric_name(advice):
     return "harm index" if advice.metric == HARM_INDEX else "gradient rel L2"
 
@@ -118,6 +142,8 @@ def text_lines(advice: Advice, step: Optional[int] = None) -> List[str]:
                          % (", ".join(rec["layers"]), _num(rec["after"]),
                             "within" if rec["met"] else "still above",
                             "" if share is None else "; %.0f%% of parameters stay in 16 bits" % (100 * share)))
+            if named(advice):
+                lines.append("  that is: %s" % named(advice))
     for k in ranked_units(advice)[:5]:
         u = advice.units[k]
         if not u["attributable"]:
@@ -136,7 +162,7 @@ def _advice_json(advice):
             "gradient_before": advice.gradient_before, "worst_before": advice.worst_before,
             "tolerance_basis": advice.tolerance_basis, "before": advice.before,
             "loss_rel_error": advice.loss_rel_error, "units": [dict(u) for u in advice.units],
-            "ranking": ranked_units(advice), "recommendation": advice.recommendation,
+            "ranking": ranked_units(advice), "recommendation": advice.recommendation, "named": named(advice),
             "not_attributable": list(advice.not_attributable), "cost": dict(advice.cost)}
 
 
