@@ -197,10 +197,14 @@ def test_float16_overflow_in_unscaled_attention_logits_is_replayed_as_precision(
     assert replay["verdict"] == replays.PRECISION
     assert replay["candidate"]["row"] == "attention_logits" and replay["reference"] is None
     assert replay["text"] == "16-bit precision: float32 is finite here"
-    errors = [a for a in alerts if a.severity == analysis.ERROR]
-    assert {a.code for a in errors} == {analysis.NONFINITE, analysis.LOSS_SCALE_FAILURE}
-    nonfinite = [a for a in errors if a.code == analysis.NONFINITE]
-    assert all("16-bit precision" in a.explanation and "attention_logits" in a.explanation for a in nonfinite)
+    # One event, one alert (issue 38 item 5): the replay's, naming the loss-scale failure it causes (step 3
+    # is not a logged one, so no gradient record holds it).
+    (error,) = [a for a in alerts if a.severity == analysis.ERROR]
+    assert error.code == analysis.NONFINITE and error.view["name"] == metadata.NONFINITE_REPLAY
+    assert "16-bit precision" in error.explanation and "attention_logits" in error.explanation
+    assert [(o["code"], o["view"]["name"]) for o in error.also] == [(analysis.LOSS_SCALE_FAILURE,
+                                                                      metadata.OPTIMIZER_STEP)]
+    assert "loss scaling cannot explain them" in error.explanation
     assert headline["first_nonfinite_step"] == 3
     assert headline["nonfinite_replay"]["layer"] == "attention_logits"
 
@@ -328,8 +332,10 @@ def test_nan_from_a_naive_variance_in_bfloat16_is_replayed_as_precision(tmp_path
     mean = (b.astype(np.float32).mean(axis=-1)).astype("bfloat16")
     square = (b.astype(np.float32) ** 2).astype("bfloat16").astype(np.float32).mean(axis=-1).astype("bfloat16")
     assert ((square.astype(np.float32) - (mean.astype(np.float32) ** 2)) < -1e-3).any()
-    nonfinite = [a for a in alerts if a.code == analysis.NONFINITE]
-    assert nonfinite and all("naive_norm" in a.explanation for a in nonfinite)
+    # gradient_every=1: the gradients' record holds the step too; one alert says both.
+    (nonfinite,) = [a for a in alerts if a.code == analysis.NONFINITE]
+    assert "naive_norm" in nonfinite.explanation and nonfinite.view["name"] == metadata.NONFINITE_REPLAY
+    assert [o["view"]["name"] for o in nonfinite.also] == [metadata.GRAD_STATS]
 
 
 def test_a_float64_replay_on_request_in_a_custom_loop(tmp_path):

@@ -173,7 +173,9 @@ class Alert:
     ``view`` opens the record that shows it: ``{"name": record kind, "run",
     "tag", "column", "row", "step"}`` with ``step`` = ``step_first``;
     ``limit`` is the tolerance exceeded on ``view.column`` (None for rules
-    that are not a threshold on a column).
+    that are not a threshold on a column); ``also``: the other records the
+    same event shows in (``[{"code", "tag", "view", "variables",
+    "step_first", "step_last"}]``: one event, one alert).
     """
 
     severity: str
@@ -188,6 +190,7 @@ class Alert:
     view: dict
     details: list = dataclasses.field(default_factory=list)
     limit: float = None
+    also: list = dataclasses.field(default_factory=list)
 
     @property
     def id(self):

@@ -11,6 +11,8 @@ from typing import Optional
 from typing import Sequence
 from typing import Tuple
 
+import dataclasses
+
 from tensorboard import errors
 
 from tb_gradlens import metadata
@@ -21,6 +23,7 @@ from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import loss_scale
 from tb_gradlens.analysis import replays
 from tb_gradlens.analysis import step_alerts
+from tb_gradlens.analysis import texts
 from tb_gradlens.analysis import tolerances
 from tb_gradlens.analysis.record_source import RecordSource
 
@@ -122,8 +125,47 @@ def run_alerts(source: RecordSource, runs: Optional[Sequence[str]] = None,
                 found.extend(tag_alerts(source, entry, thresholds))
             except errors.InvalidArgumentError as e:
                 problems.append({"run": run, "tag": entry.tag, "error": str(e)})
+    found = [a for run in dict.fromkeys(a.run for a in found)
+             for a in one_alert_per_event([a for a in found if a.run == run])]
     found.sort(key=codes.sort_key)
     return found, problems
+
+
+def _event_primary(nonfinite):
+    """The alert that speaks for a non-finite event: the replay's (its
+    verdict and layer), else the gradients' (what the optimizer applies),
+    else the earliest."""
+    order = {metadata.NONFINITE_REPLAY: 0, metadata.GRAD_STATS: 1}
+    return min(nonfinite, key=lambda a: (order.get(a.view.get("name"), 2), a.step_first, a.tag))
+
+
+def one_alert_per_event(alerts: List[codes.Alert]) -> List[codes.Alert]:
+    """One run's alerts with its non-finite event said once: the ``nonfinite``
+    alerts of its records (the gradients, the replay, the comparison's
+    gradients, layer outputs and loss) and a ``loss_scale_failure`` caused
+    by a non-finite loss from the event's first step on are merged into the
+    primary one (``_event_primary``), which names the others in its
+    explanation and ``also``."""
+    nonfinite = [a for a in alerts if a.code == codes.NONFINITE]
+    if not nonfinite:
+        return alerts
+    first = min(a.step_first for a in nonfinite)
+    caused = [a for a in alerts if a.code == codes.LOSS_SCALE_FAILURE and a.step_first >= first
+              and a.details and a.details[0].get("loss_nonfinite")]
+    if len(nonfinite) + len(caused) < 2:
+        return alerts
+    primary = _event_primary(nonfinite)
+    others = [a for a in nonfinite + caused if a is not primary]
+    where = [texts.EVENT_WHERE.get(a.view.get("name"), a.tag).format(
+        vars=texts.names(a.variables, range(len(a.variables)), 3), a=a.step_first) for a in others]
+    merged = dataclasses.replace(
+        primary, step_first=min(a.step_first for a in nonfinite + caused),
+        step_last=max(a.step_last for a in nonfinite + caused),
+        explanation=primary.explanation + " " + texts.SAME_EVENT.format(where="; ".join(where)),
+        also=[{"code": a.code, "tag": a.tag, "view": a.view, "variables": list(a.variables),
+               "step_first": a.step_first, "step_last": a.step_last} for a in others])
+    gone = {id(a) for a in others}
+    return [merged if a is primary else a for a in alerts if id(a) not in gone]
 
 
 def group_alerts(found: Iterable[codes.Alert]) -> List[Tuple[str, List[codes.Alert]]]:

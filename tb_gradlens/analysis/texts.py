@@ -185,6 +185,16 @@ LOSS_SCALE_FAILURE = (
     "{scale} after it."
 )
 LOSS_SCALE_LOSS = "the loss itself was not finite, which no loss scale causes or fixes."
+# One non-finite event, one alert: where else it shows.
+SAME_EVENT = "The same event shows in {where}."
+EVENT_WHERE = {
+    metadata.GRAD_STATS: "the gradients ({vars})",
+    metadata.NONFINITE_REPLAY: "the replay of step {a}",
+    metadata.DIVERGENCE: "the comparison's gradients ({vars})",
+    metadata.ACTIVATION_DIVERGENCE: "the comparison's layer outputs ({vars})",
+    metadata.LOSS_COMPARISON: "the comparison's loss",
+    metadata.OPTIMIZER_STEP: "the optimizer's loss-scale skips from step {a} (loss scaling cannot explain them)",
+}
 LOSS_SCALE_FLOOR = ("the scale fell below {floor:g}, where it shrinks the gradients it should protect: the "
                     "gradients are NaN or infinite at any scale.")
 LOSS_SCALE_IN_ROW = ("more than {k} skips came in a row after updates were applied (the scale grows one "
