@@ -12,7 +12,9 @@ import dataclasses
 from typing import Any
 from typing import Dict
 from typing import Optional
+from typing import Sequence
 from typing import Tuple
+from typing import Union
 
 import numpy as np
 from tensorboard import errors
@@ -192,7 +194,7 @@ def first_nonfinite_step(steps, values):
 
 
 def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantity = DEFAULT_QUANTITY,
-                 noise_run: Optional[str] = None,
+                 noise_run: Union[None, str, Sequence[str]] = None,
                  thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> Dict[str, Any]:
     """The run comparison: ``quantity`` of two runs of one logdir, step-aligned.
 
@@ -208,13 +210,17 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
     where B is non-finite while A is not), ``summary.first_exceeding_step``
     its first step, ``summary.noise`` the one noise figure (the noise run's
     mean there, the ratio, the window and the rule) and ``summary.verdict``
-    says it in words.  How it was checked on float32 runs
-    of many seeds: docs/benchmarks-history.md.
+    says it in words.  ``noise_run`` may name several runs (float32 with
+    several other seeds): a window's noise floor is then the largest of
+    their means, since one other seed can track run A closely by chance.
+    How it was checked on float32 runs of many seeds:
+    docs/benchmarks-history.md.
 
     Returns a JSON-ready dict whose long sequences are NumPy arrays;
     ``note`` is set when the default quantity fell back (``resolve_quantity``).
     """
-    runs = [run_a, run_b] + ([noise_run] if noise_run is not None else [])
+    noise_runs = [noise_run] if isinstance(noise_run, str) else list(noise_run or [])
+    runs = [run_a, run_b] + noise_runs
     quantity, note = resolve_quantity(source, runs, quantity)
     steps_a, values_a, tag_a = quantity_series(source, run_a, quantity)
     steps_b, values_b, tag_b = quantity_series(source, run_b, quantity)
@@ -222,14 +228,16 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = b / a
     rel = relative_difference(a, b)
-    noise = tag_noise = None
-    if noise_run is not None:
-        steps_n, values_n, tag_noise = quantity_series(source, noise_run, quantity)
+    noises, tag_noise = [], None
+    for run in noise_runs:
+        steps_n, values_n, tag = quantity_series(source, run, quantity)
+        tag_noise = tag_noise or tag
         n_common, na, nn, _, _ = align(steps_a, values_a, steps_n, values_n)
-        noise = {"steps": n_common, "rel_difference": relative_difference(na, nn), "a": na, "values": nn}
-    summary = _summary(common, a, b, rel, noise, thresholds)
-    if noise is not None:
-        noise = {"steps": noise["steps"], "rel_difference": noise["rel_difference"]}
+        noises.append({"steps": n_common, "rel_difference": relative_difference(na, nn), "a": na, "values": nn})
+    summary = _summary(common, a, b, rel, noises, thresholds)
+    noise = None
+    if noises:
+        noise = {"steps": noises[0]["steps"], "rel_difference": noises[0]["rel_difference"]}
     column = quantity.column if quantity.kind == SCALAR else (
         quantity.column or codes.DEFAULT_COLUMN.get(quantity.kind))
     return {
@@ -238,7 +246,8 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
         "note": note,
         "run_a": run_a,
         "run_b": run_b,
-        "noise_run": noise_run,
+        "noise_run": noise_runs[0] if noise_runs else None,
+        "noise_runs": noise_runs,
         "steps": common,
         "a": a,
         "b": b,
@@ -278,8 +287,9 @@ def restrict_run_comparison(result: Dict[str, Any], step_min: Optional[int] = No
     return out
 
 
-def _summary(common, a, b, rel, noise, thresholds):
-    """The verdict of a run comparison (see ``compare_runs``)."""
+def _summary(common, a, b, rel, noises, thresholds):
+    """The verdict of a run comparison (see ``compare_runs``); ``noises``: one
+    ``{"steps", "rel_difference", "values"}`` per noise run."""
     out = {
         "max_abs_rel_difference": max_abs_rel(rel, a, b),
         "noise": None,
@@ -290,13 +300,17 @@ def _summary(common, a, b, rel, noise, thresholds):
     a_step, a_what = first_nonfinite_step(common, a)
     b_step, b_what = first_nonfinite_step(common, b)
     out["nonfinite"] = {"a": a_step, "b": b_step, "noise": None}
-    if noise is None:
+    if not noises:
         out["verdict"] = _plain_verdict(common, rel, out["max_abs_rel_difference"], a_step, a_what,
                                         b_step, b_what)
         return out
-    n_steps, n_rel = noise["steps"], noise["rel_difference"]
-    out["nonfinite"]["noise"] = first_nonfinite_step(n_steps, noise["values"])[0]
-    shared, ib, inn = np.intersect1d(common, n_steps, assume_unique=True, return_indices=True)
+    firsts = [first_nonfinite_step(n["steps"], n["values"])[0] for n in noises]
+    out["nonfinite"]["noise"] = min((s for s in firsts if s is not None), default=None)
+    shared = common
+    for n in noises:
+        shared = np.intersect1d(shared, n["steps"], assume_unique=True)
+    ib = np.searchsorted(common, shared)
+    n_rel = np.stack([n["rel_difference"][np.searchsorted(n["steps"], shared)] for n in noises])
     b_bad = ~np.isfinite(b[ib]) & np.isfinite(a[ib])
     if b_bad.any():
         i = int(np.argmax(b_bad))
@@ -304,13 +318,14 @@ def _summary(common, a, b, rel, noise, thresholds):
         out["verdict"] = "beyond the noise floor from step %d: run B is %s there" % (
             shared[i], "NaN" if np.isnan(b[ib][i]) else "infinite")
         return out
-    out.update(_windowed(shared, rel[ib], n_rel[inn], thresholds))
+    out.update(_windowed(shared, rel[ib], n_rel, thresholds))
     return out
 
 
 def _windowed(steps, rel_b, rel_n, thresholds):
     """The sustained-evidence verdict: windows of logged steps, B's mean
-    |(B-A)/|A|| against the noise run's in the same window (``harm``)."""
+    |(B-A)/|A|| against the noise runs' in the same window, the largest of
+    them (``rel_n`` [noise runs, steps]; ``harm``)."""
     width = harm.window_width(len(steps), thresholds.run_noise_window)
     need = width * thresholds.run_noise_windows
     rule = ("beyond when B's mean |(B-A)/|A|| is above %g x the noise run's in %d windows of %d logged steps "
@@ -319,7 +334,8 @@ def _windowed(steps, rel_b, rel_n, thresholds):
         return {"noise": {"rule": rule, "window": width, "level": None, "ratio": None},
                 "verdict": "cannot be judged against the noise floor: %d step(s) logged by all three runs, "
                            "the rule needs %d (%s)" % (len(steps), need, rule)}
-    mb, mn = harm.window_means(rel_b, width), harm.window_means(rel_n, width)
+    mb = harm.window_means(rel_b, width)
+    mn = np.fmax.reduce([harm.window_means(r, width) for r in np.atleast_2d(rel_n)], axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         ratios = np.where(mn > 0, mb / mn, np.where(mb > 0, np.inf, 0.0))
     ratios = np.nan_to_num(ratios, nan=0.0)

@@ -37,7 +37,9 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     common.add_logdir_arguments(parser)
     parser.add_argument("run_a", metavar="RUN_A")
     parser.add_argument("run_b", metavar="RUN_B")
-    parser.add_argument("--noise-floor", metavar="RUN_C", help="a third run as noise floor")
+    parser.add_argument("--noise-floor", metavar="RUN_C", nargs="+",
+                        help="one or more runs as noise floor (float32 with other seeds: with several, a "
+                             "window's floor is the largest of their differences from A)")
     parser.add_argument("--kind", default="scalar", help="'scalar' (default) or a record kind, e.g. grad_stats")
     parser.add_argument("--tag", default=None, help="scalar tag (default: loss, the training loss; "
                         "a run without it falls back to the loss its comparisons logged) or record tag prefix")
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if args.fail_on and not args.noise_floor:
         raise CommandError("--fail-on beyond-noise needs a noise floor: --noise-floor RUN_C", EXIT_USAGE)
     source, loaded = common.open_source(args)
-    common.require_runs(loaded, [args.run_a, args.run_b, args.noise_floor])
+    common.require_runs(loaded, [args.run_a, args.run_b] + list(args.noise_floor or []))
     quantity = analysis.Quantity(kind=args.kind, tag=args.tag, row=args.row, column=args.column)
     try:
         result = analysis.compare_runs(source, args.run_a, args.run_b, quantity, args.noise_floor)
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     what = q["tag"] if q["kind"] == analysis.SCALAR else "%s %s of %s" % (q["kind"], q["column"], q["row"])
     print("compare %s: A=%s  B=%s%s" % (
         printable(what), printable(args.run_a), printable(args.run_b),
-        "  noise floor=%s" % printable(args.noise_floor) if args.noise_floor else ""))
+        "  noise floor=%s" % ", ".join(printable(r) for r in args.noise_floor) if args.noise_floor else ""))
     rows = list(zip(result["steps"].tolist(), result["a"].tolist(), result["b"].tolist(),
                     result["difference"].tolist(), result["ratio"].tolist(),
                     result["rel_difference"].tolist()))

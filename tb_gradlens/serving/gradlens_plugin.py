@@ -319,7 +319,8 @@ class GradLensPlugin(base_plugin.TBPlugin):
                                      row=_arg(request, "row"), column=_arg(request, "column"))
         # The verdict is the whole runs'; the step range only cuts what is shown.
         self._filtered_source(request, rows=False)  # 400 for a bad step range
-        body = routes_impl.run_comparison_impl(self._source(request), run_a, run_b, quantity, _arg(request, "noise_run"),
+        noise_runs = [r for r in request.args.getlist("noise_run") if r] or None  # the parameter may repeat
+        body = routes_impl.run_comparison_impl(self._source(request), run_a, run_b, quantity, noise_runs,
                                         self._thresholds, _int_arg(request, "step_min"), _int_arg(request, "step_max"))
         return respond_json(request, body)
 
