@@ -317,6 +317,7 @@ def _windowed(steps, rel_b, rel_n, thresholds):
             "in a row" % (thresholds.run_noise_factor, thresholds.run_noise_windows, width))
     if len(steps) < need:
         return {"noise": {"rule": rule, "window": width, "level": None, "ratio": None},
+                "shared_steps": int(len(steps)), "needed_steps": int(need),
                 "verdict": "cannot be judged against the noise floor: %d step(s) logged by all three runs, "
                            "the rule needs %d (%s)" % (len(steps), need, rule)}
     mb, mn = harm.window_means(rel_b, width), harm.window_means(rel_n, width)
