@@ -44,7 +44,11 @@ export function get() {
  */
 export function init(hostState = {}) {
   current = {...storedSettings(), ...hostState, ...parseHash(window.location.hash)};
-  window.addEventListener('hashchange', () => adopt(parseHash(window.location.hash), false));
+  // Back and Forward: an entry this tab pushed (pushState) comes back with a popstate and no
+  // hashchange; either way the state follows the hash, and TensorBoard's address follows it.
+  const own = () => adopt(parseHash(window.location.hash), false, true);
+  window.addEventListener('hashchange', own);
+  window.addEventListener('popstate', own);
   try {
     if (window.parent !== window) {
       // A TensorBoard address without p.gradlens.* keys (TensorBoard's own navigation back to the
@@ -63,11 +67,12 @@ export function init(hostState = {}) {
   return get();
 }
 
-/** Make `next` the state (if it differs); fromHost: also write it to our hash. */
-function adopt(next, fromHost) {
+/** Make `next` the state (if it differs); fromHost: also write it to our hash; toHost: to TensorBoard's. */
+function adopt(next, fromHost, toHost = false) {
   if (toHash(next) === toHash(current)) return;
   current = next;
   if (fromHost) window.history.replaceState(null, '', `#${toHash(current)}`);
+  if (toHost) mirrorToHost();
   notify();
 }
 

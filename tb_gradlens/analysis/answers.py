@@ -213,12 +213,12 @@ def broken(source: RecordSource, run: str, headline: Dict[str, Any]) -> Dict[str
                 replay["step"], replay["candidate_label"],
                 replay["candidate"]["where"] if replay.get("candidate") else "nothing",
                 replay["reference_label"], replay["reference"]["where"] if replay.get("reference") else "nothing"))
-    none = headline.get("disconnected_variables") or []
+    none = sorted(headline.get("disconnected_variables") or [])
     if none:
         parts += ["The gradient%s of " % ("" if len(none) == 1 else "s"), sentences.segment(sentences.names(none), "none-vars"),
                   " %s None, not connected to the loss. " % ("is" if len(none) == 1 else "are")]
         shorts.append("None: %s" % sentences.names(none, 2))
-    dead = headline.get("zero_gradient_variables") or []
+    dead = sorted(headline.get("zero_gradient_variables") or [])
     if dead:
         parts += ["The gradient%s of " % ("" if len(dead) == 1 else "s"), sentences.segment(sentences.names(dead), "dead-vars"),
                   " %s all zero, so %s not learn. " % (
@@ -327,6 +327,7 @@ def run_answers(source: RecordSource, run: str, thresholds: codes.Thresholds = c
     return {
         "run": run,
         "precision": precisions.get(run),
+        "last_step": last_step(whole, run),
         "comparisons": per_comparison,
         "answers": [beyond_noise(whole, run, precisions, thresholds), q2, broken(source, run, headline),
                     keep_float32(latest, precisions.get(run), run), q5],
@@ -340,8 +341,26 @@ def logdir_answers(source: RecordSource, runs: Optional[Sequence[str]] = None,
     whole = getattr(source, "unfiltered", None) or source
     precisions = {r: comparisons.source_run_precision(whole, r) for r in whole.runs()}
     wanted = list(source.runs()) if runs is None else [r for r in runs if r in source.runs()]
-    return {"questions": [{"id": q, "question": text} for q, text in QUESTIONS],
-            "runs": [run_answers(source, r, thresholds, whole, precisions) for r in wanted]}
+    said = [run_answers(source, r, thresholds, whole, precisions) for r in wanted]
+    return {"questions": [{"id": q, "question": text} for q, text in QUESTIONS], "focus": focus_run(said),
+            "runs": said}
+
+
+# The second answer's verdicts, the most telling first (the run the Overview answers for).
+_TELLING = {"nonfinite": 0, "harmed": 1, "above": 2, "within": 3, "advisor_only": 4}
+
+
+def focus_run(said: Sequence[Dict[str, Any]]) -> Optional[str]:
+    """The run the Overview answers for when none is chosen: a 16-bit run
+    first, the one with the first-ranked comparison (bfloat16 against
+    float32), the most telling second answer (a NaN, then harm), the
+    longest record, then by name."""
+    def key(r):
+        q2 = by_id(r)["diverges_most"]["verdict"]
+        rank = min([c["rank"] for c in r["comparisons"]] or [9])
+        return (r["precision"] != "low", rank, _TELLING.get(q2, 5), -(r["last_step"] or -1), r["run"])
+
+    return min(said, key=key)["run"] if said else None
 
 
 def by_id(run_answer: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
