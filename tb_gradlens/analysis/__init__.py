@@ -48,6 +48,9 @@ from tb_gradlens.analysis.detectors import last_true  # noqa: F401
 from tb_gradlens.analysis.detectors import zero_runs  # noqa: F401
 from tb_gradlens.analysis.export import EXPORT_FIELDS  # noqa: F401
 from tb_gradlens.analysis.export import export_rows  # noqa: F401
+from tb_gradlens.analysis.export import FLOAT_KINDS  # noqa: F401
+from tb_gradlens.analysis.export import NOT_BY_DEFAULT  # noqa: F401
+from tb_gradlens.analysis.export import kinds_present  # noqa: F401
 from tb_gradlens.analysis.findings import group_alerts  # noqa: F401
 from tb_gradlens.analysis.findings import run_alerts  # noqa: F401
 from tb_gradlens.analysis.findings import tag_alerts  # noqa: F401

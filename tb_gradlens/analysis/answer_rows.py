@@ -21,7 +21,10 @@ from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import comparisons
 from tb_gradlens.analysis import findings
 from tb_gradlens.analysis import harm
-from tb_gradlens.analysis import sentences
+from tb_gradlens.analysis.sentences import answer
+from tb_gradlens.analysis.sentences import capital
+from tb_gradlens.analysis.sentences import fmt_ratio
+from tb_gradlens.analysis.sentences import segment
 from tb_gradlens.analysis import tolerances
 from tb_gradlens.analysis.overview import nonfinite_counts
 from tb_gradlens.analysis.record_source import RecordSource
@@ -59,9 +62,9 @@ def what_parts(kind: str, row: str, role: str) -> List[Any]:
     """``what`` as sentence parts, capitalised, the row a segment of ``role``."""
     text = WHAT.get(kind, "%s")
     if "%s" not in text:
-        return [sentences.capital(text)]
+        return [capital(text)]
     before, after = text.split("%s", 1)
-    return [sentences.capital(before), sentences.segment(row, role), after] if before else [sentences.segment(row, role), after]
+    return [capital(before), segment(row, role), after] if before else [segment(row, role), after]
 
 
 class Judged:
@@ -207,7 +210,7 @@ def over_training(judged: Optional[Dict[str, Judged]], group: Optional[Dict[str,
     output sits at the same fraction of its limit by construction."""
     qid = "over_training"
     if not judged:
-        return sentences.answer(qid, "no_comparison", "–", [
+        return answer(qid, "no_comparison", "–", [
             "No comparison logged, so there is nothing to follow over training."])
     parts = {}
     for kind in comparisons.COMPARISON_KINDS:
@@ -217,11 +220,11 @@ def over_training(judged: Optional[Dict[str, Judged]], group: Optional[Dict[str,
                 parts[kind] = found
     if not parts:
         n = max(len(j.steps) for j in judged.values())
-        return sentences.answer(qid, "too_few", "too few comparisons (%d)" % n, [
+        return answer(qid, "too_few", "too few comparisons (%d)" % n, [
             "Too few comparisons to tell (%d; it takes %d). Train longer, or compare more often." % (
                 n, TREND_MIN_COMPARISONS)])
     moves = {k: _direction(p["early"], p["late"]) for k, p in parts.items()}
-    each = ", ".join("%s %s → %s" % (PART[k], sentences.fmt_ratio(p["early"]), sentences.fmt_ratio(p["late"])) for k, p in parts.items())
+    each = ", ".join("%s %s → %s" % (PART[k], fmt_ratio(p["early"]), fmt_ratio(p["late"])) for k, p in parts.items())
     still = _still_harmed(judged)
     details = ["The harm index of a part at a comparison is its largest value over its limit (above 1: beyond what "
                "rounding explains); here the median of the first third of the comparisons against the last third "
@@ -236,18 +239,18 @@ def over_training(judged: Optional[Dict[str, Judged]], group: Optional[Dict[str,
         if moved and (word == "worse" or "worse" not in moves.values()):
             k = max(moved, key=change)
             p = parts[k]
-            return sentences.answer(qid, word, "%s (%s %s → %s)" % (word, PART[k], sentences.fmt_ratio(p["early"]), sentences.fmt_ratio(p["late"])), [
-                sentences.segment(sentences.capital(word), "verdict"), " over training. The harm index of %s %s from %s in the first "
-                "third of the comparisons to %s in the last." % (PART[k], verb, sentences.fmt_ratio(p["early"]),
-                                                                 sentences.fmt_ratio(p["late"])), still], details)
+            return answer(qid, word, "%s (%s %s → %s)" % (word, PART[k], fmt_ratio(p["early"]), fmt_ratio(p["late"])), [
+                segment(capital(word), "verdict"), " over training. The harm index of %s %s from %s in the first "
+                "third of the comparisons to %s in the last." % (PART[k], verb, fmt_ratio(p["early"]),
+                                                                 fmt_ratio(p["late"])), still], details)
     top = max(max(p["early"], p["late"]) for p in parts.values())
     if top < TREND_FLOOR:
-        return sentences.answer(qid, "steady", "steady, far within its limits", [
-            sentences.segment("Steady", "verdict"), " over training. Every part stayed far within its limits, at most %s× "
-            "them, from the first comparisons to the last." % sentences.fmt_ratio(top), still], details)
-    return sentences.answer(qid, "steady", "steady (at most %s× a limit)" % sentences.fmt_ratio(top), [
-        sentences.segment("Steady", "verdict"), " over training. No part's harm index moved by %s× or more from the first third "
-        "of the comparisons to the last, and the highest is %s." % (sentences.fmt_ratio(TREND_FACTOR), sentences.fmt_ratio(top)), still],
+        return answer(qid, "steady", "steady, far within its limits", [
+            segment("Steady", "verdict"), " over training. Every part stayed far within its limits, at most %s× "
+            "them, from the first comparisons to the last." % fmt_ratio(top), still], details)
+    return answer(qid, "steady", "steady (at most %s× a limit)" % fmt_ratio(top), [
+        segment("Steady", "verdict"), " over training. No part's harm index moved by %s× or more from the first third "
+        "of the comparisons to the last, and the highest is %s." % (fmt_ratio(TREND_FACTOR), fmt_ratio(top)), still],
         details)
 
 

@@ -33,11 +33,11 @@ to paste; ``runs``: the runs compared; ``step``, ``row``).
 Modules: ``sentences`` (segments, numbers as the tab writes them),
 ``answer_rows`` (a comparison's rows judged; the fifth answer),
 ``answer_divergence`` (the second answer and the Divergence view's
-sentence per record), this one (the first, third and fourth answers, and
-every answer of a run and of a logdir).
+sentence per record), ``answer_noise`` (the first answer, and the Compare
+view's sentence), this one (the third and fourth answers, and every answer
+of a run and of a logdir).
 """
 
-import math
 from typing import Any
 from typing import Dict
 from typing import List
@@ -50,9 +50,15 @@ from tb_gradlens import metadata
 from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import comparisons
-from tb_gradlens.analysis import runs as run_comparison
 from tb_gradlens.analysis import sentences
+from tb_gradlens.analysis.sentences import answer
+from tb_gradlens.analysis.sentences import fmt
+from tb_gradlens.analysis.sentences import fmt_ratio  # noqa: F401 - the numbers as the tab writes them
+from tb_gradlens.analysis.sentences import names
+from tb_gradlens.analysis.sentences import segment
 from tb_gradlens.analysis.answer_divergence import diverges_most
+from tb_gradlens.analysis.answer_noise import beyond_noise
+from tb_gradlens.analysis.answer_noise import noise_sentence  # noqa: F401 - the compare route says it
 from tb_gradlens.analysis.answer_rows import judged_comparison
 from tb_gradlens.analysis.answer_rows import over_training
 from tb_gradlens.analysis.coverage import last_step
@@ -60,132 +66,6 @@ from tb_gradlens.analysis.overview import run_headline
 from tb_gradlens.analysis.record_source import RecordSource
 from tb_gradlens.analysis.sentences import QUESTIONS
 from tb_gradlens.records.advice_records import HARM_INDEX
-
-
-# ---------------------------------------------------------------------------
-# Q1: beyond float32 noise.
-# ---------------------------------------------------------------------------
-
-
-def _loss_steps(source, run):
-    try:
-        steps, _, _ = source.scalars(run, run_comparison.LOSS_TAG)
-    except (errors.NotFoundError, errors.InvalidArgumentError, KeyError):
-        return set()
-    return set(int(s) for s in steps)
-
-
-def noise_runs(source: RecordSource, run: str, precisions: Dict[str, Optional[str]]) -> Dict[str, Optional[str]]:
-    """{"a", "noise"}: the float32 run ``run`` is compared with (the one
-    sharing the most logged loss steps with it; ties by name) and the noise
-    floor (another float32 run, sharing the most with A); None where none."""
-    f32 = [r for r in sorted(precisions) if precisions[r] == "float32" and r != run]
-    if not f32:
-        return {"a": None, "noise": None}
-    steps = {r: _loss_steps(source, r) for r in f32 + [run]}
-    a = max(f32, key=lambda r: (len(steps[r] & steps[run]), -f32.index(r)))
-    rest = [r for r in f32 if r != a]
-    noise = max(rest, key=lambda r: (len(steps[r] & steps[a]), -rest.index(r))) if rest else None
-    return {"a": a, "noise": noise}
-
-
-def quantity_label(result: Dict[str, Any]) -> str:
-    """"the loss" or "grad_stats l2_norm of X" of a run comparison."""
-    q = result["quantity"]
-    if q["kind"] == run_comparison.SCALAR:
-        return "the loss" if (q["tag"] or run_comparison.LOSS_TAG) == run_comparison.LOSS_TAG else q["tag"]
-    if q["kind"] == metadata.LOSS_COMPARISON and q.get("column") == "candidate":
-        return "the loss"
-    return "%s %s of %s" % (q["kind"], q["column"], q["row"])
-
-
-def noise_sentence(result: Dict[str, Any]) -> Dict[str, Any]:
-    """The verdict of a run comparison (``runs.compare_runs``) in plain
-    sentences: ``{"verdict": "beyond" | "within" | "undecided" | "no_noise",
-    "short", "sentence", "text", "details"}``.  The Compare view and the
-    first answer say it."""
-    a, b, c = result["run_a"], result["run_b"], result["noise_run"]
-    s = result["summary"]
-    quantity = quantity_label(result)
-    details = [s.get("verdict") or ""]
-    if result.get("note"):
-        details.append(result["note"])
-    noise = s.get("noise") or {}
-    largest = s.get("max_abs_rel_difference")
-    if c is None:
-        parts = [sentences.segment("No noise-floor run", "verdict-text"), ". In %s, %s differs from %s by up to " % (quantity, b, a),
-                 sentences.segment(sentences.percent(largest) if largest is not None else "–", "max-rel"),
-                 ", and nothing tells whether float32 itself differs as much. Train %s again with another seed "
-                 "into this logdir." % a]
-        short = "no noise-floor run (up to %s apart)" % (sentences.percent(largest) if largest is not None else "–")
-        return _noise(b, "no_noise", short, parts, details)
-    bad = (s.get("nonfinite") or {}).get("b")
-    if s.get("exceeds_noise") is True and bad is not None and s.get("first_exceeding_step") == bad:
-        parts = [sentences.segment("Beyond noise", "verdict-text"), " from step ", sentences.segment(bad, "verdict-step"),
-                 ". %s is NaN or infinite there in %s while %s is not. The NaN answer says where it starts." % (
-                     b, quantity, a)]
-        return _noise(b, "beyond", "beyond noise from step %d (not finite)" % bad, parts, details)
-    ratio = noise.get("ratio")
-    level = noise.get("level")
-    how = "%s× as much as" % sentences.fmt_ratio(ratio) if ratio is not None and math.isfinite(ratio) else "more than"
-    if s.get("exceeds_noise") is True:
-        first = s["first_exceeding_step"]
-        parts = [sentences.segment("Beyond noise", "verdict-text"), " from step ", sentences.segment(first, "verdict-step"),
-                 ". In %s, %s differs from %s %s %s, %s with another seed, does (its mean relative difference "
-                 "there is " % (quantity, b, a, how, c, a), sentences.segment(sentences.fmt(level), "noise-level"),
-                 "). See which part diverges and what to keep in float32."]
-        return _noise(b, "beyond", "beyond noise from step %d (%s the noise)" % (
-            first, sentences.fmt_ratio(ratio) + "×" if ratio is not None else "above"), parts, details)
-    if s.get("exceeds_noise") is False:
-        parts = [sentences.segment("Within noise", "verdict-text"), ". In %s, %s differs from %s at most %s× as much as %s, "
-                 "%s with another seed, does (its mean relative difference is " % (
-                     quantity, b, a, sentences.fmt_ratio(ratio or 0), c, a), sentences.segment(sentences.fmt(level), "noise-level"),
-                 "). Nothing to do."]
-        return _noise(b, "within", "within noise (%s× the noise)" % sentences.fmt_ratio(ratio or 0), parts, details)
-    shared, needed = s.get("shared_steps"), s.get("needed_steps")
-    if shared is not None and needed is not None:
-        parts = [sentences.segment("No verdict yet", "verdict-text"), ". %d step%s of %s %s logged by all three runs and the "
-                 "rule needs %d. Train longer, or log the loss more often." % (
-                     shared, "" if shared == 1 else "s", quantity, "is" if shared == 1 else "are", needed)]
-    else:
-        parts = [sentences.segment("No verdict yet", "verdict-text"), ". %s." % sentences.capital(s.get("verdict") or "not enough steps")]
-    return _noise(b, "undecided", "no verdict yet (too few steps)", parts, details)
-
-
-def _noise(b, verdict, short, parts, details):
-    segments = sentences.segments(parts)
-    return {"verdict": verdict, "short": short, "sentence": segments,
-            "text": "".join(x["text"] for x in segments).strip(), "details": [d for d in details if d]}
-
-
-def beyond_noise(source: RecordSource, run: str, precisions: Dict[str, Optional[str]],
-                 thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> Dict[str, Any]:
-    """Q1 of ``run`` (``precisions``: every run's ``comparisons.run_precision``)."""
-    qid = "beyond_noise"
-    precision = precisions.get(run)
-    if precision == "float32":
-        return sentences.answer(qid, "reference", "float32 (a reference)", [
-            "A float32 run. It is the reference (or the noise floor) the 16-bit runs are measured against."])
-    if precision != "low":
-        return sentences.answer(qid, "unknown", "–", [
-            "Not known to compute in 16 bits. A comparison logged in this run, or a name that says its precision "
-            "(bf16, float16), makes it one of the runs this answers."])
-    picked = noise_runs(source, run, precisions)
-    if picked["a"] is None:
-        return sentences.answer(qid, "no_reference", "no float32 run", [
-            sentences.segment("No float32 run", "verdict-text"), " to compare with. Train the same model in float32 into this "
-            "logdir, and once more with another seed for the noise floor."], runs={"a": None, "b": run, "noise": None})
-    try:
-        result = run_comparison.compare_runs(source, picked["a"], run, run_comparison.DEFAULT_QUANTITY,
-                                             picked["noise"], thresholds)
-    except (errors.NotFoundError, errors.InvalidArgumentError) as e:
-        return sentences.answer(qid, "no_loss", "no loss to compare", [
-            "No loss to compare with %s. Log the training loss as a scalar named loss." % picked["a"]], [str(e)],
-            runs={"a": picked["a"], "b": run, "noise": picked["noise"]})
-    said = noise_sentence(result)
-    return sentences.answer(qid, said["verdict"], said["short"], said["sentence"], said["details"],
-                  runs={"a": picked["a"], "b": run, "noise": picked["noise"]},
-                  step=result["summary"].get("first_exceeding_step"))
 
 
 # ---------------------------------------------------------------------------
@@ -202,10 +82,10 @@ def broken(source: RecordSource, run: str, headline: Dict[str, Any]) -> Dict[str
     details = []
     step = headline.get("first_nonfinite_step")
     if step is not None:
-        names = headline.get("first_nonfinite_variables") or []
-        parts += [sentences.segment("NaN or Inf", "verdict"), " first at step ", sentences.segment(step, "nan-step"), ", in ",
-                  sentences.segment(sentences.names(names), "nan-var"), ". Everything after follows from that step. "]
-        shorts.append("NaN/Inf at step %d (%s)" % (step, sentences.names(names, 2)))
+        first = headline.get("first_nonfinite_variables") or []
+        parts += [segment("NaN or Inf", "verdict"), " first at step ", segment(step, "nan-step"), ", in ",
+                  segment(names(first), "nan-var"), ". Everything after follows from that step. "]
+        shorts.append("NaN/Inf at step %d (%s)" % (step, names(first, 2)))
         replay = headline.get("nonfinite_replay")
         if replay:
             parts += ["Its replay says %s. " % replay["text"].rstrip(".")]
@@ -215,24 +95,24 @@ def broken(source: RecordSource, run: str, headline: Dict[str, Any]) -> Dict[str
                 replay["reference_label"], replay["reference"]["where"] if replay.get("reference") else "nothing"))
     none = sorted(headline.get("disconnected_variables") or [])
     if none:
-        parts += ["The gradient%s of " % ("" if len(none) == 1 else "s"), sentences.segment(sentences.names(none), "none-vars"),
+        parts += ["The gradient%s of " % ("" if len(none) == 1 else "s"), segment(names(none), "none-vars"),
                   " %s None, not connected to the loss. " % ("is" if len(none) == 1 else "are")]
-        shorts.append("None: %s" % sentences.names(none, 2))
+        shorts.append("None: %s" % names(none, 2))
     dead = sorted(headline.get("zero_gradient_variables") or [])
     if dead:
-        parts += ["The gradient%s of " % ("" if len(dead) == 1 else "s"), sentences.segment(sentences.names(dead), "dead-vars"),
+        parts += ["The gradient%s of " % ("" if len(dead) == 1 else "s"), segment(names(dead), "dead-vars"),
                   " %s all zero, so %s not learn. " % (
             "is" if len(dead) == 1 else "are", "it does" if len(dead) == 1 else "they do")]
-        shorts.append("all zero: %s" % sentences.names(dead, 2))
+        shorts.append("all zero: %s" % names(dead, 2))
     if parts:
         parts.append("The alerts below say what to look at.")
-        return sentences.answer(qid, "found", "; ".join(shorts), parts, details, step=step)
+        return answer(qid, "found", "; ".join(shorts), parts, details, step=step)
     if not has_gradients:
-        return sentences.answer(qid, "not_logged", "no gradients logged", [
+        return answer(qid, "not_logged", "no gradients logged", [
             "No gradient statistics logged, so this cannot be told. Log them with "
             "tb_gradlens.summary.gradients(...) or GradLensCallback."])
     last = last_step(source, run)
-    return sentences.answer(qid, "none", "none", [sentences.segment("None", "verdict"), ". No NaN, Inf, None or all-zero gradient%s." % (
+    return answer(qid, "none", "none", [segment("None", "verdict"), ". No NaN, Inf, None or all-zero gradient%s." % (
         " up to step %d" % last if last is not None else "")])
 
 
@@ -246,9 +126,9 @@ def keep_float32(latest: Optional[Dict[str, Any]], precision: Optional[str], run
     qid = "keep_float32"
     if latest is None:
         if precision == "float32":
-            return sentences.answer(qid, "not_applicable", "–", ["Nothing. This run computes in float32."])
-        return sentences.answer(qid, "no_advice", "not measured", [
-            sentences.segment("Not measured", "verdict"), ". To find out, %s." % sentences.HOW_TO_ADVISE])
+            return answer(qid, "not_applicable", "–", ["Nothing. This run computes in float32."])
+        return answer(qid, "no_advice", "not measured", [
+            segment("Not measured", "verdict"), ". To find out, %s." % sentences.HOW_TO_ADVISE])
     rec = latest.get("recommendation")
     harm_index = latest.get("metric") == HARM_INDEX
     metric = "harm index" if harm_index else "gradient rel L2"
@@ -256,30 +136,30 @@ def keep_float32(latest: Optional[Dict[str, Any]], precision: Optional[str], run
     tolerance = latest.get("tolerance")
     details = ["Measured by the precision advisor at step %d on one batch, %s of %s against %s; its goal is %s %s "
                "(%s)." % (latest["step"], metric, latest.get("candidate"), latest.get("reference"), metric,
-                          sentences.fmt(tolerance), latest.get("tolerance_basis") or "")]
+                          fmt(tolerance), latest.get("tolerance_basis") or "")]
     details += advice_analysis.code_lines(latest["code"])
     if not rec:
         reasons = "; ".join("%s, %s" % (n["what"], n["reason"]) for n in latest.get("not_attributable") or [])
-        return sentences.answer(qid, "unattributable", "not attributable", [
+        return answer(qid, "unattributable", "not attributable", [
             "The advisor could not attribute the error to layers%s." % (" (%s)" % reasons if reasons else "")],
             details, step=latest["step"])
     if not rec["float32"]:
-        return sentences.answer(qid, "nothing", "nothing", [
-            sentences.segment("Nothing", "verdict"), ". At step %d the advisor's batch stays within every limit, %s %s "
-            "(the goal is %s or less)." % (latest["step"], metric, sentences.fmt(before), sentences.fmt(tolerance))],
+        return answer(qid, "nothing", "nothing", [
+            segment("Nothing", "verdict"), ". At step %d the advisor's batch stays within every limit, %s %s "
+            "(the goal is %s or less)." % (latest["step"], metric, fmt(before), fmt(tolerance))],
             details, step=latest["step"], code=None)
     layers = rec.get("layers") or rec["float32"]
     line = advice_analysis.apply_line(latest["code"])
-    parts = [sentences.segment("Keep ", "verdict"), sentences.segment(", ".join(layers), "advice-layers"), " in float32. "]
+    parts = [segment("Keep ", "verdict"), segment(", ".join(layers), "advice-layers"), " in float32. "]
     if rec.get("met"):
         parts.append("That brings the %s from %s to %s, within the goal of %s (checked by %d pass%s). Paste the line "
-                     "below after building the model." % (metric, sentences.fmt(before), sentences.fmt(rec["after"]), sentences.fmt(tolerance),
+                     "below after building the model." % (metric, fmt(before), fmt(rec["after"]), fmt(tolerance),
                                                           rec.get("verifications") or 0,
                                                           "" if rec.get("verifications") == 1 else "es"))
     else:
         parts.append("Even then the %s is %s, above the goal of %s; it is the best the advisor found." % (
-            metric, sentences.fmt(rec["after"]), sentences.fmt(tolerance)))
-    return sentences.answer(qid, "keep", "keep %s in float32" % sentences.names(layers, 3), parts, details, step=latest["step"],
+            metric, fmt(rec["after"]), fmt(tolerance)))
+    return answer(qid, "keep", "keep %s in float32" % names(layers, 3), parts, details, step=latest["step"],
                   code=line, layers=list(layers))
 
 
@@ -290,7 +170,8 @@ def keep_float32(latest: Optional[Dict[str, Any]], precision: Optional[str], run
 
 def run_answers(source: RecordSource, run: str, thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS,
                 whole: Optional[RecordSource] = None, precisions: Optional[Dict[str, Optional[str]]] = None,
-                headline: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                headline: Optional[Dict[str, Any]] = None, loss_steps: Optional[Dict[str, Any]] = None
+                ) -> Dict[str, Any]:
     """The five answers of ``run``: ``{"run", "precision", "comparisons": [{"name", "label", "answer"}],
     "answers": [...]}``.  ``source`` may be the tab's filtered view (its
     variable regex and step range cut Q2, Q3 and Q5); ``whole`` is the
@@ -314,9 +195,9 @@ def run_answers(source: RecordSource, run: str, thresholds: codes.Thresholds = c
                                "tags": {k: e.tag for k, e in group["entries"].items()}, "answer": said})
         if primary is None:
             primary = (group, judged, said)
-    if primary is None and precisions.get(run) == "float32" and latest is None:
-        q2 = sentences.answer("diverges_most", "not_applicable", "–", ["Nothing to compare. A float32 run is the reference."])
-        q5 = sentences.answer("over_training", "not_applicable", "–", ["Nothing to follow. A float32 run is the reference."])
+    if primary is None and precisions.get(run) == "float32" and latest is None and not headline.get("no_comparison"):
+        q2 = answer("diverges_most", "not_applicable", "–", ["Nothing to compare. A float32 run is the reference."])
+        q5 = answer("over_training", "not_applicable", "–", ["Nothing to follow. A float32 run is the reference."])
     elif primary is None:
         q2 = diverges_most(source, run, None, thresholds, why_none=headline.get("no_comparison"),
                            advice_latest=latest)
@@ -329,7 +210,7 @@ def run_answers(source: RecordSource, run: str, thresholds: codes.Thresholds = c
         "precision": precisions.get(run),
         "last_step": last_step(whole, run),
         "comparisons": per_comparison,
-        "answers": [beyond_noise(whole, run, precisions, thresholds), q2, broken(source, run, headline),
+        "answers": [beyond_noise(whole, run, precisions, thresholds, loss_steps), q2, broken(source, run, headline),
                     keep_float32(latest, precisions.get(run), run), q5],
     }
 
@@ -341,7 +222,8 @@ def logdir_answers(source: RecordSource, runs: Optional[Sequence[str]] = None,
     whole = getattr(source, "unfiltered", None) or source
     precisions = {r: comparisons.source_run_precision(whole, r) for r in whole.runs()}
     wanted = list(source.runs()) if runs is None else [r for r in runs if r in source.runs()]
-    said = [run_answers(source, r, thresholds, whole, precisions) for r in wanted]
+    loss_steps: Dict[str, Any] = {}
+    said = [run_answers(source, r, thresholds, whole, precisions, loss_steps=loss_steps) for r in wanted]
     return {"questions": [{"id": q, "question": text} for q, text in QUESTIONS], "focus": focus_run(said),
             "runs": said}
 

@@ -78,7 +78,7 @@ def fmt(value: Any) -> str:
     if x.is_integer() and abs(x) < 1e9:
         return str(int(x))
     if 1e-3 <= abs(x) < 1e5:
-        return _shortest(float("%.4g" % x))
+        return _shortest(precision(x, 4))
     return _exponent(x, 3)
 
 
@@ -92,10 +92,30 @@ def fmt_ratio(value: Any) -> str:
         return "0"
     if not 1e-3 <= abs(x) < 1e5:
         return _exponent(x, 1)
-    two = float("%.2g" % x)
+    two = precision(x, 2)
     if two.is_integer() and two != x and abs(x) < 100:
-        return _shortest(float("%.3g" % x))
+        return _shortest(precision(x, 3))
     return _shortest(two)
+
+
+def _digits(x: float, digits: int):
+    """(sign, mantissa digits, exponent) of ``x`` to ``digits`` significant digits
+    as JavaScript's toPrecision/toExponential round: the exact value, a tie
+    away from zero (Python's "%g" rounds a tie to even)."""
+    import decimal
+
+    exact = decimal.Decimal(abs(x))
+    exponent = exact.adjusted()
+    scaled = exact.scaleb(digits - 1 - exponent).quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP)
+    if scaled >= 10 ** digits:
+        scaled, exponent = (scaled / 10).quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP), exponent + 1
+    return ("-" if x < 0 else ""), str(int(scaled)), exponent
+
+
+def precision(x: float, digits: int) -> float:
+    """``Number(x.toPrecision(digits))``."""
+    sign, mantissa, exponent = _digits(x, digits)
+    return float("%s%s.%se%d" % (sign, mantissa[0], mantissa[1:] or "0", exponent))
 
 
 def _shortest(x: float) -> str:
@@ -103,12 +123,14 @@ def _shortest(x: float) -> str:
 
 
 def _exponent(x: float, digits: int) -> str:
-    mantissa, exponent = ("%.*e" % (digits, x)).split("e")
-    return "%se%s%d" % (mantissa, "-" if int(exponent) < 0 else "+", abs(int(exponent)))
+    """``x.toExponential(digits)``: "1.235e+5"."""
+    sign, mantissa, exponent = _digits(x, digits + 1)
+    return "%s%s%s%se%s%d" % (sign, mantissa[0], "." if digits else "", mantissa[1:], "-" if exponent < 0 else "+",
+                              abs(exponent))
 
 
 def percent(x: float) -> str:
-    return "%s%%" % _shortest(float("%.2g" % (100 * x))) if math.isfinite(x) else fmt(x)
+    return "%s%%" % _shortest(precision(100 * x, 2)) if math.isfinite(x) else fmt(x)
 
 
 def names(names: Sequence[str], limit: int = 4) -> str:
