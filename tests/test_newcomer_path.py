@@ -214,3 +214,38 @@ def test_each_question_of_the_tab_and_of_report_on_the_designed_logdir(questions
         assert said["mixed_bfloat16"]["beyond_noise"]["verdict"] == "beyond"
     finally:
         page.close()
+
+
+def test_the_run_selector_holds_up_at_200_runs(tmp_path, browser):  # noqa: F811
+    """A filter over the run selector, as TensorBoard's own (a regex, case-insensitive): the list and
+    the Overview's table keep the matching runs; the count says how many of how many."""
+    from tb_gradlens import metadata
+    from tests.support import hostile_logs
+    from tests.support.tb_server import TensorBoardProcess
+
+    rows = ["dense/kernel", "dense/bias"]
+    names = [("bf16_seed_%03d" if r % 2 else "float32_seed_%03d") % r for r in range(200)]
+    for name in names:
+        hostile_logs.write_records(str(tmp_path / "logs" / name), [(
+            "gradients/grad_stats/abc", hostile_logs.content(metadata.GRAD_STATS, rows), hostile_logs.stats(2, 1.0))],
+            steps=range(3), scalars=["loss"])
+    page = Page(browser)
+    try:
+        with TensorBoardProcess(str(tmp_path / "logs"), load_fast=False) as tb:
+            tb.wait_for(lambda d: len(d.get("runs", [])) == 200, "/data/plugin/gradlens/runs", timeout=300)
+            p = open_tab(tb, page, "view=overview")
+            assert p.eval_on_selector(".gl-run", "s => s.options.length") == 201
+            assert p.text_content(".gl-run-count") == "200 runs"
+            navigate(page, lambda: (p.fill(".gl-run-filter", "BF16_SEED_01"), p.press(".gl-run-filter", "Enter")))
+            wanted = sorted(n for n in names if "bf16_seed_01" in n)
+            options = p.eval_on_selector(".gl-run", "s => [...s.options].map(o => o.value)")
+            assert options == [""] + wanted and p.text_content(".gl-run-count") == "%d of 200 runs" % len(wanted)
+            shown = p.eval_on_selector_all("tr.gl-run-row", "rows => rows.map(r => r.cells[0].textContent)")
+            assert sorted(shown) == wanted
+            # Another view keeps the filter, and the run it shows stays listed.
+            navigate(page, lambda: p.click("#gl-tab-gradients"))
+            listed = p.eval_on_selector(".gl-run", "s => [...s.options].map(o => o.value)")
+            assert set(wanted) <= set(listed) and p.eval_on_selector(".gl-run", "s => s.value") in listed
+        page.assert_clean()
+    finally:
+        page.close()

@@ -144,7 +144,7 @@ def keep_float32(latest: Optional[Dict[str, Any]], precision: Optional[str], run
             "The advisor could not attribute the error to layers%s." % (" (%s)" % reasons if reasons else "")],
             details, step=latest["step"])
     if not rec["float32"]:
-        return answer(qid, "nothing", "nothing", [
+        return answer(qid, "nothing", "nothing to keep", [
             segment("Nothing", "verdict"), ". At step %d the advisor's batch stays within every limit, %s %s "
             "(the goal is %s or less)." % (latest["step"], metric, fmt(before), fmt(tolerance))],
             details, step=latest["step"], code=None)
