@@ -133,6 +133,7 @@ def test_limits_route_failure_says_so_and_draws_no_limit(tensorboard, page):
     page.errors.clear()  # the failed request (500) is logged by the browser: the test made it fail
     # Without the answers route there is no verdict: the tab makes none of its own, and says why.
     p.route("**/data/plugin/gradlens/answers?**", lambda r: r.fulfill(status=500, body="boom"))
+    p.goto("about:blank")  # a new document: nothing the tab read before is kept
     p = open_tab(tensorboard, page, "view=divergence&run=measured&k=3")
     assert p.get_attribute(".gl-q1", "data-verdict") == "unjudged"
     assert "could not be read" in p.text_content(".gl-q2-answer")
