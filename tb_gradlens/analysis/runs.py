@@ -107,8 +107,7 @@ def did_you_mean(given, valid):
 def choices(valid, limit=20):
     """The valid choices, the first ``limit`` and how many more."""
     valid = [str(v) for v in valid]
-    shown = ", ".join(valid[:limit])
-    return shown + (" and %d more" % (len(valid) - limit) if len(valid) > limit else "") if valid else "none"
+    return (", ".join(valid[:limit]) + (" and %d more" % (len(valid) - limit) if len(valid) > limit else "")) or "none"
 
 
 def resolve_quantity(source, runs, quantity):

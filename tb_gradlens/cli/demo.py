@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return demo.serve_until_interrupted(args.logdir, port)
     except program.TensorBoardPortInUseError:
-        print("tb-gradlens demo: port %d was taken while the demo trained; serve the logdir with "
+        print("tb-gradlens demo: port %s was taken while the demo trained; serve the logdir with "
               "tensorboard --logdir %s --port PORT, or run the demo again with --port" % (port, args.logdir),
               file=sys.stderr, flush=True)
         return common.EXIT_USAGE
