@@ -96,6 +96,12 @@ def logdir(tmp_path_factory):
     hostile_logs.write_records(str(root / "harmed_bf16"), [(
         metadata.tag_for("advisor", advice), _content(advice), hostile_logs.json_tensor(HARM_ADVICE))],
         steps=[STEPS[-1]], filename_suffix=".advice")
+    # Advice and no comparison: the advisor measured this run.
+    hostile_logs.write_records(str(root / "advised_bf16"), [("gradients/grad_stats/s", hostile_logs.content(
+        metadata.GRAD_STATS, VARIABLES), hostile_logs.stats(len(VARIABLES), 1.0))], steps=range(3))
+    hostile_logs.write_records(str(root / "advised_bf16"), [(
+        metadata.tag_for("advisor", advice), _content(advice), hostile_logs.json_tensor(HARM_ADVICE))],
+        steps=[2], filename_suffix=".advice")
     # The loss of every run, from step 0 (as a user's loop logs it).
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
@@ -202,6 +208,13 @@ def test_what_to_keep_in_float32_is_the_advice_with_the_line_to_paste(said):
     assert q4["code"] == 'tb_gradlens.keep_in_float32(model, ["mlp/logits"])'
     assert q4["text"].startswith("Keep mlp/logits in float32. That brings the harm index from 3.2 to 0.42")
     assert answers.by_id(said["healthy_bf16"])["keep_float32"]["verdict"] == "no_advice"
+
+
+def test_a_run_the_advisor_measured_is_not_said_to_have_no_comparison(said):
+    q2 = answers.by_id(said["advised_bf16"])["diverges_most"]
+    assert q2["verdict"] == "advisor_only" and "no comparison logged" not in q2["short"]
+    assert q2["short"] == "advisor: the gradient of %s, 3.2× its limit" % HARMED_ROW
+    assert q2["text"].startswith("No comparison during training. The advisor's batch at step 2 is beyond its limits")
 
 
 def test_no_sentence_chains_colons_or_nests_brackets(said):

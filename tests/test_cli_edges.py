@@ -139,3 +139,45 @@ def test_the_default_export_leaves_the_histograms_out_and_says_so(logdir, capsys
     assert kinds == {"grad_stats"}
     status, out, _ = call(capsys, "export", logdir, "-q", "--kind", "grad_histogram")
     assert status == 0 and {line.split(",")[2] for line in out.splitlines()[1:]} == {"grad_histogram"}
+
+
+# ---------------------------------------------------------------------------
+# The demo owns its runs and checks its port before training (cli/demo.py).
+# ---------------------------------------------------------------------------
+
+
+def test_the_demo_takes_the_next_free_port_or_refuses_one_given(capsys):
+    import socket
+
+    from tb_gradlens.cli import demo
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        taken = held.getsockname()[1]
+        port, note = demo.choose_port(None, default=taken)
+        assert port != taken and demo.port_free(port) and "port %d is in use" % taken in note
+        with pytest.raises(demo.DemoError, match="port %d is in use.*--port" % taken):
+            demo.choose_port(taken)
+    assert demo.choose_port(0) == (0, None)
+
+
+def test_the_demo_replaces_its_own_runs_only_and_one_demo_writes_at_a_time(tmp_path):
+    from tb_gradlens.cli import demo
+
+    for run in ("float32", "mixed_bfloat16"):
+        hostile_logs.write_records(str(tmp_path / run), [], steps=range(2), scalars=["loss"])
+    hostile_logs.write_records(str(tmp_path / "mine"), [], steps=range(2), scalars=["loss"])
+    assert demo.replace_own_runs(str(tmp_path)) == ["float32", "mixed_bfloat16"]
+    assert sorted(os.listdir(tmp_path)) == ["mine"]  # a run the demo did not write stays
+    hostile_logs.write_records(str(tmp_path / "float32"), [], steps=range(2), scalars=["loss"])
+    (tmp_path / "float32" / "notes.txt").write_text("mine")
+    with pytest.raises(demo.DemoError, match="files the demo did not write \\(notes.txt\\)"):
+        demo.replace_own_runs(str(tmp_path))
+    assert (tmp_path / "float32" / "notes.txt").exists()
+    with demo.writing_lock(str(tmp_path)):
+        with pytest.raises(demo.DemoError, match="another tb-gradlens demo is writing"):
+            with demo.writing_lock(str(tmp_path)):
+                pass
+    with demo.writing_lock(str(tmp_path)):  # released when the first is done
+        pass
