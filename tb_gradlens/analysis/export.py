@@ -19,7 +19,7 @@ from tb_gradlens.analysis.record_source import RecordSource
 
 EXPORT_FIELDS = ("run", "tag", "kind", "step", "wall_time", "row", "column", "value")
 # Left out unless asked for by kind: a histogram has 281 columns per variable and logged step, 20x the
-# statistics (a 7 MB demo logdir exported them as 180 MB of CSV).
+# statistics (docs/benchmarks-history.md, section 14).
 NOT_BY_DEFAULT = (metadata.GRAD_HISTOGRAM,)
 # What can be exported: every float record kind.
 FLOAT_KINDS = tuple(k for k in metadata.KINDS if k not in metadata.JSON_KINDS)
