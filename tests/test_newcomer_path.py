@@ -249,3 +249,50 @@ def test_the_run_selector_holds_up_at_200_runs(tmp_path, browser):  # noqa: F811
         page.assert_clean()
     finally:
         page.close()
+
+
+def _drag(p, figure, s0, s1, frame_box=None):
+    """Drag across steps s0..s1 on a chart (its canvas in ``p``'s coordinates)."""
+    from tests.support.frontend_page import plot_of, step_x
+
+    figure.scroll_into_view_if_needed()
+    plot = plot_of(figure)
+    box = figure.locator("canvas").first.bounding_box()
+    y = box["y"] + (plot["y0"] + plot["y1"]) / 2
+    p.mouse.move(box["x"] + step_x(plot, s0), y)
+    p.mouse.down()
+    p.mouse.move(box["x"] + step_x(plot, (s0 + s1) / 2), y, steps=3)
+    p.mouse.move(box["x"] + step_x(plot, s1), y, steps=3)
+    p.mouse.up()
+
+
+def test_back_undoes_a_zoom_in_the_tab_and_inside_tensorboard(questions, browser):  # noqa: F811
+    from tests.support.frontend_page import chart, plot_of
+
+    page = Page(browser)
+    try:
+        p = open_tab(questions, page, "view=divergence&run=mixed_bfloat16")
+        full = plot_of(chart(p, "rel_l2 per step"))["domain"]
+        navigate(page, lambda: _drag(p, chart(p, "rel_l2 per step"), 40, 100))
+        assert "zoom=40-100" in p.evaluate("location.hash") and plot_of(chart(p, "rel_l2 per step"))["domain"] == [40, 100]
+        # The address keeps its document (a bare "#..." went to the document's base, plugin/gradlens/).
+        assert p.url.startswith(questions.url + "/data/plugin_entry.html?name=gradlens#")
+        navigate(page, lambda: p.evaluate("history.back()"))
+        assert "zoom" not in p.evaluate("location.hash") and plot_of(chart(p, "rel_l2 per step"))["domain"] == full
+        # Inside TensorBoard (the tab in its iframe): Back unzooms, and TensorBoard's address follows.
+        p.goto(questions.url + "/#gradlens&p.gradlens.view=divergence&p.gradlens.run=mixed_bfloat16")
+        frame = None
+        for _ in range(120):
+            frame = next((f for f in p.frames if "plugin_entry" in f.url), None)
+            if frame is not None and frame.query_selector(".gl-view:not(.gl-pending)"):
+                break
+            p.wait_for_timeout(500)
+        wait_drawn(frame)
+        navigate(page, lambda: _drag(p, chart(frame, "rel_l2 per step"), 40, 100), frame=frame)
+        assert "p.gradlens.zoom=40-100" in p.url
+        navigate(page, lambda: frame.evaluate("history.back()"), frame=frame)
+        assert "zoom" not in frame.evaluate("location.hash") and "zoom" not in p.url
+        assert plot_of(chart(frame, "rel_l2 per step"))["domain"] == full
+        page.assert_clean()
+    finally:
+        page.close()
