@@ -170,6 +170,9 @@ def tensorboard_ready():
 def tab_frame(p):
     """The GradLens iframe inside TensorBoard's page, once its view is drawn."""
     p.wait_for_selector("iframe", timeout=60000)
+    p.wait_for_function("() => [...document.querySelectorAll('iframe')].some(f => { try { return "
+                        "f.contentWindow.location.href.includes('plugin_entry.html?name=gradlens'); } "
+                        "catch (e) { return false; } })", timeout=60000)
     frame = next(f for f in p.frames if "plugin_entry.html?name=gradlens" in f.url)
     wait_drawn(frame)
     return frame
