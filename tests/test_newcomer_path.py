@@ -296,3 +296,30 @@ def test_back_undoes_a_zoom_in_the_tab_and_inside_tensorboard(questions, browser
         page.assert_clean()
     finally:
         page.close()
+
+
+def test_every_divergence_column_and_metric_says_what_it_is_on_hover(questions, browser):  # noqa: F811
+    """Issue 40 item 7: the 17 columns of the Divergence table and the Metric choices, each one line on
+    hover, as the runs route serves them with the contract (no copy in the tab)."""
+    from tb_gradlens.metadata import explanations
+    from tests.support.frontend_page import route
+
+    served = route(questions, "runs")["explanations"]
+    assert served == explanations.contract()
+    page = Page(browser)
+    try:
+        p = open_tab(questions, page, "view=divergence&run=measured")
+        heads = p.eval_on_selector_all(".gl-sec-gradients table.gl-table th button",
+                                       "bs => bs.map(b => [b.textContent.replace(/ [▲▼]$/, ''), b.title])")
+        assert len(heads) == 17 and all(title for _, title in heads), heads
+        titles = dict(heads)
+        assert titles["half_batch_rel_l2"] == explanations.DIVERGENCE["half_batch_rel_l2"]
+        assert titles["limit"] == explanations.TABLE["limit"] and titles["× limit"] == explanations.TABLE["ratio"]
+        metrics = p.eval_on_selector_all(".gl-metric option", "os => os.map(o => [o.value, o.title])")
+        assert metrics and all(title == explanations.DIVERGENCE[m] for m, title in metrics)
+        p = open_tab(questions, page, "view=divergence&run=mixed_bfloat16")
+        layers = p.eval_on_selector_all(".gl-sec-activations table.gl-table th button", "bs => bs.map(b => b.title)")
+        assert len(layers) == 7 and all(layers)
+        page.assert_clean()
+    finally:
+        page.close()
