@@ -84,13 +84,13 @@ def noise_sentence(result: Dict[str, Any]) -> Dict[str, Any]:
                  ", and nothing tells whether float32 itself differs as much. Train %s again with another seed "
                  "into this logdir." % a]
         short = "no noise-floor run (up to %s apart)" % (percent(largest) if largest is not None else "–")
-        return _noise(b, "no_noise", short, parts, details)
+        return _noise("no_noise", short, parts, details)
     bad = (s.get("nonfinite") or {}).get("b")
     if s.get("exceeds_noise") is True and bad is not None and s.get("first_exceeding_step") == bad:
         parts = [segment("Beyond noise", "verdict-text"), " from step ", segment(bad, "verdict-step"),
                  ". %s is NaN or infinite there in %s while %s is not. The NaN answer says where it starts." % (
                      b, quantity, a)]
-        return _noise(b, "beyond", "beyond noise from step %d (not finite)" % bad, parts, details)
+        return _noise("beyond", "beyond noise from step %d (not finite)" % bad, parts, details)
     ratio = noise.get("ratio")
     level = noise.get("level")
     how = "%s× as much as" % fmt_ratio(ratio) if ratio is not None and math.isfinite(ratio) else "more than"
@@ -100,14 +100,14 @@ def noise_sentence(result: Dict[str, Any]) -> Dict[str, Any]:
                  ". In %s, %s differs from %s %s %s, %s with another seed, does (its mean relative difference "
                  "there is " % (quantity, b, a, how, c, a), segment(fmt(level), "noise-level"),
                  "). See which part diverges and what to keep in float32."]
-        return _noise(b, "beyond", "beyond noise from step %d (%s the noise)" % (
+        return _noise("beyond", "beyond noise from step %d (%s the noise)" % (
             first, fmt_ratio(ratio) + "×" if ratio is not None else "above"), parts, details)
     if s.get("exceeds_noise") is False:
         parts = [segment("Within noise", "verdict-text"), ". In %s, %s differs from %s at most %s× as much as %s, "
                  "%s with another seed, does (its mean relative difference is " % (
                      quantity, b, a, fmt_ratio(ratio or 0), c, a), segment(fmt(level), "noise-level"),
                  "). Nothing to do."]
-        return _noise(b, "within", "within noise (%s× the noise)" % fmt_ratio(ratio or 0), parts, details)
+        return _noise("within", "within noise (%s× the noise)" % fmt_ratio(ratio or 0), parts, details)
     shared, needed = s.get("shared_steps"), s.get("needed_steps")
     if shared is not None and needed is not None:
         parts = [segment("No verdict yet", "verdict-text"), ". %d step%s of %s %s logged by all three runs and the "
@@ -115,10 +115,10 @@ def noise_sentence(result: Dict[str, Any]) -> Dict[str, Any]:
                      shared, "" if shared == 1 else "s", quantity, "is" if shared == 1 else "are", needed)]
     else:
         parts = [segment("No verdict yet", "verdict-text"), ". %s." % capital(s.get("verdict") or "not enough steps")]
-    return _noise(b, "undecided", "no verdict yet (too few steps)", parts, details)
+    return _noise("undecided", "no verdict yet (too few steps)", parts, details)
 
 
-def _noise(b, verdict, short, parts, details):
+def _noise(verdict, short, parts, details):
     said = segments(parts)
     return {"verdict": verdict, "short": short, "sentence": said,
             "text": "".join(x["text"] for x in said).strip(), "details": [d for d in details if d]}

@@ -200,7 +200,7 @@ def _direction(early: float, late: float) -> str:
     return "steady"
 
 
-def over_training(judged: Optional[Dict[str, Judged]], group: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+def over_training(judged: Optional[Dict[str, Judged]]) -> Dict[str, Any]:
     """Q5: per part (the gradients, the layer outputs, the loss) the harm
     index at each comparison (the largest of its rows), the median of the
     last third of the comparisons against the first third's.  Worse when a

@@ -121,7 +121,7 @@ def broken(source: RecordSource, run: str, headline: Dict[str, Any]) -> Dict[str
 # ---------------------------------------------------------------------------
 
 
-def keep_float32(latest: Optional[Dict[str, Any]], precision: Optional[str], run: str) -> Dict[str, Any]:
+def keep_float32(latest: Optional[Dict[str, Any]], precision: Optional[str]) -> Dict[str, Any]:
     """Q4 from the run's latest advice (``advice.run_advice``'s ``latest``)."""
     qid = "keep_float32"
     if latest is None:
@@ -201,17 +201,17 @@ def run_answers(source: RecordSource, run: str, thresholds: codes.Thresholds = c
     elif primary is None:
         q2 = diverges_most(source, run, None, thresholds, why_none=headline.get("no_comparison"),
                            advice_latest=latest)
-        q5 = over_training(None, None)
+        q5 = over_training(None)
     else:
         q2 = primary[2]
-        q5 = over_training(primary[1], primary[0])
+        q5 = over_training(primary[1])
     return {
         "run": run,
         "precision": precisions.get(run),
         "last_step": last_step(whole, run),
         "comparisons": per_comparison,
         "answers": [beyond_noise(whole, run, precisions, thresholds, loss_steps), q2, broken(source, run, headline),
-                    keep_float32(latest, precisions.get(run), run), q5],
+                    keep_float32(latest, precisions.get(run)), q5],
     }
 
 
