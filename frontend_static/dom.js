@@ -82,12 +82,12 @@ export function clear(node) {
   return node;
 }
 
-/** A <select> whose options are [value, label] pairs (or plain strings). */
+/** A <select> whose options are [value, label(, title)] (or plain strings); a title is the option's hover line. */
 export function select(options, value, onChange, props = {}) {
   const node = el('select', props);
   for (const option of options) {
-    const [v, label] = Array.isArray(option) ? option : [option, option];
-    const item = el('option', {value: v, text: label});
+    const [v, label, title] = Array.isArray(option) ? option : [option, option];
+    const item = el('option', {value: v, text: label, title: title || undefined});
     if (String(v) === String(value)) item.selected = true;
     node.appendChild(item);
   }

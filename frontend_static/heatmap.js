@@ -22,6 +22,9 @@ import {joinAxis} from './shared_axis.js';
 import {attachZoom} from './zoom.js';
 
 const LABEL_PX = 12;
+// A heatmap grows up to this tall so that every row keeps its label (a label on every
+// other row leaves the user guessing which row a cell is); past it, every k-th row is labelled.
+const LABELLED_MAX_PX = 1200;
 
 /**
  * Create a heatmap.
@@ -138,6 +141,16 @@ export function cellWidth(steps) {
   return steps.length ? stepEnd(steps) - steps[steps.length - 1] : 1;
 }
 
+/**
+ * The height of a row: the heatmap's height (`maxHeight`, default 560 px) shared by its rows,
+ * 2-18 px; rows labelled by name (`named`, not by ticks) at least a label's height while every
+ * row can have its label within LABELLED_MAX_PX.
+ */
+export function rowHeightFor(nRows, maxHeight = 560, named = true) {
+  const fit = Math.max(2, Math.min(18, Math.floor((maxHeight || 560) / Math.max(nRows, 1))));
+  return named && fit < LABEL_PX && nRows * LABEL_PX <= LABELLED_MAX_PX ? LABEL_PX : fit;
+}
+
 /** Which rows get a label: every k-th, and `selected` (whose neighbours give way). */
 export function labelledRows(nRows, rowH, selected) {
   const every = Math.max(1, Math.ceil(LABEL_PX / rowH));
@@ -155,7 +168,7 @@ function drawHeatmap(canvas, o, domain0, width, axis) {
   const nRows = o.rows.length;
   const nSteps = o.steps.length;
   const colors = themeColors();
-  const rowH = o.rowHeight || Math.max(2, Math.min(18, Math.floor((o.maxHeight || 560) / Math.max(nRows, 1))));
+  const rowH = o.rowHeight || rowHeightFor(nRows, o.maxHeight, !o.yTicks);
   const plotHeight = Math.max(nRows * rowH, 40);
   const selected = o.selectedRow ?? -1;
   const labelled = o.yTicks ? [] : labelledRows(nRows, rowH, selected);

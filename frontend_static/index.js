@@ -14,7 +14,7 @@ import {beginDraw} from './chart_memory.js';
 import {beginAxis, parseZoom, zoomText} from './shared_axis.js';
 import {forgetRunColors} from './run_colors.js';
 import * as state from './state.js';
-import {HOW_TO_LOG} from './views/common.js';
+import {HOW_TO_LOG, matchingRuns} from './views/common.js';
 import {runProblemsBanner} from './views/problems.js';
 import * as overview from './views/overview.js';
 import * as divergence from './views/divergence.js';
@@ -40,6 +40,7 @@ import './settings.js';
 import './smoothing.js';
 import './table.js';
 import './views/alert_target.js';
+import './views/answers.js';
 import './views/compare_verdict.js';
 import './views/divergence_sections.js';
 import './views/gradient_health.js';
@@ -108,7 +109,8 @@ function buildShell() {
     el('div', {class: 'gl-header'}, [el('h1', {text: 'GradLens'}), status, reloadButton]),
     tabs, controls, content,
   ]);
-  return {root, status, tabs, controls, content, runs: null, lowPrecision: [], generation: 0, loadError: null};
+  return {root, status, tabs, controls, content, runs: null, lowPrecision: [], explanations: {}, generation: 0,
+    loadError: null};
 }
 
 /** Refetch everything (Reload button, TensorBoard's reload) and redraw. */
@@ -123,6 +125,7 @@ async function reload({quiet = true} = {}) {
     const data = await api.getJson('runs');
     app.runs = data.runs;
     app.lowPrecision = data.low_precision_dtypes;
+    app.explanations = data.explanations || {};
     app.loadError = null;
     app.status.textContent = `Loaded ${new Date().toLocaleTimeString()}`;
   } catch (error) {
@@ -172,12 +175,18 @@ async function show({quiet}) {
     runs: app.runs,
     // The dtypes the server calls low precision (the runs route's low_precision_dtypes).
     lowPrecision: app.lowPrecision,
+    // One line per column and metric (the runs route's explanations: the contract's, no copy here).
+    explanations: app.explanations,
     navigate: (patch) => state.update(patch),
     isCurrent: () => generation === app.generation,
     // A view that falls back to another run than the state's says which it shows.
     showRun: (name) => {
       const control = app.controls.querySelector('.gl-run');
-      if (control && generation === app.generation) control.value = name;
+      if (control && generation === app.generation) {
+        // A run the run filter leaves out is still the one shown: it is listed.
+        if (![...control.options].some((o) => o.value === name)) control.appendChild(el('option', {value: name, text: name}));
+        control.value = name;
+      }
       shownRuns.add(name);
     },
     // The runs a view shows (their event-file problems are named above it).
@@ -207,9 +216,16 @@ async function show({quiet}) {
 
 function renderControls(current, view) {
   const runs = app.runs || [];
+  // The run filter (state key `runs`, a regex as in TensorBoard's run selector) keeps the list short
+  // at hundreds of runs; the run shown stays in the list.
+  const listed = matchingRuns(runs, current.runs);
   const runSelect = el('select', {class: 'gl-run', 'aria-label': 'Run'});
-  if (view.name === 'overview') runSelect.appendChild(el('option', {value: '', text: '(all runs)'}));
+  if (view.name === 'overview') {
+    runSelect.appendChild(el('option', {value: '', text: listed.length < runs.length
+      ? `(the ${listed.length} matching runs)` : '(all runs)'}));
+  }
   for (const r of runs) {
+    if (!listed.includes(r) && r.run !== current.run) continue;
     runSelect.appendChild(el('option', {value: r.run, text: r.run, selected: r.run === current.run}));
   }
   runSelect.value = current.run && runs.some((r) => r.run === current.run) ? current.run
@@ -217,6 +233,19 @@ function renderControls(current, view) {
   // Another run: what was selected in the old one (record, variable, step, alert) no longer applies.
   runSelect.addEventListener('change', () => state.update({run: runSelect.value, tag: '', utag: '', row: '',
     step: '', focus: '', alert: '', zoom: ''}));
+
+  const runFilter = el('input', {
+    type: 'search', class: 'gl-run-filter', 'aria-label': 'Filter runs (regex)',
+    placeholder: `filter ${runs.length} runs (regex)`, value: current.runs || '', spellcheck: 'false',
+    title: 'Only the runs whose name matches this regular expression (case-insensitive) are listed',
+  });
+  const applyRunFilter = () => state.update({runs: runFilter.value});
+  runFilter.addEventListener('change', applyRunFilter);
+  runFilter.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter') applyRunFilter();
+  });
+  const shownCount = el('span', {class: 'gl-run-count',
+    text: current.runs ? `${listed.length} of ${runs.length} runs` : `${runs.length} runs`});
 
   const regex = el('input', {
     type: 'search', class: 'gl-regex', 'aria-label': 'Variable regex',
@@ -238,6 +267,8 @@ function renderControls(current, view) {
     ? document.activeElement.className : null;
   app.controls.replaceChildren(
     view.name === 'compare' ? '' : el('label', {class: 'gl-field'}, [el('span', {text: 'Run'}), runSelect]),
+    view.name === 'compare' || runs.length < 2 ? '' : el('label', {class: 'gl-field'}, [
+      el('span', {}, ['Filter runs · ', shownCount]), runFilter]),
     view.name === 'compare' ? '' : el('label', {class: 'gl-field'}, [el('span', {text: 'Variable regex'}), regex]),
     el('label', {class: 'gl-field'}, [el('span', {text: 'From step'}), stepInput('smin', 'From step')]),
     el('label', {class: 'gl-field'}, [el('span', {text: 'To step'}), stepInput('smax', 'To step')]),

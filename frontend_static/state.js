@@ -44,7 +44,16 @@ export function get() {
  */
 export function init(hostState = {}) {
   current = {...storedSettings(), ...hostState, ...parseHash(window.location.hash)};
-  window.addEventListener('hashchange', () => adopt(parseHash(window.location.hash), false));
+  // The first entry of this document's history holds the state shown (TensorBoard's p.gradlens.* keys
+  // included): Back to it restores this view, not an empty one.
+  if (window.location.hash.replace(/^#/, '') !== toHash(current)) {
+    window.history.replaceState(null, '', withHash(toHash(current)));
+  }
+  // Back and Forward: an entry this tab pushed (pushState) comes back with a popstate and no
+  // hashchange; either way the state follows the hash, and TensorBoard's address follows it.
+  const own = () => adopt(parseHash(window.location.hash), false, true);
+  window.addEventListener('hashchange', own);
+  window.addEventListener('popstate', own);
   try {
     if (window.parent !== window) {
       // A TensorBoard address without p.gradlens.* keys (TensorBoard's own navigation back to the
@@ -63,11 +72,12 @@ export function init(hostState = {}) {
   return get();
 }
 
-/** Make `next` the state (if it differs); fromHost: also write it to our hash. */
-function adopt(next, fromHost) {
+/** Make `next` the state (if it differs); fromHost: also write it to our hash; toHost: to TensorBoard's. */
+function adopt(next, fromHost, toHost = false) {
   if (toHash(next) === toHash(current)) return;
   current = next;
-  if (fromHost) window.history.replaceState(null, '', `#${toHash(current)}`);
+  if (fromHost) window.history.replaceState(null, '', withHash(toHash(current)));
+  if (toHost) mirrorToHost();
   notify();
 }
 
@@ -99,10 +109,21 @@ function notify() {
 }
 
 function writeHash(replace) {
-  const hash = `#${toHash(current)}`;
-  if (replace) window.history.replaceState(null, '', hash);
-  else window.history.pushState(null, '', hash);
+  const url = withHash(toHash(current));
+  if (replace) window.history.replaceState(null, '', url);
+  else window.history.pushState(null, '', url);
   mirrorToHost();
+}
+
+/**
+ * This document's own address with `hash`: a bare "#..." would be resolved against the document's
+ * base (TensorBoard's plugin_entry.html sets <base href="plugin/gradlens/">), moving the address to
+ * another path that shows no tab when reloaded or shared.
+ */
+export function withHash(hash) {
+  const url = new URL(window.location.href);
+  url.hash = hash;
+  return url.href;
 }
 
 /**

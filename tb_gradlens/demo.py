@@ -10,9 +10,14 @@ With ``precision=True`` (what ``tb-gradlens demo`` runs) the mixed_bfloat16
 custom loop also logs, through ``tb_gradlens.keras.GradLens``, a shadow
 float32 step every ``compare_every`` steps (per-variable and per-layer
 bf16-vs-f32 divergence, the loss in both), update statistics (lost
-bfloat16 updates) and the dtype map; and a third run, ``fit_mixed_bfloat16``,
-trains the same model with ``model.fit`` and ``GradLensCallback``, comparing
-against float32 and against XLA.
+bfloat16 updates) and the dtype map, and after its last step the precision
+advisor measures it once (one ``advice`` record: what to keep in float32);
+a third run, ``fit_mixed_bfloat16``, trains the same model with ``model.fit``
+and ``GradLensCallback``, comparing against float32 and against XLA.
+
+``tb-gradlens demo`` (``cli/demo.py``) owns the logdir's demo runs: it
+checks the port before training, replaces the runs of an earlier demo and
+refuses a second demo writing the same logdir at the same time.
 
 Data: scikit-learn's bundled 8x8 handwritten digits (1,797 real images that
 ship inside the scikit-learn package, no download), upsampled bilinearly to
@@ -30,6 +35,9 @@ RUNS = ("float32", "mixed_bfloat16")
 NOISE_RUN = ("float32_seed1", 1)
 FIT_RUN = "fit_mixed_bfloat16"
 COMPARE_EVERY = 10
+DEFAULT_LOGDIR = "/tmp/gradlens_demo"
+DEFAULT_PORT = 6006
+HOST = "127.0.0.1"
 
 
 def _interpolation_matrix(n_in, n_out):
@@ -79,7 +87,8 @@ def train_run(logdir, policy, steps=300, batch_size=64, log_every=1, seed=0,
     custom GradientTape loop that logs gradients and the ``loss`` scalar.
 
     With ``precision`` (and a non-float32 policy) it also logs shadow-step
-    comparisons against float32, update statistics and the dtype map.
+    comparisons against float32, update statistics and the dtype map, and
+    after the last step the precision advisor's one round (``advise_once``).
     """
     import keras
     import tensorflow as tf
@@ -124,7 +133,18 @@ def train_run(logdir, policy, steps=300, batch_size=64, log_every=1, seed=0,
         )
     writer.flush()
     writer.close()
+    if lens is not None:
+        advise_once(model, x[:batch_size], y[:batch_size], os.path.join(logdir, run or policy), steps - 1)
     return float(loss)
+
+
+def advise_once(model, x, y, run_dir, step):
+    """The precision advisor's one round on the trained model, on one batch,
+    at the run's last step (its own event file, written after the training's
+    is closed: the two share that step only)."""
+    import tb_gradlens
+
+    tb_gradlens.advise(model, (x, y), log_dir=run_dir, step=step)
 
 
 def fit_run(logdir, steps=300, batch_size=64, seed=0, compare_every=COMPARE_EVERY):
@@ -203,7 +223,12 @@ def _entry_point_installed():
     )
 
 
-def serve(logdir, port=6006, host="127.0.0.1"):
+def demo_runs():
+    """The run directories the demo writes."""
+    return RUNS + (NOISE_RUN[0], FIT_RUN)
+
+
+def serve(logdir, port=DEFAULT_PORT, host=HOST):
     """Start TensorBoard with the GradLens tab; returns (program, url)."""
     from tensorboard import default
     from tensorboard import program
@@ -220,21 +245,19 @@ def serve(logdir, port=6006, host="127.0.0.1"):
     return tb, url
 
 
-def run(logdir, steps=300, port=6006, serve_after=True, log_every=1):
-    """The whole demo: train, then (optionally) serve until interrupted."""
-    print(
-        "tb_gradlens demo: training %s into %s" % (", ".join(RUNS + (NOISE_RUN[0], FIT_RUN)), logdir),
-        flush=True,
-    )
+def train(logdir, steps=300, log_every=1):
+    """Train every demo run into ``logdir`` and print each run's final loss
+    (its last logged step, what the tab shows)."""
+    print("tb_gradlens demo: training %s into %s" % (", ".join(demo_runs()), logdir), flush=True)
     losses = write_demo_logdir(logdir, steps, log_every, precision=True)
     width = max(len(name) for name in losses)
     for name in losses:
         step, loss = last_logged_loss(os.path.join(logdir, name))  # what the tab shows as its last step
         print("  %-*s final loss %.4f (step %s, as logged)" % (width, name, loss, step), flush=True)
-    if not serve_after:
-        print("Next: tensorboard --logdir %s  (then open the GradLens tab), or: tb-gradlens report %s"
-              % (logdir, logdir), flush=True)
-        return 0
+
+
+def serve_until_interrupted(logdir, port=DEFAULT_PORT):
+    """Serve ``logdir`` with the tab until Ctrl-C; 0."""
     _, url = serve(logdir, port)
     print("TensorBoard with the GradLens tab: %s#gradlens" % url, flush=True)
     print("Press Ctrl-C to stop.", flush=True)
@@ -248,5 +271,21 @@ def run(logdir, steps=300, port=6006, serve_after=True, log_every=1):
     return 0
 
 
+def next_step_text(logdir):
+    """What to run next when the demo does not serve."""
+    return ("Next: tensorboard --logdir %s  (then open the GradLens tab), or: tb-gradlens report %s"
+            % (logdir, logdir))
+
+
+def run(logdir, steps=300, port=DEFAULT_PORT, serve_after=True, log_every=1):
+    """Train, then (optionally) serve until interrupted (``tb-gradlens demo``
+    adds the checks of its logdir and port)."""
+    train(logdir, steps, log_every)
+    if not serve_after:
+        print(next_step_text(logdir), flush=True)
+        return 0
+    return serve_until_interrupted(logdir, port)
+
+
 if __name__ == "__main__":
-    sys.exit(run(sys.argv[1] if len(sys.argv) > 1 else "/tmp/gradlens_demo"))
+    sys.exit(run(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_LOGDIR))

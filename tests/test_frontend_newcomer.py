@@ -80,7 +80,7 @@ def test_each_row_has_its_limit_per_step_and_the_routes_verdict(tensorboard, pag
     headline = p.locator(".gl-q1")
     assert headline.get_attribute("data-verdict") == "harmed"
     assert p.text_content(".gl-first-var") == q.HARMED_ROW and p.text_content(".gl-first-step") == str(q.HARMED_STEP)
-    assert "2 of 4 variables harmed" in headline.text_content()
+    assert "2 of 4 variables are harmed" in headline.text_content()
     # Each shown row's limit: its own dashed step series, in the row's color, from the route.
     figure = chart(p, "rel_l2 per step")
     assert int(figure.get_attribute("data-limits")) == 4
@@ -128,8 +128,16 @@ def test_limits_route_failure_says_so_and_draws_no_limit(tensorboard, page):
     message = p.text_content(".gl-sec-gradients .gl-limits-error")
     assert "limits" in message and "could not be read" in message
     assert chart(p, "rel_l2 per step").get_attribute("data-limits") == "0"
-    assert p.get_attribute(".gl-q1", "data-verdict") == "unjudged"  # no verdict of its own
+    # The verdict is the answers route's (the server's), not the tab's: it stands without the limits.
+    assert p.get_attribute(".gl-q1", "data-verdict") == "harmed"
     page.errors.clear()  # the failed request (500) is logged by the browser: the test made it fail
+    # Without the answers route there is no verdict: the tab makes none of its own, and says why.
+    p.route("**/data/plugin/gradlens/answers?**", lambda r: r.fulfill(status=500, body="boom"))
+    p.goto("about:blank")  # a new document: nothing the tab read before is kept
+    p = open_tab(tensorboard, page, "view=divergence&run=measured&k=3")
+    assert p.get_attribute(".gl-q1", "data-verdict") == "unjudged"
+    assert "could not be read" in p.text_content(".gl-q2-answer")
+    page.errors.clear()
 
 
 # ---------------------------------------------------------------------------
@@ -161,7 +169,9 @@ def test_28_2_activation_divergence_is_one_plain_sentence_with_details_on_hover(
     sentence = p.locator(".gl-act-headline")
     text = sentence.text_content()
     assert len(re.findall(r"[.!?](\s|$)", text)) == 1 and "((" not in text and text.count("(") <= 1
-    assert any(layer in text for layer in q.LAYERS)  # it names a layer
+    # Every layer within its limit: none is named (issue 40: "the closest is" named one of equals).
+    assert sentence.get_attribute("data-verdict") == "within"
+    assert not any(layer in text for layer in q.LAYERS)
     details = sentence.get_attribute("title")
     assert all(layer in details and "limit" in details for layer in q.LAYERS)
     # Not repeated under the heatmap.

@@ -297,11 +297,14 @@ def test_defect_08_worst_k_row_labels_and_round_ticks(tensorboard, page):
 def test_defect_10_overview_names_variables_and_says_none(tensorboard, page):
     p = open_tab(tensorboard, page, "view=overview")
     cells = {r["run"]: r for r in table_dicts(p, "table.gl-table", "tr.gl-run-row")}
-    assert cells["float32"]["worst divergence"] == "no comparison logged"
+    assert cells["float32"]["diverges most"] == "–"  # a float32 run is the reference: nothing to compare
+    assert cells["nan_dead_unused"]["diverges most"] == "no comparison logged"
     assert cells["float32"]["first NaN/Inf"] == "none"
     assert cells["float32"]["disconnected (None)"] == "none" and cells["float32"]["dead (all-zero gradient)"] == "none"
-    assert cells["mixed_bfloat16"]["comparison"] == "mixed_bfloat16 vs float32"
-    assert "× its limit" in cells["mixed_bfloat16"]["worst divergence"]
+    # Every comparison of a run, its XLA one too (issue 40).
+    assert cells["mixed_bfloat16"]["comparisons"] == "mixed_bfloat16 vs float32; mixed_bfloat16+xla vs mixed_bfloat16"
+    assert cells["mixed_bfloat16"]["diverges most"] == "the gradient of %s, %d× its limit, from step %d" % (
+        q.WORST_ROW, q.WORST_RATIO, q.FIRST_STEP)
     assert all(v != "" for r in cells.values() for v in r.values())
     screenshot(page, "overview-questions")
     page.assert_clean()

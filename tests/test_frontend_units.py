@@ -255,3 +255,28 @@ def test_a_right_to_left_override_in_a_name_reorders_nothing_after_it(js):
     assert "evil\u202ename" in out["label"]
     assert out["paren"] < out["v"], out
     assert out["has"] < out["no"], out
+
+
+def test_the_answers_numbers_are_written_as_the_tab_writes_them(js):
+    """The server's sentences (analysis/sentences.py) and the tab's cells write a number alike."""
+    from tb_gradlens.analysis import sentences
+
+    values = [0.64951905, 6.0, 1.02, 0.999, 0.25, 0.0125, 123456.5, 123456.0, 1.2345e-5, -3.25, 0.001, 99999.9,
+              1e-4, 2.5e-7, 1.5, 140.4, 0.0]
+    out = js("""const f = await import('/static/format.js');
+      return {fmt: args[0].map(f.fmt), ratio: args[0].map(f.fmtRatio)};""", values)
+    assert out["fmt"] == [sentences.fmt(v) for v in values]
+    assert out["ratio"] == [sentences.fmt_ratio(v) for v in values]
+
+
+def test_a_heatmap_of_up_to_100_named_rows_labels_every_row(js):
+    """Issue 40: a heatmap of 60 variables labelled every other row (9 px rows under 12 px labels)."""
+    out = js("""const h = await import('/static/heatmap.js');
+      return [6, 46, 60, 100, 101, 128].map((n) => [n, h.rowHeightFor(n), h.labelledRows(n, h.rowHeightFor(n), -1).length,
+        h.rowHeightFor(n, 560, false)]);""")
+    for n, row, labelled, by_ticks in out:
+        if n <= 100:
+            assert labelled == n, (n, row)
+        else:
+            assert row == max(2, min(18, 560 // n)) and labelled < n
+        assert by_ticks == max(2, min(18, 560 // n))  # rows labelled by ticks (a histogram's bins) keep their height

@@ -13,6 +13,7 @@ import pytest
 from tests.support.readback import read_records
 from test_analysis import source_of
 from tb_gradlens import analysis
+from tb_gradlens.analysis import answers
 from tb_gradlens import compare
 from tb_gradlens import metadata
 from tb_gradlens.cli import report as report_command
@@ -68,9 +69,9 @@ def test_report_names_a_tied_mixed_model_by_its_16_bit_policy(tmp_path):
     run = read_records(str(tmp_path))["run"]
     divergence = [r for r, _ in run.values() if r.kind == metadata.DIVERGENCE]
     assert [r.extras["candidate"]["label"] for r in divergence] == ["mixed_bfloat16"]
-    headline = analysis.overview(source_of(str(tmp_path)))[0]
-    line = [t for t in report_command._headline_text(headline) if "worst divergence" in t][0]
-    assert "(mixed_bfloat16 vs float32, limit" in line, line
+    said = answers.logdir_answers(source_of(str(tmp_path)))["runs"][0]
+    line = [t for t in report_command._answer_lines(said) if "compared: " in t][0]
+    assert line == "  compared: mixed_bfloat16 vs float32", line
 
 
 

@@ -55,3 +55,20 @@ def test_the_search_sees_autograph_pleas(tmp_path):
     """Control: a tf.function AutoGraph cannot convert is seen by the search."""
     found, _ = _pleas(tmp_path / "control", "--control")
     assert any("autograph could not transform" in line.lower() for line in found)
+
+
+def test_the_readmes_custom_loop_prints_nothing_tensorflow_says_of_our_code(tmp_path):
+    """Issue 40: tb_gradlens.summary.gradients under the README's `if step % 10 == 0:` (a tf.cond)
+    made Grappler print "Skipping loop optimization for Merge node with control input" (our own
+    conditional around the writes, lowered inside the user's)."""
+    env = dict(os.environ)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, os.path.join(HERE, "support", "readme_custom_loop.py"), str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    assert "readme_custom_loop: steps [0, 10, 20]" in done.stdout, output[-4000:]
+    ours = [line for line in output.splitlines()
+            if "loop_optimizer" in line or "Skipping loop optimization" in line or "tb_gradlens" in line]
+    assert ours == [], output[-4000:]

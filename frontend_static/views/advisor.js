@@ -12,6 +12,7 @@ import {el, isolate} from '../dom.js';
 import {fmt, num} from '../format.js';
 import {logTicks, tickText} from '../scale.js';
 import {table} from '../table.js';
+import {answersFor, byId, copyButton, runAnswers, sentence} from './answers.js';
 import {emptyState, pickRun, runsWithKind} from './common.js';
 
 const KIND = 'advice';
@@ -26,13 +27,17 @@ export async function render(container, ctx) {
   if (!ctx.isCurrent()) return;
   if (run) ctx.showRun(run.run);
   if (!run || !runsWithKind([run], KIND).length) {
-    container.appendChild(emptyState(`Run ${run ? isolate(run.run) : ''} has no advice: ${HOW_TO}.`,
-      runsWithKind(runs, KIND), navigate));
+    // Named only when the user chose it: the run a view falls back to is no answer.
+    const chosen = runs.some((r) => r.run === ctx.state.run);
+    container.appendChild(emptyState(chosen ? `Run ${isolate(run.run)} has no precision advice. To measure, ${HOW_TO}.`
+      : `No run has precision advice yet. To measure, ${HOW_TO}.`, runsWithKind(runs, KIND), navigate));
     return;
   }
   let data;
+  let said = null;
   try {
-    data = await getJson('advice', {run: run.run});
+    [data, said] = await Promise.all([getJson('advice', {run: run.run}),
+      answersFor(ctx.state, run.run).then((d) => byId(runAnswers(d, run.run)).keep_float32, () => null)]);
   } catch (error) {
     if (error instanceof RouteError && error.status === 404) {
       container.appendChild(emptyState(`Run ${isolate(run.run)} has no advice: ${HOW_TO}.`));
@@ -50,11 +55,13 @@ export async function render(container, ctx) {
     container.appendChild(emptyState(`Run ${isolate(run.run)} has no readable advice: ${HOW_TO}.`));
     return;
   }
+  // The fourth answer, as the Overview and `report` say it.
+  if (said) container.appendChild(sentence(said, {className: 'gl-headline gl-q4', details: false, question: true}));
   container.appendChild(el('p', {class: 'gl-variants gl-advice-before-line', title: advice.tolerance_basis || ''},
     beforeText(advice)));
   for (const n of advice.not_attributable || []) {
     container.appendChild(el('p', {class: 'gl-message gl-warning gl-not-attributable',
-      text: `Not attributable: ${n.what}: ${n.reason}`}));
+      text: `Not attributable (${n.what}). ${n.reason}`}));
   }
   container.appendChild(recommendation(advice));
   container.appendChild(barChart(advice));
@@ -76,24 +83,29 @@ function without(unit, advice) {
   return num(advice.metric === HARM ? unit.harm_without : unit.leave_one_out);
 }
 
-/** "the gradient of dense_in/bias: 841 against its limit 0.771" of a worst row, or ''. */
+/** "the gradient of dense_in/bias, 841 against its limit 0.771" of a worst row, or ''. */
 function worstText(worst) {
   if (!worst) return '';
-  return `${WHERE[worst.kind] || worst.kind} ${worst.row}: ${fmt(worst.value)} against its limit ${fmt(worst.limit)}`;
+  return `${WHERE[worst.kind] || worst.kind} ${worst.row}, ${fmt(worst.value)} against its limit ${fmt(worst.limit)}`;
 }
 
+/** What the advisor measured, in plain sentences: the harm index, the row worst off, the goal (its basis on hover). */
 function beforeText(advice) {
-  const parts = [`Step ${advice.step}: ${metricName(advice)} of ${advice.candidate} against ${advice.reference} `
-    + `= ${fmt(advice.before)}`];
-  if (advice.metric === HARM) {
-    if (advice.worst_before) parts.push(` (the row worst off: ${worstText(advice.worst_before)})`);
-    if (advice.gradient_before !== null && advice.gradient_before !== undefined) {
-      parts.push(`; gradient rel L2 ${fmt(advice.gradient_before)}`);
-    }
-    parts.push(`; tolerance ${fmt(advice.tolerance)}: every row within its limit (${advice.tolerance_basis}).`);
-  } else {
-    parts.push(`; tolerance ${fmt(advice.tolerance)} (${advice.tolerance_basis}).`);
+  const subject = `${advice.candidate} against ${advice.reference}`;
+  if (advice.metric !== HARM) {
+    return `At step ${advice.step} the gradient of ${subject} differs by ${fmt(advice.before)} (rel L2). `
+      + `The advisor aims for ${fmt(advice.tolerance)} or less.`;
   }
+  const before = num(advice.before);
+  const parts = [`At step ${advice.step} the harm index of ${subject} is ${fmt(before)}, `
+    + (before > num(advice.tolerance) ? `so some part is ${fmt(before)}× its limit` : 'within every limit')];
+  if (advice.worst_before && before > num(advice.tolerance)) {
+    parts.push(`. The worst is ${worstText(advice.worst_before)}`);
+  }
+  if (advice.gradient_before !== null && advice.gradient_before !== undefined) {
+    parts.push(`. The gradients differ by ${fmt(advice.gradient_before)} (rel L2)`);
+  }
+  parts.push(`. The advisor aims for ${fmt(advice.tolerance)} or less, every part within its limit.`);
   return parts.join('');
 }
 
@@ -103,53 +115,32 @@ export function applyLine(code) {
   return line || String(code || '');
 }
 
-/** A Copy button for `text`: the clipboard, or (refused) the text selected for Ctrl+C. */
-function copyButton(text, target) {
-  const button = el('button', {type: 'button', class: 'gl-tool gl-copy', text: 'Copy', title: 'Copy the code'});
-  button.addEventListener('click', async () => {
-    try {
-      await navigator.clipboard.writeText(text);
-      button.textContent = 'Copied';
-    } catch (error) {
-      const range = document.createRange();
-      range.selectNodeContents(target);
-      const selection = window.getSelection();
-      selection.removeAllRanges();
-      selection.addRange(range);
-      button.textContent = 'Selected: press Ctrl+C';
-    }
-    setTimeout(() => {
-      button.textContent = 'Copy';
-    }, 2500);
-  });
-  return button;
-}
-
 function recommendation(advice) {
   const rec = advice.recommendation;
   const box = el('section', {class: 'gl-advice-recommendation', 'aria-label': 'Recommendation'});
   if (!rec) return box;
   if (!rec.float32.length) {
     box.appendChild(el('p', {class: 'gl-message gl-advice-none', text: advice.metric === HARM
-      ? 'Nothing to keep in float32: every judged row is within its limit.'
-      : 'Nothing to keep in float32: the divergence is within the tolerance.'}));
+      ? 'Nothing to keep in float32. Every part is within its limit.'
+      : 'Nothing to keep in float32. The divergence is within the goal.'}));
     return box;
   }
   const share = num(rec.params_total) > 0 ? num(rec.params_16bit_after) / num(rec.params_total) : NaN;
   const layers = rec.layers && rec.layers.length ? rec.layers : rec.float32;
   box.appendChild(el('h3', {text: 'Recommendation'}));
+  const passes = `${rec.verifications} pass${rec.verifications === 1 ? '' : 'es'}`;
   const sentence = el('p', {class: rec.met ? 'gl-advice-met' : 'gl-message gl-warning'}, [
-    'Keep ', el('b', {class: 'gl-advice-layers', text: layers.join(', ')}), ` in float32: ${metricName(advice)} `,
-    el('b', {class: 'gl-advice-before', text: fmt(advice.before)}), ' → ',
-    el('b', {class: 'gl-advice-after', text: fmt(rec.after)}),
-    ` (${rec.met ? 'within' : 'still above'} the tolerance ${fmt(advice.tolerance)}, verified by `
-      + `${rec.verifications} pass${rec.verifications === 1 ? '' : 'es'})`,
+    'Keep ', el('b', {class: 'gl-advice-layers', text: layers.join(', ')}), ' in float32. ',
+    `That brings the ${metricName(advice)} from `, el('b', {class: 'gl-advice-before', text: fmt(advice.before)}),
+    ' to ', el('b', {class: 'gl-advice-after', text: fmt(rec.after)}),
+    rec.met ? `, within the goal of ${fmt(advice.tolerance)}, checked by ${passes}.`
+      : `, still above the goal of ${fmt(advice.tolerance)} (checked by ${passes}).`,
   ]);
   if (advice.metric === HARM && rec.gradient_after !== null && rec.gradient_after !== undefined) {
-    sentence.append(`; gradient rel L2 ${fmt(advice.gradient_before)} → ${fmt(rec.gradient_after)}`);
+    sentence.append(` The gradients' rel L2 goes from ${fmt(advice.gradient_before)} to ${fmt(rec.gradient_after)}.`);
   }
-  if (rec.worst_after) sentence.append(`; the row worst off after: ${worstText(rec.worst_after)}`);
-  sentence.append(Number.isFinite(share) ? `; ${(100 * share).toFixed(0)}% of parameters stay in 16 bits.` : '.');
+  if (rec.worst_after) sentence.append(` The part worst off after is ${worstText(rec.worst_after)}.`);
+  sentence.append(Number.isFinite(share) ? ` ${(100 * share).toFixed(0)}% of the parameters stay in 16 bits.` : '');
   box.appendChild(sentence);
   if (String(layers) !== String(rec.float32)) {
     box.appendChild(el('p', {class: 'gl-note', text: `Narrowed inside ${rec.float32.join(', ')} to the layers that `
@@ -184,9 +175,9 @@ function barChart(advice) {
   const at = (v) => `${(100 * position(v, lo, hi)).toFixed(1)}%`;
   const harm = advice.metric === HARM;
   const chart = el('section', {class: 'gl-advice-chart', 'aria-label': 'Attribution per layer'}, [
-    el('h3', {text: harm ? 'Attribution: the harm index with only this layer in 16 bits (log scale; above the '
-      + 'tolerance, some row is beyond its limit)' : 'Attribution: gradient rel L2 with only this layer in 16 bits '
-      + '(log scale)'}),
+    el('h3', {text: harm ? 'The harm index with only this layer in 16 bits, on a log scale. Past the tolerance '
+      + 'line some part is beyond its limit.' : 'The gradient rel L2 with only this layer in 16 bits, on a log '
+      + 'scale.'}),
   ]);
   const recommended = new Set((advice.recommendation || {float32: []}).float32);
   const tolTitle = `tolerance ${fmt(tolerance)}: ${advice.tolerance_basis || ''}`;

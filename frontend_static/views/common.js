@@ -18,6 +18,25 @@ export const HOW_TO_LOG = {
     + '(the Keras callback logs it)',
 };
 
+/**
+ * The run entries whose name matches the run filter (state key `runs`): a
+ * regular expression, case-insensitive, as TensorBoard's own run selector
+ * takes it; text that is no regular expression matches as plain text.
+ */
+export function matchingRuns(runs, pattern) {
+  const text = String(pattern || '');
+  if (!text) return runs;
+  let test;
+  try {
+    const re = new RegExp(text, 'i');
+    test = (name) => re.test(name);
+  } catch (error) {
+    const lower = text.toLowerCase();
+    test = (name) => name.toLowerCase().includes(lower);
+  }
+  return runs.filter((r) => test(r.run));
+}
+
 /** Tags of `kind` in a run entry of the runs route (readable ones only). */
 export function tagsOfKind(runEntry, kind) {
   return runEntry ? runEntry.tags.filter((t) => t.kind === kind) : [];
@@ -218,4 +237,14 @@ export function focusSection(node) {
   node.classList.add('gl-focus');
   node.dataset.focus = '1';
   requestAnimationFrame(() => requestAnimationFrame(() => node.scrollIntoView({block: 'start'})));
+}
+
+/**
+ * Table columns with their one-line explanation on hover (the runs route's
+ * `explanations`: the record's columns of `kind`, the table's own keys).
+ */
+export function explained(columns, explanations, kind) {
+  const own = ((explanations || {}).columns || {})[kind] || {};
+  const table = (explanations || {}).table || {};
+  return columns.map((c) => ({...c, title: c.title || own[c.key] || table[c.key] || ''}));
 }

@@ -2,14 +2,18 @@
 // (float32) beyond float32-vs-float32 noise (a noise-floor run: float32
 // with another seed)?  One quantity - a scalar such as the loss, or one
 // cell (row, column) of a record kind - in A and B, |(B - A) / A| against
-// the noise floor, and a verdict naming the first step beyond it.  The
-// pickers always stay: a run without the quantity gets a message.
+// the noise floor, and a verdict naming the first step beyond it, in the
+// sentence the server made (the first answer says the same of these runs).
+// Out of the box B is the 16-bit run trained like A, and A and the noise
+// floor are the runs the first answer measures B against.  The pickers
+// always stay: a run without the quantity gets a message.
 
 import {RouteError, getJson} from '../api.js';
 import {el, isolate, labelled, select} from '../dom.js';
-import {fmt, fmtRatio, num} from '../format.js';
+import {fmt, num} from '../format.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
+import {answersFor, byId, runAnswers, sentence} from './answers.js';
 import {emptyState, markedStep, smoothingControls, smoothingOf, stepParams} from './common.js';
 import {defaultRuns, runPrecision, verdict} from './compare_verdict.js';
 
@@ -24,9 +28,16 @@ export async function render(container, ctx) {
     : entry.tags.some((t) => t.kind === kind0));
   const defaults = defaultRuns(runs, hasQuantity, await sharedSteps(ctx, runs, hasQuantity, kind0));
   if (!ctx.isCurrent()) return;
-  const runA = names.includes(state.runA) ? state.runA : defaults.a;
   const runB = names.includes(state.runB) ? state.runB : defaults.b;
-  const noise = state.noise === 'none' ? '' : names.includes(state.noise) ? state.noise : defaults.noise;
+  // A and the noise floor the first answer measures B by (the server's choice), for the loss.
+  const first = !names.includes(state.runA) || !(state.noise === 'none' || names.includes(state.noise))
+    ? await answersFor(state, runB).then((data) => (byId(runAnswers(data, runB)).beyond_noise || {}).runs, () => null)
+    : null;
+  if (!ctx.isCurrent()) return;
+  const picked = kind0 === 'scalar' && (state.qtag || 'loss') === 'loss' && first && first.a ? first : null;
+  const runA = names.includes(state.runA) ? state.runA : picked ? picked.a : defaults.a;
+  const noise = state.noise === 'none' ? '' : names.includes(state.noise) ? state.noise
+    : picked ? picked.noise || '' : defaults.noise;
   ctx.showRuns(...[runA, runB, noise].filter(Boolean));
   const entries = [runA, runB].map((n) => runs.find((r) => r.run === n));
   const scalarNames = [...new Set(entries.flatMap((e) => scalars.get(e.run) || []))].sort();
@@ -131,7 +142,7 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
   const rel = data.rel_difference.map(num);
   const noiseRel = data.noise ? {steps: data.noise.steps, rel: data.noise.rel_difference.map(num)} : null;
   const v = verdict(data.summary, Boolean(noise));
-  container.appendChild(verdictLine(v, {runA, runB, noise, what}));
+  container.appendChild(verdictLine(v, data.summary.answer));
   const mark = markedStep(state, steps) ?? (v.kind === 'beyond' ? v.first : null);
   const abs = (list) => list.map((x) => Math.abs(x));
   const relSeries = [{name: `|(B − A) / A|: ${isolate(runB)} vs ${isolate(runA)}`, steps, values: abs(rel)}];
@@ -165,31 +176,11 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
 }
 
 /**
- * Q4 in plain sentences: the server's verdict (the tab never judges), the
- * one noise figure with the window it comes from, the rule on hover.
+ * The verdict in plain sentences, as the server made it (analysis/answers.py
+ * `noise_sentence`: the tab never judges), the rule and the numbers on hover.
  */
-function verdictLine(v, {runA, runB, noise, what}) {
-  const p = el('p', {class: `gl-headline gl-verdict gl-verdict-${v.kind}`, title: v.text});
-  const maxB = () => el('span', {class: 'gl-max-rel', text: fmt(v.maxB)});
-  const level = () => el('span', {class: 'gl-noise-level', text: fmt(v.level)});
-  const ratio = v.ratio === null || !Number.isFinite(v.ratio) ? '' : `${fmtRatio(v.ratio)}×`;
-  const window = v.window ? ` of ${v.window} logged steps` : '';
-  if (v.kind === 'beyond') {
-    p.append(el('strong', {class: 'gl-verdict-text', text: 'Beyond noise'}), ' from step ',
-      el('strong', {class: 'gl-verdict-step', text: String(v.first)}),
-      `: ${isolate(runB)} differs from ${isolate(runA)} in ${what} more than ${isolate(noise)} (${isolate(runA)} with another seed) does, in several `
-      + `windows${window} in a row. In the first, B's mean |(B − A) / A| is ${ratio} the noise run's mean `, level(), '.');
-  } else if (v.kind === 'within') {
-    p.append(el('strong', {class: 'gl-verdict-text', text: 'Within noise'}),
-      `: ${isolate(runB)} differs from ${isolate(runA)} in ${what} no more than ${isolate(noise)} (${isolate(runA)} with another seed) does. `
-      + `In the window${window} closest to the rule, B's mean |(B − A) / A| is ${ratio} the noise run's mean `, level(),
-      '; the largest single step |(B − A) / A| is ', maxB(), '.');
-  } else if (v.kind === 'undecided') {
-    p.append(el('strong', {class: 'gl-verdict-text', text: 'No verdict'}), `: ${v.text}.`);
-  } else {
-    p.append(`No noise-floor run: pick one (${isolate(runA)}'s precision with another seed) to tell a real difference from noise;`
-      + ' the largest |(B − A) / A| is ', maxB(), '.');
-  }
+function verdictLine(v, said) {
+  const p = sentence(said || {sentence: [{text: v.text}]}, {className: `gl-headline gl-verdict gl-verdict-${v.kind}`});
   p.dataset.kind = v.kind;
   return p;
 }

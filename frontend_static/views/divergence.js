@@ -18,13 +18,14 @@ import * as colorers from '../heatmap_colors.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
 import {
-  HOW_TO_LOG, chartControls, emptyState, focusSection, markedStep, maxSteps, pickRun, runsWithKind, seriesColumn,
+  HOW_TO_LOG, chartControls, emptyState, explained, focusSection, markedStep, maxSteps, pickRun, runsWithKind, seriesColumn,
   smoothingOf, stepParams, topK,
 } from './common.js';
+import {answersFor, byId, comparisonAnswer, runAnswers, sectionSentence, sentence} from './answers.js';
 import {renderActivations, renderLoss} from './divergence_sections.js';
 import {overlayControls, renderDivergenceOverlay} from './overlay.js';
 import {
-  NOT_AN_ALERT, againstLimit, alertLimit, judges, limitAt, limitSeries, limitsAlong, limitsFor, ratios, rowVerdict,
+  againstLimit, alertLimit, judges, limitAt, limitSeries, limitsAlong, limitsFor, ratios, rowVerdict,
   stateRange,
 } from './limits.js';
 import {badness, badnessLabel, judged, order} from './rank.js';
@@ -52,10 +53,12 @@ export async function render(container, ctx) {
   const cmp = chooseComparison(list, state.tag);
   const metric = METRICS.includes(state.metric) ? state.metric : 'rel_l2';
   const first = (g) => (g.divergence || g.activation_divergence || g.loss_comparison).tag;
+  const metricHelp = (ctx.explanations || {}).metrics || {};
   container.appendChild(el('div', {class: 'gl-view-controls'}, [
     labelled('Comparison', select(list.map((g) => [first(g), g.label]), first(cmp),
       (v) => navigate({tag: v, row: '', step: '', focus: '', alert: ''}), {class: 'gl-tag'})),
-    labelled('Metric', select(METRICS, metric, (v) => navigate({metric: v}), {class: 'gl-metric'})),
+    labelled('Metric', select(METRICS.map((m) => [m, m, metricHelp[m]]), metric, (v) => navigate({metric: v}),
+      {class: 'gl-metric', title: metricHelp[metric] || ''})),
     ...chartControls(state, navigate, {rankLabels: [['worst', 'worst ÷ limit'], ['first', 'first harmed']]}),
   ]));
   const e = cmp.extras || {};
@@ -67,10 +70,23 @@ export async function render(container, ctx) {
     'candidate ', el('strong', {class: 'gl-candidate', text: sideLabel(e.candidate)}), ` (${sideDetails(e.candidate, sides.candidate)})`,
     ' vs reference ', el('strong', {class: 'gl-reference', text: sideLabel(e.reference)}), ` (${sideDetails(e.reference, sides.reference)})`,
   ]));
-  const [{alerts}, picker] = await Promise.all([getJson('alerts', {run: run.run}),
-    overlayControls(ctx, run.run, ...COMPARISON_KINDS)]);
+  const [{alerts}, picker, entryAnswers] = await Promise.all([getJson('alerts', {run: run.run}),
+    overlayControls(ctx, run.run, ...COMPARISON_KINDS),
+    answersFor(state, run.run).then((data) => runAnswers(data, run.run), (error) => ({error}))]);
   if (!ctx.isCurrent()) return;
   if (picker) container.querySelector('.gl-view-controls').appendChild(picker);
+  // The second answer for this comparison (analysis/answers.py), as Overview and `report` say it; for the
+  // run's first comparison the fifth too.
+  const failed = entryAnswers && entryAnswers.error;
+  const said = failed ? {verdict: 'unjudged', sections: {},
+    sentence: [{text: `The answer could not be read (${failed.message}).`}]}
+    : comparisonAnswer(entryAnswers, first(cmp));
+  if (said) container.appendChild(sentence(said, {className: 'gl-headline gl-q2-answer', question: true}));
+  const primary = !failed && entryAnswers && (entryAnswers.comparisons || [])[0];
+  if (primary && Object.values(primary.tags || {}).includes(first(cmp))) {
+    container.appendChild(sentence(byId(entryAnswers).over_training, {className: 'gl-headline gl-q5-answer',
+      question: true}));
+  }
   const sections = {};
   for (const [kind, cls] of [['divergence', 'gl-sec-gradients'], ['loss_comparison', 'gl-sec-loss'],
     ['activation_divergence', 'gl-sec-activations']]) {
@@ -78,7 +94,7 @@ export async function render(container, ctx) {
     sections[kind] = el('section', {class: `gl-section ${cls}`});
     container.appendChild(sections[kind]);
   }
-  const args = {ctx, run: run.run, metric, alerts};
+  const args = {ctx, run: run.run, metric, alerts, said: (said && said.sections) || {}};
   // A record that cannot be read costs its own section only (its message there), not the view.
   const guarded = (kind, promise) => promise && promise.catch((error) => {
     if (ctx.isCurrent()) sections[kind].appendChild(message('error', error.message || String(error)));
@@ -94,7 +110,7 @@ export async function render(container, ctx) {
 }
 
 /** The variables section: headline, chart, heatmap, the table at the marked step and the overlay across runs. */
-async function renderGradients(section, {ctx, run, metric, alerts, entry, cmp}) {
+async function renderGradients(section, {ctx, run, metric, alerts, entry, cmp, said}) {
   const {state, navigate} = ctx;
   const [limits, series, atStep] = await Promise.all([
     limitsFor(run, entry),
@@ -129,7 +145,7 @@ async function renderGradients(section, {ctx, run, metric, alerts, entry, cmp}) 
   const shown = ranked.slice(0, topK(state));
   if (selected >= 0 && !shown.includes(selected)) shown.push(selected);
   const mark = markedStep(state, series.steps);
-  section.appendChild(headline(found, series, metric, limits, byRoute, rowIndex, bad));
+  section.appendChild(sectionSentence(said.divergence, 'gl-q1', byRoute ? limits.rule : ''));
   const lines = shown.map((i) => ({name: series.rows[i], steps: series.steps, values: values[i]}));
   const limitLines = byRoute ? shown.map((i) => limitSeries(limits, rowIndex[i], series.rows[i], null, range))
     .filter(Boolean) : [];
@@ -155,57 +171,6 @@ async function renderGradients(section, {ctx, run, metric, alerts, entry, cmp}) 
   renderStepTable(section, {ctx, metric, series, found, limits, byRoute, rowIndex, data: atStep});
   const focus = series.rows[selected >= 0 ? selected : ranked[0]];
   await renderDivergenceOverlay(section, {ctx, run, cmp, kind: 'divergence', row: focus, column: metric});
-}
-
-/**
- * Q1 in one sentence, from the route's verdict: the variable harmed first
- * (an alert), else the first one above its limit (not an alert), else all
- * within; and the worst value / limit.
- */
-function headline(found, series, metric, limits, byRoute, rowIndex, bad) {
-  const p = el('p', {class: 'gl-headline gl-q1', title: byRoute ? limits.rule : ''});
-  const earliest = (key) => found.filter((f) => f[key] !== null).sort((a, b) => a[key] - b[key] || b.ratio - a.ratio)[0];
-  const harmed = byRoute ? earliest('firstHarmed') : null;
-  const above = byRoute ? earliest('firstAbove') : null;
-  const worst = [...found].filter((f) => !Number.isNaN(f.ratio)).sort((a, b) => b.ratio - a.ratio)[0];
-  const at = (f, step) => {
-    const limit = limitAt(limits, rowIndex[f.row], step);
-    const i = series.steps.indexOf(step);
-    if (!(limit > 0)) return '';
-    return i >= 0 ? ` (${fmtRatio(bad[f.row][i] / limit)}× its limit ${fmt(limit)} there)` : ` (its limit there ${fmt(limit)})`;
-  };
-  const firstParts = (f, step) => [el('strong', {class: 'gl-first-var', text: series.rows[f.row]}),
-    ' at step ', el('strong', {class: 'gl-first-step', text: String(step)}), at(f, step)];
-  if (harmed) {
-    const n = found.filter((f) => f.firstHarmed !== null).length;
-    p.dataset.verdict = 'harmed';
-    p.append(el('strong', {class: 'gl-verdict-word', text: 'Harmed (an alert)'}), ': first ',
-      ...firstParts(harmed, harmed.firstHarmed), `; ${n} of ${found.length} variables harmed. `);
-  } else if (above) {
-    const n = found.filter((f) => f.firstAbove !== null).length;
-    p.dataset.verdict = 'above';
-    p.append(el('strong', {class: 'gl-verdict-word', text: 'No variable harmed'}), '; ',
-      ...firstParts(above, above.firstAbove), ` went above its limit (${n} of ${found.length} variables at some step): `
-      + `${NOT_AN_ALERT}. `);
-  } else if (byRoute) {
-    p.dataset.verdict = 'within';
-    p.append(el('strong', {class: 'gl-within', text: 'Every variable within its limit'}), '. ');
-  } else {
-    p.dataset.verdict = 'unjudged';
-  }
-  if (worst) {
-    const ratio = worst.judged ? [` = `, el('strong', {class: 'gl-first-ratio', text: `${fmtRatio(worst.ratio)}×`}),
-      ` its limit ${fmt(worst.limit)}`] : [];
-    const v = bad0(worst);
-    p.append('Worst: ', el('strong', {class: 'gl-worst-var', text: series.rows[worst.row]}),
-      ` ${metric} ${fmt(v)}`, ...ratio, ` at step ${series.steps[worst.ratioAt]}.`);
-  }
-  return p;
-}
-
-/** The value of a row's worst ratio (its badness at that step). */
-function bad0(f) {
-  return f.judged ? f.ratio * f.limit : f.worst;
 }
 
 /** Index of a row name in the limits' rows (-1: none). */
@@ -242,7 +207,7 @@ function renderStepTable(section, {ctx, metric, series, found, limits, byRoute, 
   if (pick >= 12) rows.unshift(...rows.splice(pick, 1));
   const never = (v) => (v === null ? 'never' : String(v));
   section.appendChild(table({
-    columns: [
+    columns: explained([
       {key: 'variable', label: 'variable'},
       {key: metric, label: metric, numeric: true},
       {key: 'ratio', label: '× limit', numeric: true, format: (v) => (v === null ? '–' : fmtRatio(v))},
@@ -251,7 +216,7 @@ function renderStepTable(section, {ctx, metric, series, found, limits, byRoute, 
       {key: 'harmed', label: 'harmed from', numeric: true, format: never},
       {key: 'worst', label: 'worst × limit', numeric: true, format: (v) => (v === null ? '–' : fmtRatio(v))},
       ...data.columns.filter((c) => c !== metric).map((c) => ({key: c, label: c, numeric: true})),
-    ],
+    ], ctx.explanations, 'divergence'),
     rows,
     sortValue: (row, k) => (k === 'ratio' && row.ratio === null ? -1 : row[k]),
     maxRows: 12,

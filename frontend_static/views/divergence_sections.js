@@ -11,15 +11,16 @@ import {heatmap} from '../heatmap.js';
 import * as colorers from '../heatmap_colors.js';
 import {lineChart} from '../line_chart.js';
 import {table} from '../table.js';
-import {emptyState, markedStep, maxSteps, seriesColumn, smoothingOf, stepIndex, stepParams} from './common.js';
+import {emptyState, explained, markedStep, maxSteps, seriesColumn, smoothingOf, stepIndex, stepParams} from './common.js';
 import {
-  NOT_AN_ALERT, againstLimit, judges, limitAt, limitSeries, limitsAlong, limitsFor, ratios, rowVerdict, stateRange,
+  againstLimit, judges, limitAt, limitSeries, limitsAlong, limitsFor, ratios, rowVerdict, stateRange,
 } from './limits.js';
 import {renderDivergenceOverlay} from './overlay.js';
+import {sectionSentence} from './answers.js';
 import {badness, badnessLabel, judged} from './rank.js';
 
 /** The loss of both variants and its relative error, with its limit at each step. */
-export async function renderLoss(section, {ctx, run, entry}) {
+export async function renderLoss(section, {ctx, run, entry, said}) {
   const {state, navigate} = ctx;
   const [limits, series] = await Promise.all([
     limitsFor(run, entry),
@@ -37,29 +38,10 @@ export async function renderLoss(section, {ctx, run, entry}) {
   const byRoute = judges(limits, 'rel_error');
   const range = stateRange(state);
   const r = byRoute ? limits.rows.indexOf('loss') : -1;
-  const bad = Float64Array.from(rel, (v) => badness('rel_error', v));
-  const [found] = judged([bad], byRoute ? [limitsAlong(limits, r, series.steps)] : null,
-    byRoute ? [rowVerdict(limits, r, ...range)] : null);
   const mark = markedStep(state, series.steps);
   const e = series.extras || {};
   const names = [(e.reference && e.reference.label) || 'reference', (e.candidate && e.candidate.label) || 'candidate'];
-  const p = el('p', {class: 'gl-headline gl-loss-headline', title: byRoute ? limits.rule : ''});
-  const worst = found.judged ? ` (worst: ${fmtRatio(found.ratio)}× its limit at step ${series.steps[found.ratioAt]})` : '';
-  if (found.firstHarmed !== null) {
-    p.dataset.verdict = 'harmed';
-    p.append('The loss is harmed (an alert) from step ', el('strong', {class: 'gl-loss-first', text: String(found.firstHarmed)}),
-      `: its relative error is above its limit${worst}.`);
-  } else if (found.firstAbove !== null) {
-    p.dataset.verdict = 'above';
-    p.append('The loss went above its limit at step ', el('strong', {class: 'gl-loss-above', text: String(found.firstAbove)}),
-      `${worst}: ${NOT_AN_ALERT}.`);
-  } else if (byRoute) {
-    p.dataset.verdict = 'within';
-    p.append(`The loss stays within its limit${found.judged ? ` (at most ${fmtRatio(found.ratio)}× it)` : ''}.`);
-  } else {
-    p.append(`Worst relative error of the loss: ${fmt(found.worst)}.`);
-  }
-  section.appendChild(p);
+  section.appendChild(sectionSentence(said.loss_comparison, 'gl-loss-headline', byRoute ? limits.rule : ''));
   const pick = (s) => navigate({step: s});
   const limit = byRoute ? limitSeries(limits, r, 'rel_error', null, range) : null;
   section.appendChild(el('div', {class: 'gl-grid2'}, [
@@ -75,7 +57,7 @@ export async function renderLoss(section, {ctx, run, entry}) {
 }
 
 /** Activation divergence per layer, rows in depth order, colored against each layer's limit at each step. */
-export async function renderActivations(section, {ctx, run, metric, entry}) {
+export async function renderActivations(section, {ctx, run, metric, entry, said}) {
   const {state, navigate} = ctx;
   const column = entry.columns.includes(metric) ? metric : 'rel_l2';
   const [limits, series] = await Promise.all([
@@ -96,7 +78,7 @@ export async function renderActivations(section, {ctx, run, metric, entry}) {
   const range = stateRange(state);
   const found = judged(bad, byRoute ? rowIndex.map((i) => limitsAlong(limits, i, series.steps)) : null,
     byRoute ? rowIndex.map((i) => rowVerdict(limits, i, ...range)) : null);
-  section.appendChild(activationSentence(found, series, limits, byRoute, rowIndex));
+  section.appendChild(sectionSentence(said.activation_divergence, 'gl-act-headline'));
   const selected = series.rows.indexOf(state.row);
   const mark = markedStep(state, series.steps);
   const colored = byRoute ? ratios(bad, limits, rowIndex, series.steps) : null;
@@ -120,12 +102,14 @@ export async function renderActivations(section, {ctx, run, metric, entry}) {
   const never = (v) => (v === null ? 'never' : String(v));
   section.appendChild(table({
     caption: `Layers at step ${series.steps[i]}`,
-    columns: [{key: 'depth', label: 'depth', numeric: true}, {key: 'layer', label: 'layer'},
-      {key: 'value', label: column, numeric: true},
+    columns: explained([{key: 'depth', label: 'depth', numeric: true}, {key: 'layer', label: 'layer'},
+      {key: 'value', label: column, numeric: true,
+        title: (((ctx.explanations || {}).columns || {}).activation_divergence || {})[column]},
       {key: 'ratio', label: '× limit', numeric: true, format: (v) => (v === null ? '–' : fmtRatio(v))},
       {key: 'limit', label: 'limit', numeric: true, format: (v) => (v === null ? 'none' : fmt(v))},
       {key: 'first', label: 'first above', numeric: true, format: never},
-      {key: 'harmed', label: 'harmed from', numeric: true, format: never}],
+      {key: 'harmed', label: 'harmed from', numeric: true, format: never}], ctx.explanations,
+    'activation_divergence'),
     rows: layerRows(series, {values, bad, found, limits, byRoute, rowIndex, i, selected: state.row}),
     maxRows: 12,
     showAll: true,
@@ -169,46 +153,4 @@ function comparisonOf(entry) {
   const e = entry.extras || {};
   const side = (v) => String((v && (v.label || v.policy)) || '?');
   return `${side(e.candidate)} vs ${side(e.reference)}`;
-}
-
-/**
- * The layers in one plain sentence: the layer harmed first (an alert), else
- * the first above its limit (not an alert), else that none is; with the
- * worst layer by name.  Each layer's limits and basis are on hover.
- */
-function activationSentence(found, series, limits, byRoute, rowIndex) {
-  const n = series.rows.length;
-  const details = series.rows.map((layer, r) => {
-    const f = found[r];
-    if (!byRoute || !f.judged) return `${layer}: no limit`;
-    const along = limits.limits[rowIndex[r]].filter((v) => v > 0);
-    const lo = Math.min(...along);
-    const hi = Math.max(...along);
-    return `${layer}: at most ${fmtRatio(f.ratio)}× its limit (limit ${lo === hi ? fmt(lo) : `${fmt(lo)}–${fmt(hi)}`}`
-      + ` over the steps; ${limits.basis[rowIndex[r]]})`;
-  });
-  const p = el('p', {class: 'gl-headline gl-act-headline', title: details.join('\n')});
-  const name = (f, cls) => el('strong', {class: cls, text: series.rows[f.row]});
-  const earliest = (key) => found.filter((f) => f[key] !== null).sort((a, b) => a[key] - b[key] || a.row - b.row)[0];
-  const worst = found.filter((f) => f.judged).sort((a, b) => b.ratio - a.ratio)[0];
-  const harmed = byRoute ? earliest('firstHarmed') : null;
-  const above = byRoute ? earliest('firstAbove') : null;
-  if (harmed) {
-    const count = found.filter((f) => f.firstHarmed !== null).length;
-    p.dataset.verdict = 'harmed';
-    p.append('Layer ', name(harmed, 'gl-act-first'), ` is harmed (an alert) from step ${harmed.firstHarmed}`
-      + `${count > 1 ? `, and ${count - 1} more of the ${n} layers` : ''}.`);
-  } else if (above) {
-    p.dataset.verdict = 'above';
-    p.append('No layer is harmed; ', name(above, 'gl-act-first'), ` went above its limit at step ${above.firstAbove}: `
-      + `${NOT_AN_ALERT}.`);
-  } else if (byRoute && worst) {
-    p.dataset.verdict = 'within';
-    p.append(`All ${n} layers stay within their limits; the closest is `, name(worst, 'gl-act-worst'),
-      ` at ${fmtRatio(worst.ratio)}× its limit.`);
-  } else {
-    p.dataset.verdict = 'unjudged';
-    p.append(`${n} layers; no limit for ${badnessLabel(series.columns[0])}.`);
-  }
-  return p;
 }

@@ -1,6 +1,7 @@
 // Gradients: where NaN/Inf started, which variables have dead (all-zero)
-// or disconnected (None) gradients, and how the gradients evolve.  A
-// sentence answers first (from the alert rules), then a health heatmap of
+// or disconnected (None) gradients, and how the gradients evolve.  The
+// third answer first (the answers route, as the Overview and `report` say
+// it), then a health heatmap of
 // every variable x step (the health route: each pixel column keeps its
 // worst status, so a single NaN step is never thinned away), L2 norm /
 // max |g| / zero fraction / NaN+Inf count (log scale) for the top-K
@@ -20,6 +21,7 @@ import {
   HOW_TO_LOG, chartControls, emptyState, filterParams, focusSection, markedStep, maxSteps, pickRun,
   runsWithKind, seriesColumn, smoothingOf, stepParams, tagsOfKind, topK,
 } from './common.js';
+import {answersFor, byId, runAnswers, sentence} from './answers.js';
 import {COLUMNS, cellTexts, gradientHealth} from './gradient_health.js';
 import {renderHistogram} from './histogram.js';
 import {renderOptimizerSteps} from './optimizer_steps.js';
@@ -64,10 +66,11 @@ export async function render(container, ctx) {
   ]);
   container.appendChild(controls);
   container.appendChild(el('h2', {}, ['Gradients in run ', el('span', {class: 'gl-run-name', text: run.run})]));
-  const [health, alerts, picker] = await Promise.all([
+  const [health, alerts, picker, said] = await Promise.all([
     getJson('health', {run: run.run, tag: entry.tag, rows: state.filter, ...stepParams(state), buckets: maxSteps()}),
     getJson('alerts', {run: run.run, ...filterParams(state)}),
     overlayControls(ctx, run.run, KIND),
+    answersFor(state, run.run).then((data) => byId(runAnswers(data, run.run)).broken, () => null),
   ]);
   if (!ctx.isCurrent()) return;
   if (picker) controls.appendChild(picker);
@@ -94,7 +97,8 @@ export async function render(container, ctx) {
   ]);
   if (!ctx.isCurrent()) return;
   const focused = health.rows[selected >= 0 ? selected : ranked[0]];
-  container.appendChild(headline(alerts.alerts.filter((a) => a.tag === entry.tag)));
+  container.appendChild(el('div', {class: 'gl-headline gl-grad-headline'}, [said ? sentence(said, {className: 'gl-q3', question: true})
+    : el('p', {class: 'gl-message gl-error', text: 'The answer could not be read: reload.'})]));
   const healthSection = el('section', {class: 'gl-section gl-sec-health'}, [healthMap(health, selected, mark, navigate)]);
   container.appendChild(healthSection);
   container.appendChild(charts(lines, health, shown, {mark, state, navigate}));
@@ -115,30 +119,6 @@ export async function render(container, ctx) {
     const sections = await more;
     if (ctx.isCurrent() && sections[late]) focusSection(sections[late]);
   }
-}
-
-/** Q2 and Q3 in sentences, from the alert rules over the shown variables and steps. */
-function headline(alerts) {
-  const of = (code) => alerts.find((a) => a.code === code);
-  const nonfinite = of('nonfinite');
-  const none = of('none_gradient');
-  const dead = of('zero_gradient');
-  const box = el('div', {class: 'gl-headline gl-grad-headline'});
-  const line = (cls, parts) => box.appendChild(el('p', {class: cls}, parts));
-  const list = (names) => names.slice(0, 6).map(isolate).join(', ') + (names.length > 6 ? ` and ${names.length - 6} more` : '');
-  if (nonfinite) {
-    line('gl-q2', ['First NaN/Inf: step ', el('strong', {class: 'gl-nan-step', text: String(nonfinite.step_first)}),
-      ' in ', el('strong', {class: 'gl-nan-var', text: list(nonfinite.variables)}),
-      ` (non-finite at logged steps up to ${nonfinite.step_last}).`]);
-  } else {
-    line('gl-q2', ['No NaN/Inf in these gradients.']);
-  }
-  line('gl-q3-none', none ? ['Disconnected (None gradient): ', el('strong', {class: 'gl-none-vars', text: list(none.variables)}),
-    '.'] : ['No disconnected (None) gradient.']);
-  line('gl-q3-dead', dead ? ['Dead (all-zero gradient for several steps): ',
-    el('strong', {class: 'gl-dead-vars', text: list(dead.variables)}), ` (from step ${dead.step_first}).`]
-    : ['No dead (all-zero) gradient.']);
-  return box;
 }
 
 /** Every variable x step: ok, dead, None, NaN/Inf (the worst of each bucket of steps). */

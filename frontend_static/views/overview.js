@@ -1,26 +1,30 @@
-// Overview: every run's headline - the worst divergence against its
-// tolerance and which comparison, the first NaN/Inf step and where, the
-// disconnected (None) and dead (all-zero) variables by name, alert counts -
-// and the alerts list; an alert opens the view that shows its evidence; a
-// run with precision advice says what it advises, with a button to the
-// Advisor.  The variable regex and step range apply (the routes'
-// rows/step_min/step_max).
+// Overview: the five answers of the run in focus, first (the answers
+// route, analysis/answers.py: what `tb-gradlens report` prints), then every
+// run in a row - each answer in a few words (the whole sentence on hover),
+// its comparisons, the first NaN/Inf step and where, the disconnected (None)
+// and dead (all-zero) variables by name, alert counts - and the alerts; an
+// alert opens the view that shows its evidence.  The variable regex and
+// step range apply (the routes' rows/step_min/step_max).
 
 import {getJson} from '../api.js';
 import {el} from '../dom.js';
-import {fmt, fmtRatio, num, stepRange} from '../format.js';
+import {fmt, stepRange} from '../format.js';
 import {table} from '../table.js';
 import {alertStep, alertTarget} from './alert_target.js';
-import {filterParams} from './common.js';
+import {answerList, answersFor, byId, runAnswers} from './answers.js';
+import {filterParams, matchingRuns} from './common.js';
 import {problemsSection} from './problems.js';
-import {comparisonLabel} from './records.js';
 
 const LISTED = 4;
+const QUESTION_COLUMNS = [
+  ['beyond_noise', 'beyond float32 noise?'], ['diverges_most', 'diverges most'],
+  ['keep_float32', 'keep in float32'], ['over_training', 'over training'],
+];
 
 /** The routes the Overview reads, asked for while the runs listing loads. */
 export function prefetch(state) {
   const params = filterParams(state);
-  return [getJson('overview', params), getJson('alerts', {run: state.run || '', ...params})]
+  return [getJson('overview', params), getJson('alerts', {run: state.run || '', ...params}), answersFor(state)]
     .map((p) => p.catch(() => null));
 }
 
@@ -28,38 +32,51 @@ export async function render(container, ctx) {
   const {state, navigate, runs: runEntries} = ctx;
   const runFilter = state.run || '';
   const params = filterParams(state);
-  const [overview, alerts] = await Promise.all([
+  const [overview, alerts, said] = await Promise.all([
     getJson('overview', params),
     getJson('alerts', {run: runFilter, ...params}),
+    answersFor(state),
   ]);
   if (!ctx.isCurrent()) return;
-  const runs = overview.runs.filter((r) => !runFilter || r.run === runFilter);
-  const ratios = runs.map(worstRatio);
+  const listed = new Set(matchingRuns(runEntries, state.runs).map((e) => e.run));
+  const runs = overview.runs.filter((r) => (runFilter ? r.run === runFilter : listed.has(r.run)));
+
+  const focus = runFilter || (listed.has(said.focus) ? said.focus : (runs[0] && runs[0].run));
+  const focused = runAnswers(said, focus);
+  if (focused) {
+    container.appendChild(el('h2', {class: 'gl-answers-title'}, ['Answers for run ',
+      el('span', {class: 'gl-run-name', text: focus}),
+      el('span', {class: 'gl-note', text: runFilter ? '' : ' (pick another run above)'})]));
+    container.appendChild(answerList(focused));
+  }
 
   container.appendChild(el('h2', {text: 'Runs'}));
   const scope = [state.filter ? `variables matching /${state.filter}/` : '',
     state.smin || state.smax ? `steps ${state.smin || 'first'}–${state.smax || 'last'}` : ''].filter(Boolean);
+  const hidden = overview.runs.length - runs.length;
   container.appendChild(table({
     caption: `${runFilter ? `Run ${runFilter}` : `${runs.length} run(s) with gradlens data`}`
-      + `${scope.length ? ` · ${scope.join(', ')}` : ''} · click a run for its divergence or gradients`,
+      + `${!runFilter && hidden > 0 ? ` (${hidden} more not matching the run filter)` : ''}`
+      + `${scope.length ? ` · ${scope.join(', ')}` : ''} · hover a cell for the whole answer, click a run for its `
+      + 'divergence or gradients',
     columns: [
       {key: 'run', label: 'run'},
-      {key: 'worst', label: 'worst divergence'},
-      {key: 'comparison', label: 'comparison'},
+      ...QUESTION_COLUMNS.slice(0, 2).map(([key, label]) => ({key, label})),
+      {key: 'comparison', label: 'comparisons'},
       {key: 'nonfinite', label: 'first NaN/Inf'},
       {key: 'disconnected', label: 'disconnected (None)'},
       {key: 'dead', label: 'dead (all-zero gradient)'},
+      ...QUESTION_COLUMNS.slice(2).map(([key, label]) => ({key, label})),
       {key: 'alerts', label: 'alerts E/W/I'},
     ],
-    rows: runs.map((r, i) => headline(r, ratios[i], runEntries.find((e) => e.run === r.run))),
+    rows: runs.map((r) => headline(r, runEntries.find((e) => e.run === r.run), runAnswers(said, r.run))),
     onSelect: (row) => navigate({view: row.hasComparison ? 'divergence' : 'gradients', run: row.run,
       tag: '', row: '', step: '', focus: '', alert: ''}),
     rowClass: () => 'gl-run-row',
     cellTitle: (row, key) => row.titles[key],
   }));
   for (const note of stepOffsetNotes(runs)) container.appendChild(note);
-  const advised = await adviceSection(runEntries.filter((e) => runs.some((r) => r.run === e.run)), navigate);
-  if (!ctx.isCurrent()) return;
+  const advised = adviceSection(runEntries.filter((e) => runs.some((r) => r.run === e.run)), said, navigate);
   if (advised) container.appendChild(advised);
 
   const groups = groupAlerts(alerts.alerts);
@@ -67,7 +84,7 @@ export async function render(container, ctx) {
   container.appendChild(el('h2', {text: `Alerts (${alerts.alerts.length}${distinct})`}));
   if (!alerts.alerts.length) {
     container.appendChild(el('p', {class: 'gl-message gl-no-alerts',
-      text: 'No alerts: nothing looks wrong in the logged steps.'}));
+      text: 'No alerts. Nothing looks wrong in the logged steps.'}));
   } else {
     const list = el('ul', {class: 'gl-alerts'});
     for (const [first, ...others] of groups) {
@@ -81,43 +98,24 @@ export async function render(container, ctx) {
   if (problems) container.appendChild(problems);
 }
 
-/** The worst divergence's limit at its step: {limit} (null when not judged); the overview states it. */
-function worstRatio(run) {
-  const w = run.worst_divergence;
-  return w && Number(w.limit) > 0 ? {limit: Number(w.limit)} : null;
-}
-
 /**
- * "Precision advice": for each listed run with advice records, what the
- * advisor advises (the route's latest advice), as a button opening the
- * Advisor view on that run; null when no run has advice.
+ * "Precision advice": each listed run with advice records and its fourth
+ * answer (what to keep in float32), as a button opening the Advisor view on
+ * that run; null when no run has advice.
  */
-async function adviceSection(entries, navigate) {
+function adviceSection(entries, said, navigate) {
   const advised = entries.filter((e) => e.tags.some((t) => t.kind === 'advice'));
   if (!advised.length) return null;
-  const answers = await Promise.all(advised.map((e) => getJson('advice', {run: e.run}).catch(() => null)));
   const list = el('ul', {class: 'gl-advice-runs'});
-  advised.forEach((entry, i) => {
-    const latest = answers[i] && answers[i].latest;
+  for (const entry of advised) {
+    const keep = byId(runAnswers(said, entry.run)).keep_float32;
     list.appendChild(el('li', {}, [el('button', {
-      type: 'button', class: 'gl-advice-run', dataset: {run: entry.run}, title: 'Open the Advisor view on this run',
-      text: `${entry.run}: ${adviceSummary(latest)}`,
+      type: 'button', class: 'gl-advice-run', dataset: {run: entry.run}, title: keep ? keep.text : '',
+      text: `${entry.run}: ${keep ? keep.short : 'advice logged'}`,
       onclick: () => navigate({view: 'advisor', run: entry.run, tag: '', row: '', step: '', focus: '', alert: ''}),
     })]));
-  });
+  }
   return el('section', {class: 'gl-advice-overview'}, [el('h2', {text: 'Precision advice'}), list]);
-}
-
-/** One line of an advice: which layers to keep in float32, before -> after. */
-export function adviceSummary(latest) {
-  if (!latest) return 'advice logged but not readable (open the Advisor for why)';
-  const rec = latest.recommendation;
-  const metric = latest.metric === 'harm_index' ? 'harm index' : 'gradient rel L2';
-  if (!rec) return 'no recommendation (open the Advisor for why)';
-  if (!rec.float32.length) return `nothing to keep in float32 (${metric} ${fmt(latest.before)})`;
-  const layers = rec.layers && rec.layers.length ? rec.layers : rec.float32;
-  return `keep ${layers.join(', ')} in float32 (${metric} ${fmt(latest.before)} → ${fmt(rec.after)}`
-    + `${rec.met ? '' : ', still above the tolerance'})`;
 }
 
 /** "Run r: from step s the records are at train step + n": a training
@@ -143,29 +141,19 @@ function names(list) {
   return list.slice(0, LISTED).join(', ') + (list.length > LISTED ? ` and ${list.length - LISTED} more` : '');
 }
 
-function headline(r, tolerance, entry) {
-  const w = r.worst_divergence;
+function headline(r, entry, said) {
   const counts = r.alert_counts || {};
   const kinds = new Set(((entry && entry.tags) || []).map((t) => t.kind));
   const hasComparison = ['divergence', 'activation_divergence', 'loss_comparison'].some((k) => kinds.has(k));
   const hasGradients = kinds.has('grad_stats');
-  let worst = hasComparison ? 'no divergence value (only NaN)'
-    : `no comparison logged${r.no_comparison ? `: ${r.no_comparison}` : ''}`;
-  if (w) {
-    const value = num(w.value);
-    let against = '';
-    if (!Number.isFinite(value)) against = ` (not finite${tolerance ? `; its limit ${fmt(tolerance.limit)}` : ''})`;
-    else if (tolerance) against = ` = ${fmtRatio(value / tolerance.limit)}× its limit ${fmt(tolerance.limit)}`;
-    worst = `${w.metric} ${fmt(value)}${against} · ${w.row} · step ${w.step}`;
-  }
+  const answers = byId(said);
   const firstVars = r.first_nonfinite_variables || [];
   const notLogged = hasGradients ? null : 'no gradients logged';
-  return {
+  const compared = ((said && said.comparisons) || []).map((c) => c.label);
+  const row = {
     run: r.run,
     hasComparison,
-    worst,
-    comparison: w ? comparisonLabel({candidate: w.candidate, reference: w.reference})
-      : hasComparison ? 'logged' : 'none',
+    comparison: compared.length ? compared.join('; ') : 'none',
     nonfinite: r.first_nonfinite_step === null || r.first_nonfinite_step === undefined ? 'none'
       : `step ${r.first_nonfinite_step}: ${names(firstVars)}`,
     disconnected: notLogged || names(r.disconnected_variables || []),
@@ -175,8 +163,15 @@ function headline(r, tolerance, entry) {
       disconnected: (r.disconnected_variables || []).join('\n'),
       dead: (r.zero_gradient_variables || []).join('\n'),
       nonfinite: firstVars.join('\n'),
+      comparison: ((said && said.comparisons) || []).map((c) => `${c.label}: ${c.answer.text}`).join('\n'),
     },
   };
+  for (const [key] of QUESTION_COLUMNS) {
+    const a = answers[key];
+    row[key] = a ? a.short : '–';
+    row.titles[key] = a ? a.text : '';
+  }
+  return row;
 }
 
 /**

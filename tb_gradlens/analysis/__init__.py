@@ -27,7 +27,11 @@ Modules, one job each:
 * ``runs``: ``compare_runs``, the run comparison: two runs step by step
   ("comparison" alone is the precision comparison of one step);
 * ``coverage``: what the writers asked for and could not log;
-* ``export``: long-format rows.
+* ``export``: long-format rows;
+* ``comparisons``: a run's comparisons, named and ordered, and its precision;
+* ``answers`` (with ``sentences``, ``answer_rows``, ``answer_divergence``):
+  the five questions a user asks of a run, answered once in plain sentences
+  for the tab (the ``answers`` route) and ``report``.
 """
 
 from tb_gradlens.analysis.alerts import alerts_for_dtype_maps  # noqa: F401
@@ -44,6 +48,9 @@ from tb_gradlens.analysis.detectors import last_true  # noqa: F401
 from tb_gradlens.analysis.detectors import zero_runs  # noqa: F401
 from tb_gradlens.analysis.export import EXPORT_FIELDS  # noqa: F401
 from tb_gradlens.analysis.export import export_rows  # noqa: F401
+from tb_gradlens.analysis.export import FLOAT_KINDS  # noqa: F401
+from tb_gradlens.analysis.export import NOT_BY_DEFAULT  # noqa: F401
+from tb_gradlens.analysis.export import kinds_present  # noqa: F401
 from tb_gradlens.analysis.findings import group_alerts  # noqa: F401
 from tb_gradlens.analysis.findings import run_alerts  # noqa: F401
 from tb_gradlens.analysis.findings import tag_alerts  # noqa: F401

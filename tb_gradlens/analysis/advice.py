@@ -103,6 +103,22 @@ def named(advice: Advice) -> Optional[str]:
     return "; ".join(parts) or None
 
 
+def apply_line(code: str) -> str:
+    """The one line of ``apply_code`` that applies the recommendation
+    (``tb_gradlens.keep_in_float32(...)``); the whole code when it has none."""
+    for line in str(code or "").splitlines():
+        if line.startswith("tb_gradlens.keep_in_float32("):
+            return line
+    return str(code or "")
+
+
+def code_lines(code: str) -> List[str]:
+    """The other ways ``apply_code`` gives to apply it (its lines but the one
+    ``apply_line`` takes), for the details of an answer."""
+    line = apply_line(code)
+    return [x for x in str(code or "").splitlines() if x != line and not x.startswith("# tb_gradlens advisor")]
+
+
 def _metric_name(advice):
     return "harm index" if advice.metric == HARM_INDEX else "gradient rel L2"
 

@@ -18,6 +18,17 @@ from tb_gradlens import metadata
 from tb_gradlens.analysis.record_source import RecordSource
 
 EXPORT_FIELDS = ("run", "tag", "kind", "step", "wall_time", "row", "column", "value")
+# Left out unless asked for by kind: a histogram has 281 columns per variable and logged step, 20x the
+# statistics (docs/benchmarks-history.md, section 14).
+NOT_BY_DEFAULT = (metadata.GRAD_HISTOGRAM,)
+# What can be exported: every float record kind.
+FLOAT_KINDS = tuple(k for k in metadata.KINDS if k not in metadata.JSON_KINDS)
+
+
+def kinds_present(source: RecordSource, runs: Iterable[str]) -> List[str]:
+    """The float record kinds ``runs`` hold (readable records), in contract order."""
+    found = {e.kind for run in runs for e in source.entries(run) if e.record is not None}
+    return [k for k in FLOAT_KINDS if k in found]
 
 
 def export_rows(source: RecordSource, runs: Iterable[str], kinds: Optional[Collection[str]] = None,

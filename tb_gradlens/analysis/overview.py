@@ -78,7 +78,7 @@ def _worst_of(source, entry, thresholds, benign=()):
     judged = np.isfinite(judgement.limits)
     skip = np.isin(series.steps, np.asarray(benign, np.int64))[:, None]  # loss-scale skips: never applied
     values = np.where(judgement.noise | ~judged | skip, -np.inf, judgement.values)
-    bad = (_nonfinite_counts(series) > 0) & ~skip
+    bad = (nonfinite_counts(series) > 0) & ~skip
     if bad.any():
         s = int(np.argmax(bad.any(axis=1)))
         r = int(np.argmax(bad[s]))
@@ -92,7 +92,7 @@ def _worst_of(source, entry, thresholds, benign=()):
     return _headline(series, judgement, int(s), int(r), float(values[s, r]), bool(np.isinf(values[s, r])))
 
 
-def _nonfinite_counts(series):
+def nonfinite_counts(series):
     if series.record.kind == metadata.LOSS_COMPARISON:
         return ((~np.isfinite(series.column("reference"))).astype(np.float32)
                 + (~np.isfinite(series.column("candidate"))))
@@ -156,34 +156,37 @@ def overview(source: RecordSource,
     comparisons, why, when its writers said: ``no_comparison``), first NaN,
     dead variables, alert counts, and the step offsets its writers applied
     (``coverage.step_offsets``)."""
-    out = []
-    for run in source.runs():
-        alerts, _ = findings.run_alerts(source, [run], thresholds)
-        counts = {s: 0 for s in codes.SEVERITIES}
-        for a in alerts:
-            counts[a.severity] += 1
-        # The replayed first non-finite step (checked on every step), then the
-        # gradients (what the optimizer applies), then any compared record.
-        nonfinite = [a for a in alerts if a.code == codes.NONFINITE and a.view["name"] == metadata.NONFINITE_REPLAY]
-        nonfinite = nonfinite or [a for a in alerts
-                                  if a.code == codes.NONFINITE and a.view["name"] == metadata.GRAD_STATS]
-        nonfinite = nonfinite or [a for a in alerts if a.code == codes.NONFINITE]
-        first_nf = min(nonfinite, key=lambda a: a.step_first) if nonfinite else None
-        offsets = step_offsets(source, run)
-        out.append({
-            "run": run,
-            "worst_divergence": worst_divergence(source, run, thresholds),
-            "no_comparison": comparison_note(source, run),
-            "first_nonfinite_step": first_nf.step_first if first_nf else None,
-            "first_nonfinite_variables": list(first_nf.variables) if first_nf else [],
-            "disconnected_variables": _union(a.variables for a in alerts if a.code == codes.NONE_GRADIENT),
-            "zero_gradient_variables": _union(a.variables for a in alerts if a.code == codes.ZERO_GRADIENT),
-            "alert_counts": counts,
-            "step_offsets": offsets,
-            "nonfinite_replay": _first_replay(source, run),
-            "optimizer_steps": optimizer_steps(source, run, thresholds, offsets),
-        })
-    return out
+    return [run_headline(source, run, thresholds) for run in source.runs()]
+
+
+def run_headline(source: RecordSource, run: str,
+                 thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> Dict[str, Any]:
+    """The headline of one run (see ``overview``)."""
+    alerts, _ = findings.run_alerts(source, [run], thresholds)
+    counts = {s: 0 for s in codes.SEVERITIES}
+    for a in alerts:
+        counts[a.severity] += 1
+    # The replayed first non-finite step (checked on every step), then the
+    # gradients (what the optimizer applies), then any compared record.
+    nonfinite = [a for a in alerts if a.code == codes.NONFINITE and a.view["name"] == metadata.NONFINITE_REPLAY]
+    nonfinite = nonfinite or [a for a in alerts
+                              if a.code == codes.NONFINITE and a.view["name"] == metadata.GRAD_STATS]
+    nonfinite = nonfinite or [a for a in alerts if a.code == codes.NONFINITE]
+    first_nf = min(nonfinite, key=lambda a: a.step_first) if nonfinite else None
+    offsets = step_offsets(source, run)
+    return {
+        "run": run,
+        "worst_divergence": worst_divergence(source, run, thresholds),
+        "no_comparison": comparison_note(source, run),
+        "first_nonfinite_step": first_nf.step_first if first_nf else None,
+        "first_nonfinite_variables": list(first_nf.variables) if first_nf else [],
+        "disconnected_variables": _union(a.variables for a in alerts if a.code == codes.NONE_GRADIENT),
+        "zero_gradient_variables": _union(a.variables for a in alerts if a.code == codes.ZERO_GRADIENT),
+        "alert_counts": counts,
+        "step_offsets": offsets,
+        "nonfinite_replay": _first_replay(source, run),
+        "optimizer_steps": optimizer_steps(source, run, thresholds, offsets),
+    }
 
 
 def _first_replay(source, run):

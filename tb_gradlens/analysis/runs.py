@@ -58,8 +58,9 @@ def quantity_series(source: RecordSource, run: str, quantity: Quantity) -> Tuple
         steps, _, values = source.scalars(run, quantity.tag or LOSS_TAG)
         return steps, values, quantity.tag or LOSS_TAG
     if quantity.kind not in metadata.KINDS or quantity.kind in metadata.JSON_KINDS:
+        kinds = [SCALAR] + [k for k in metadata.KINDS if k not in metadata.JSON_KINDS]
         raise errors.InvalidArgumentError(
-            "kind must be 'scalar' or a float record kind, not %r" % (quantity.kind,)
+            "kind must be one of %s, not %r%s" % (", ".join(kinds), quantity.kind, did_you_mean(quantity.kind, kinds))
         )
     entries = source.entries_of_kind(run, quantity.kind)
     if quantity.tag:
@@ -77,18 +78,38 @@ def quantity_series(source: RecordSource, run: str, quantity: Quantity) -> Tuple
             row = single.pop()
         else:
             raise errors.InvalidArgumentError("row is required for kind %r" % quantity.kind)
+    rows = sorted({r for e in entries for r in e.record.rows})
     entries = [e for e in entries if row in e.record.rows]
     if not entries:
-        raise errors.NotFoundError("run %r has no %s record with row %r" % (run, quantity.kind, row))
+        raise errors.NotFoundError("run %r has no %s record with row %r%s; its rows: %s" % (
+            run, quantity.kind, row, did_you_mean(row, rows), choices(rows)))
     column = quantity.column or codes.DEFAULT_COLUMN.get(quantity.kind)
+    columns = list(metadata.KIND_COLUMNS[quantity.kind])
     if column is None:
-        raise errors.InvalidArgumentError("column is required for kind %r" % quantity.kind)
-    if column not in metadata.KIND_COLUMNS[quantity.kind]:
-        raise errors.InvalidArgumentError("kind %r has no column %r" % (quantity.kind, column))
+        raise errors.InvalidArgumentError("column is required for kind %r; its columns: %s" % (
+            quantity.kind, choices(columns)))
+    if column not in columns:
+        raise errors.InvalidArgumentError("kind %r has no column %r%s; its columns: %s" % (
+            quantity.kind, column, did_you_mean(column, columns), choices(columns)))
     entry = max(entries, key=lambda e: (e.max_step if e.max_step is not None else -1, e.tag))
     series = source.series(run, entry.tag)
     values = series.values[:, series.record.rows.index(row), series.record.columns.index(column)]
     return series.steps, values.astype(np.float64), entry.tag
+
+
+def did_you_mean(given, valid):
+    """" (did you mean 'x'?)" for the closest of ``valid`` to a mistyped
+    ``given`` (difflib), else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(str(given), [str(v) for v in valid], n=1, cutoff=0.6)
+    return " (did you mean %r?)" % close[0] if close else ""
+
+
+def choices(valid, limit=20):
+    """The valid choices, the first ``limit`` and how many more."""
+    valid = [str(v) for v in valid]
+    return (", ".join(valid[:limit]) + (" and %d more" % (len(valid) - limit) if len(valid) > limit else "")) or "none"
 
 
 def resolve_quantity(source, runs, quantity):
@@ -332,6 +353,7 @@ def _windowed(steps, rel_b, rel_n, thresholds):
             "in a row" % (thresholds.run_noise_factor, thresholds.run_noise_windows, width))
     if len(steps) < need:
         return {"noise": {"rule": rule, "window": width, "level": None, "ratio": None},
+                "shared_steps": int(len(steps)), "needed_steps": int(need),
                 "verdict": "cannot be judged against the noise floor: %d step(s) logged by all three runs, "
                            "the rule needs %d (%s)" % (len(steps), need, rule)}
     mb = harm.window_means(rel_b, width)

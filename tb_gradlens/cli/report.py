@@ -41,10 +41,12 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     parser = subparsers.add_parser(
         "report",
         help="headline and alerts of every run; a CI gate with --fail-on",
-        description="Per run: the worst divergence and where, the first NaN/Inf step, "
-        "disconnected and zero-gradient variables, a dtype summary, what the lens could not "
-        "log and which records it asked for are missing; then the alerts (those that say "
-        "the same in several runs once).",
+        description="Per run, five answers in plain sentences (the GradLens tab says the same): "
+        "1. is it beyond float32's own noise (against a float32 run with another seed), 2. which "
+        "gradient or layer output diverges most and from which step, 3. any NaN, None or all-zero "
+        "gradient and where first, 4. what to keep in float32 (the line to paste), 5. better or "
+        "worse over training; then a dtype summary, what the lens could not log and which records "
+        "it asked for are missing; then the alerts (those that say the same in several runs once).",
         epilog="examples:\n"
         "  tb-gradlens report logs/\n"
         "  tb-gradlens report logs/ --run 'bf16' --fail-on error   # CI gate\n"
@@ -69,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the report; the exit status (``EXIT_ALERTS`` when ``--fail-on`` fails)."""
     from tb_gradlens import analysis
     from tb_gradlens.analysis import advice as advice_analysis
+    from tb_gradlens.analysis import answers
 
     source, loaded = common.open_source(args)
     runs = common.select_runs(source, args.run)
@@ -80,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
                            % (args.logdir, common.known_runs_text(source.runs())))
     source = source.restricted(runs)  # another run's records are never read
     headlines = {h["run"]: h for h in analysis.overview(source) if h["run"] in runs}
+    said = {r["run"]: r for r in answers.logdir_answers(source, runs)["runs"]}
     alerts, problems = analysis.run_alerts(source, runs)
     dtypes = {run: _dtype_summary(source, run) for run in runs}
     lens = {run: analysis.coverage(source, run) for run in runs}
@@ -94,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
             common.dumps(
                 {
                     "logdir": args.logdir,
-                    "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r], advice=advice[r]) for r in runs],
+                    "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r], advice=advice[r],
+                                  answers=said[r]["answers"], comparisons=said[r]["comparisons"],
+                                  precision=said[r]["precision"]) for r in runs],
                     "alerts": [a.to_json() for a in alerts],
                     "errors": problems + source.point_errors(runs)
                     + common.read_problems(loaded, runs if args.run else None),
@@ -108,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         advice_lines = {run: advice_analysis.report_lines(source, run) for run in runs}
         print(_report_text(runs, headlines, dtypes, lens, alerts, problems + source.point_errors(runs),
-                           advice_lines))
+                           advice_lines, said))
         if args.fail_on:
             print(
                 "\n%d alert(s) at or above %s%s"
@@ -123,29 +129,26 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_ALERTS if failing or incomplete or unread else EXIT_OK
 
 
-def _headline_text(h):
+def _answer_lines(run_answer):
+    """The five answers of a run (``analysis.answers``), one numbered line each
+    (the line to paste under the fourth), then the run's comparisons."""
     out = []
-    worst = h.get("worst_divergence")
-    if worst:
-        from tb_gradlens import records
+    for i, a in enumerate(run_answer["answers"], 1):
+        out.append("  %d. %s %s" % (i, a["question"], printable(a["text"])))
+        if a.get("code"):
+            out.append("       %s" % printable(a["code"]))
+    if len(run_answer["comparisons"]) > 1:
+        out.append("  compared: %s" % "; ".join(
+            "%s, %s" % (printable(c["label"]), printable(c["answer"]["short"])) for c in run_answer["comparisons"]))
+    elif run_answer["comparisons"]:
+        out.append("  compared: %s" % printable(run_answer["comparisons"][0]["label"]))
+    return out
 
-        sides = tuple(records.read_variant(worst.get(k)).label for k in ("candidate", "reference"))
-        limit = "" if worst.get("limit") is None else ", limit %s" % common.fmt(worst["limit"])
-        out.append(
-            "  worst divergence: %s %s = %s at step %d (%s vs %s%s): %s"
-            % (printable(worst["row"]), worst["metric"], common.fmt(worst["value"]), worst["step"],
-               printable(sides[0]), printable(sides[1]), limit, worst["verdict_text"])
-        )
-    else:
-        why = h.get("no_comparison")
-        out.append("  worst divergence: - (no comparison logged%s)" % (": " + printable(why) if why else ""))
-    if h.get("first_nonfinite_step") is not None:
-        out.append(
-            "  first NaN/Inf: step %d in %s"
-            % (h["first_nonfinite_step"], ", ".join(printable(v) for v in h["first_nonfinite_variables"]))
-        )
-    else:
-        out.append("  first NaN/Inf: none")
+
+def _headline_text(h):
+    """The headline's facts the answers do not say (loss scale, optimizer
+    steps, step offsets); the third answer says where a NaN starts."""
+    out = []
     steps = h.get("optimizer_steps")
     if steps and steps.get("loss_scale"):
         first, last = steps["loss_scale"]
@@ -157,19 +160,9 @@ def _headline_text(h):
         out.append("  steps: one per train step (batch); the optimizer's own step falls behind from step %d "
                    "(skipped updates): step %d is optimizer step %d" % (
                        steps["differ_from"], steps["last_step"], steps["last_iteration"]))
-    replay = h.get("nonfinite_replay")
-    if replay:
-        out.append("  NaN replay at step %d: %s (first non-finite in %s: %s; in %s: %s)" % (
-            replay["step"], replay["text"], replay["candidate_label"],
-            replay["candidate"]["where"] if replay["candidate"] else "nothing",
-            replay["reference_label"], replay["reference"]["where"] if replay["reference"] else "nothing"))
     for o in h.get("step_offsets") or []:
         out.append("  steps: from step %d the records are at train step + %d (the optimizer restarted "
                    "below steps this run already holds, so the run's steps continue)" % (o["step"], o["offset"]))
-    for label, key in (("disconnected (None gradient)", "disconnected_variables"),
-                       ("zero gradient", "zero_gradient_variables")):
-        names = h.get(key) or []
-        out.append("  %s: %s" % (label, ", ".join(printable(n) for n in names) if names else "none"))
     return out
 
 
@@ -188,11 +181,13 @@ def _lens_text(lens):
     return out
 
 
-def _report_text(runs, headlines, dtypes, lens, alerts, problems, advice_lines=None):
+def _report_text(runs, headlines, dtypes, lens, alerts, problems, advice_lines=None, said=None):
     out = []
     for run in runs:
         h = headlines[run]
         out.append("run %s" % printable(run))
+        if said:
+            out += _answer_lines(said[run])
         out += _headline_text(h)
         d = dtypes.get(run)
         if d:

@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(e), EXIT_USAGE) from None
     if result["note"]:
         print("note: %s" % printable(result["note"]), file=sys.stderr)
+    from tb_gradlens.analysis import answers
+
+    result["summary"]["answer"] = answers.noise_sentence(result)  # what the tab's Compare view says
     status = EXIT_ALERTS if args.fail_on and result["summary"]["exceeds_noise"] else EXIT_OK
     if args.json:
         print(common.dumps(result))
@@ -92,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         rows = shown
     print(common.table(["step", "A", "B", "B-A", "B/A", "(B-A)/|A|"], rows))
     s = result["summary"]
-    print("\nmax |(B-A)/|A||: %s" % common.fmt(s["max_abs_rel_difference"]))
+    print("\n%s" % printable(s["answer"]["text"]))
+    print("max |(B-A)/|A||: %s" % common.fmt(s["max_abs_rel_difference"]))
     print("verdict: %s" % printable(s["verdict"]))
     for label, key in (("A", "only_in_a"), ("B", "only_in_b")):
         steps = result[key]

@@ -203,6 +203,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
             "/compare": self._serve_run_comparison,
             "/limits": self._serve_limits,
             "/advice": self._serve_advice,
+            "/answers": self._serve_answers,
         }
 
     def is_active(self):
@@ -329,6 +330,12 @@ class GradLensPlugin(base_plugin.TBPlugin):
         run = _arg(request, "run", required=True)
         tag = _arg(request, "tag", required=True)
         return respond_json(request, analysis.limits(self._source(request), run, tag, self._thresholds))
+
+    @wrappers.Request.application
+    def _serve_answers(self, request):
+        """The five answers of every run (or of ``run``), through the tab's filters."""
+        run = _arg(request, "run")
+        return respond_json(request, routes_impl.answers_impl(self._filtered_source(request), run, self._thresholds))
 
     @wrappers.Request.application
     def _serve_advice(self, request):

@@ -85,7 +85,8 @@ def file_problems(scans):
 class Progress:
     """A one-line progress bar on stderr, shown only on a terminal and only
     after the work has taken longer than ``delay`` seconds; ``unit`` "MB"
-    counts bytes."""
+    counts bytes.  ``phase`` starts the next pass over the same total (a
+    logdir is checked, then loaded: each pass counts its size once)."""
 
     def __init__(self, total, label, stream=None, delay=None, unit=""):
         self.total = max(int(total), 1)
@@ -102,11 +103,19 @@ class Progress:
             return
         width = 30
         filled = int(width * min(done, self.total) / self.total)
-        count = ("%d/%d %s" % (min(done, self.total) / 1e6, self.total / 1e6, self.unit) if self.unit == "MB"
-                 else "%d/%d" % (done, self.total))
+        digits = 1 if self.total < 10e6 else 0  # a small logdir in tenths of a MB
+        count = ("%.*f/%.*f %s" % (digits, min(done, self.total) / 1e6, digits, self.total / 1e6, self.unit)
+                 if self.unit == "MB" else "%d/%d" % (done, self.total))
         self.stream.write("\r%s [%s%s] %s" % (self.label, "#" * filled, "." * (width - filled), count))
         self.stream.flush()
         self.shown = True
+
+    def phase(self, label):
+        """The next pass: a new label, the count from 0 again (the delay runs on)."""
+        self.label = label
+        if self.shown:
+            self.stream.write("\n")
+            self.shown = False
 
     def close(self):
         if self.shown:
@@ -161,8 +170,8 @@ def open_logdir(logdir, progress=True, select_runs=None):
         keep = {names[i] for i in select_runs(names)}
         files = [(run, path) for run, path in files if run in keep]
     sizes = {path: _size(path) for _, path in files}
-    # Each byte is checked once (FileScan) and loaded once (TensorBoard): the bar counts both.
-    bar = Progress(2 * sum(sizes.values()), "reading %s" % logdir, unit="MB") if progress else None
+    # Each byte is checked once (FileScan), then loaded once (TensorBoard): two passes over the logdir's size.
+    bar = Progress(sum(sizes.values()), "checking %s" % logdir, unit="MB") if progress else None
     scans = []
     done = 0
     for run, path in files:
@@ -187,6 +196,9 @@ def open_logdir(logdir, progress=True, select_runs=None):
     run_bytes = {}
     for run, path in files:
         run_bytes[run] = run_bytes.get(run, 0) + sizes[path]
+    if bar:
+        bar.phase("loading %s" % logdir)
+    done = 0
     for run, _ in run_dirs:
         try:
             multiplexer.GetAccumulator(run).Reload()

@@ -12,6 +12,7 @@ import numpy as np
 
 from tb_gradlens import analysis
 from tb_gradlens import metadata
+from tb_gradlens.analysis import answers
 from tb_gradlens.analysis import runs as runs_analysis
 from tb_gradlens.serving import health
 from tb_gradlens.serving import reading
@@ -215,4 +216,13 @@ def run_comparison_impl(source, run_a, run_b, quantity, noise_run, thresholds, s
     """The ``compare`` answer: the verdict over the whole runs, the series
     cut to [step_min, step_max] (``analysis.compare_runs``)."""
     body = analysis.compare_runs(source, run_a, run_b, quantity, noise_run, thresholds)
+    body["summary"]["answer"] = answers.noise_sentence(body)  # what the first answer says of these runs
     return runs_analysis.restrict_run_comparison(body, step_min, step_max)
+
+
+def answers_impl(source, run, thresholds):
+    """The ``answers`` answer (``analysis.answers``): every run's five answers,
+    or ``run``'s; NotFoundError for an unknown run."""
+    if run is not None and run not in source.runs():
+        raise errors.NotFoundError("no run %r" % (run,))
+    return answers.logdir_answers(source, None if run is None else [run], thresholds)

@@ -273,13 +273,22 @@ def recording():
 
 
 def if_recording(write_fn):
-    """Run ``write_fn`` (which returns a bool tensor) only when recording."""
+    """Run ``write_fn`` (which returns a bool tensor) only when recording.
+
+    ``write_fn`` only writes (what it writes is computed before, under the
+    recording condition: ``numerics.gradient_statistics(when=...)``).  In a
+    graph it is called as it is, with no ``tf.cond`` around it: each
+    ``tf.summary.write`` in it already writes only when recording, and a
+    conditional of ours around those writes, inside a user's own
+    conditional (``if step % 10 == 0:`` in a ``tf.function``), made
+    Grappler print "Skipping loop optimization for Merge node with control
+    input" for its lowered branches on every trace."""
     maybe, condition = recording()
     if not maybe:
         return tf.constant(False)
     if tf.executing_eagerly():
         return write_fn() if bool(condition) else tf.constant(False)
-    return tf.cond(condition, write_fn, lambda: tf.constant(False))
+    return tf.logical_and(condition, write_fn())
 
 
 def write_record(name, record, tensor, step):

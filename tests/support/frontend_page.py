@@ -131,8 +131,12 @@ def shown_close(text, want, rel=5e-4):
 
 
 def open_tab(tb, page, hash_state=""):
-    """Open the tab's own document (what TensorBoard iframes) with a hash state; wait until drawn."""
-    page.page.goto(tb.url + "/data/plugin_entry.html?name=gradlens" + ("#" + hash_state if hash_state else ""))
+    """Open the tab's own document (what TensorBoard iframes) with a hash state, as a new visit (a page
+    already on that document is left first: a new hash alone would only change its state); wait until drawn."""
+    document = tb.url + "/data/plugin_entry.html?name=gradlens"
+    if page.page.url.split("#")[0] == document:
+        page.page.goto("about:blank")
+    page.page.goto(document + ("#" + hash_state if hash_state else ""))
     wait_drawn(page.page)
     return page.page
 
