@@ -156,7 +156,7 @@ def one_alert_per_event(alerts: List[codes.Alert]) -> List[codes.Alert]:
         return alerts
     primary = _event_primary(nonfinite)
     others = [a for a in nonfinite + caused if a is not primary]
-    where = [texts.EVENT_WHERE.get(a.view.get("name"), a.tag).format(
+    where = [texts.EVENT_WHERE.get(str(a.view.get("name")), a.tag).format(
         vars=texts.names(a.variables, range(len(a.variables)), 3), a=a.step_first) for a in others]
     merged = dataclasses.replace(
         primary, step_first=min(a.step_first for a in nonfinite + caused),

@@ -282,32 +282,6 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
     }
 
 
-def restrict_run_comparison(result: Dict[str, Any], step_min: Optional[int] = None,
-                            step_max: Optional[int] = None) -> Dict[str, Any]:
-    """A ``compare_runs`` answer with its step-aligned sequences cut to
-    ``[step_min, step_max]`` (a display filter: the summary, decided on
-    the whole runs, stays as it is)."""
-    if step_min is None and step_max is None:
-        return result
-
-    def keep(steps):
-        steps = np.asarray(steps)
-        lo = -np.inf if step_min is None else step_min
-        hi = np.inf if step_max is None else step_max
-        return (steps >= lo) & (steps <= hi)
-
-    out = dict(result)
-    index = keep(result["steps"])
-    for key in ("steps", "a", "b", "difference", "ratio", "rel_difference"):
-        out[key] = np.asarray(result[key])[index]
-    for key in ("only_in_a", "only_in_b"):
-        out[key] = np.asarray(result[key])[keep(result[key])]
-    if result["noise"] is not None:
-        index = keep(result["noise"]["steps"])
-        out["noise"] = {k: np.asarray(v)[index] for k, v in result["noise"].items()}
-    return out
-
-
 def _summary(common, a, b, rel, noises, thresholds):
     """The verdict of a run comparison (see ``compare_runs``); ``noises``: one
     ``{"steps", "rel_difference", "values"}`` per noise run."""

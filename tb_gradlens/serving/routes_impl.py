@@ -7,13 +7,16 @@ Errors are TensorBoard's: ``InvalidArgumentError`` (400), ``NotFoundError``
 (404).
 """
 
+from typing import Any
+from typing import Dict
+from typing import Optional
+
 from tensorboard import errors
 import numpy as np
 
 from tb_gradlens import analysis
 from tb_gradlens import metadata
 from tb_gradlens.analysis import answers
-from tb_gradlens.analysis import runs as runs_analysis
 from tb_gradlens.serving import health
 from tb_gradlens.serving import reading
 
@@ -217,7 +220,34 @@ def run_comparison_impl(source, run_a, run_b, quantity, noise_run, thresholds, s
     cut to [step_min, step_max] (``analysis.compare_runs``)."""
     body = analysis.compare_runs(source, run_a, run_b, quantity, noise_run, thresholds)
     body["summary"]["answer"] = answers.noise_sentence(body)  # what the first answer says of these runs
-    return runs_analysis.restrict_run_comparison(body, step_min, step_max)
+    return restrict_run_comparison(body, step_min, step_max)
+
+
+def restrict_run_comparison(result: Dict[str, Any], step_min: Optional[int] = None,
+                            step_max: Optional[int] = None) -> Dict[str, Any]:
+    """A ``compare_runs`` answer with its step-aligned sequences cut to
+    ``[step_min, step_max]`` (a display filter: the summary, decided on
+    the whole runs, stays as it is)."""
+    if step_min is None and step_max is None:
+        return result
+
+    def keep(steps):
+        steps = np.asarray(steps)
+        lo = -np.inf if step_min is None else step_min
+        hi = np.inf if step_max is None else step_max
+        return (steps >= lo) & (steps <= hi)
+
+    out = dict(result)
+    index = keep(result["steps"])
+    for key in ("steps", "a", "b", "difference", "ratio", "rel_difference"):
+        out[key] = np.asarray(result[key])[index]
+    for key in ("only_in_a", "only_in_b"):
+        out[key] = np.asarray(result[key])[keep(result[key])]
+    if result["noise"] is not None:
+        index = keep(result["noise"]["steps"])
+        out["noise"] = {k: np.asarray(v)[index] for k, v in result["noise"].items()}
+    return out
+
 
 
 def answers_impl(source, run, thresholds):
