@@ -33,7 +33,9 @@ export async function renderOptimizerSteps(container, {ctx, run, alerts}) {
   const scale = col('loss_scale');
   const box = el('div', {class: 'gl-headline gl-optimizer-headline'});
   if (head && head.loss_scale) {
-    const failure = (alerts || []).find((a) => a.code === 'loss_scale_failure' && a.tag === steps.tag);
+    // One event, one alert: a failure a non-finite loss causes is said by that event's alert (its `also`).
+    const failing = (a) => a.code === 'loss_scale_failure' && a.tag === steps.tag;
+    const failure = (alerts || []).find((a) => failing(a) || (a.also || []).some(failing));
     const skips = head.skips || [];
     box.appendChild(el('p', {class: 'gl-loss-scale'}, [
       `Loss scale: ${fmt(head.loss_scale[0])} → ${fmt(head.loss_scale[1])}; `,
