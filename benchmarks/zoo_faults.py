@@ -362,22 +362,22 @@ def naive_pair_distance(policy, seed=0, features=16, width=16, scale=30.0):
         return keras.Model(inputs, y, name="naive_pair_distance")
 
 
-def bf16_embedding_distance(policy, seed=0, features=16, width=16, scale=30.0):
-    """The siamese net of ``naive_pair_distance`` with its distance computed stably
-    in float32 ("pair_distance", dtype float32) from the tower's bfloat16
-    embeddings: of norm ~30 and ~0.1 apart, their difference is lost when the
-    tower rounds them (bfloat16 spacing 0.125 at 16-32)."""
+def bf16_embedding_distance(policy, seed=0, features=16, width=16, offset=60.0):
+    """A siamese net trained with the contrastive loss (``contrastive_distance_loss``):
+    one Dense tower on both items, whose embeddings carry a common offset of 60
+    per component ("tower_out", bias 60), their squared distance computed stably
+    in float32 ("pair_distance", dtype float32).  bfloat16 holds the tower's
+    output to 0.25 there: the ~0.01-0.1 by which a same pair's embeddings
+    differ is lost before the float32 distance sees it."""
     with zoo_models.building(policy, seed) as keras:
         layers = keras.layers
         inputs = keras.Input((2, features))
         hidden = layers.Dense(32, activation="relu", name="tower_hidden")
-        out = layers.Dense(width, bias_initializer=keras.initializers.Constant(scale / np.sqrt(width)),
-                           name="tower_out")
+        out = layers.Dense(width, bias_initializer=keras.initializers.Constant(offset), name="tower_out")
         a = out(hidden(inputs[:, 0]))
         b = out(hidden(inputs[:, 1]))
         d = layer_classes()["PairDistance"](dtype="float32", name="pair_distance")([a, b])
-        return keras.Model(inputs, layers.Activation("linear", dtype="float32", name="distance")(d),
-                           name="bf16_embedding_distance")
+        return keras.Model(inputs, d, name="bf16_embedding_distance")
 
 
 def decoder_bf16_output(policy, seed=0):
@@ -428,6 +428,30 @@ def coordinates(origin=3000.0, spread=3.0, classes=4):
     def data(batch, rng):
         z = rng.normal(size=(batch, 6))
         return (origin + spread * z).astype(np.float32), ((z[:, 0] > 0) * 2 + (z[:, 1] > 0)).astype(np.int32)
+
+    return data
+
+
+def contrastive_distance_loss(y_true, distance, margin=1.0):
+    """The contrastive loss of squared distances d (Hadsell et al. 2006), in float32:
+    ``mean(y d + (1 - y) max(0, margin - sqrt(d))^2)``, y = 1 for a same pair."""
+    from keras import ops
+
+    d = ops.cast(distance, "float32")
+    y = ops.cast(ops.reshape(y_true, ops.shape(d)), "float32")
+    apart = ops.maximum(margin - ops.sqrt(d + 1e-12), 0.0)
+    return ops.mean(y * d + (1.0 - y) * ops.square(apart))
+
+
+def verification_pairs(features=16, same=0.05, different=0.5):
+    """(a, b) pairs [batch, 2, features] and y = 1 for a "same" pair (b = a + 0.05 N(0, 1)),
+    0 for a "different" one (b = a + 0.5 N(0, 1)), half and half."""
+
+    def data(batch, rng):
+        a = rng.normal(size=(batch, features))
+        y = (np.arange(batch) % 2 == 0).astype(np.float32)
+        b = a + np.where(y[:, None] > 0, same, different) * rng.normal(size=a.shape)
+        return np.stack([a, b], axis=1).astype(np.float32), y[:, None]
 
     return data
 
@@ -535,8 +559,8 @@ FAULTS = {
                  "|a|^2 + |b|^2 - 2a.b in bfloat16 for embeddings of norm ~30, ~0.4 apart"),
         "bf16_divergence", r"naive_sq_distance|^tower_out/", BF16, "the three terms cancel"),
     "bf16_embedding_distance": Fault(
-        Workload(bf16_embedding_distance, close_pairs(), "mse",
-                 "a float32 distance of bfloat16 embeddings of norm ~30, ~0.4 apart"),
+        Workload(bf16_embedding_distance, verification_pairs(), contrastive_distance_loss,
+                 "contrastive loss on a float32 distance of bfloat16 embeddings offset by 60"),
         "bf16_divergence", r"tower_out|pair_distance", BF16,
         "born at the boundary: the tower's output is rounded before the float32 distance"),
     "decoder_bf16_output": Fault(
