@@ -400,3 +400,25 @@ def test_an_unbuilt_subclassed_model_is_advised_and_built_as_keras_builds_it(tra
     advised, plain = build(True), build(False)
     for a, b in zip(advised.weights, plain.weights):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_large_residual_stream_is_recommended_and_named_as_the_stream():
+    """Issue 38: a Transformer stream of ~512 swamps what attention and the feed-forward add at every Add;
+    no one unit in float32 lowers the harm (each leaves the others' Adds swamping), the stream does (the
+    Dense that makes it and its Add layers), verified within the limits, and the advice names it as the
+    stream.  Switched to float32, the stream turns the attention key bias's gradient (zero by the
+    softmax's symmetry) from an exact 0 into 16-bit noise around 0, which is no harm."""
+    import zoo_faults  # benchmarks/ (tests/conftest.py puts it on sys.path)
+
+    from tb_gradlens.analysis import advice as advice_analysis
+
+    fault = zoo_faults.FAULTS["large_stream_transformer"]
+    model = fault.workload.build(fault.policy)
+    model.compile(optimizer="adam", loss=fault.workload.loss)
+    result = tb_gradlens.advise(model, fault.workload.data(16, np.random.default_rng(0)), traced=True)
+    advice = result.advice
+    rec = advice.recommendation
+    assert advice.before > advice.tolerance and rec["met"] and rec["after"] <= advice.tolerance
+    adds = {"attn_residual_0", "ff_residual_0", "attn_residual_1", "ff_residual_1"}
+    assert adds <= set(rec["layers"]) and "stream_in" in rec["layers"]
+    assert "the residual stream through" in advice_analysis.named(advice)

@@ -16,6 +16,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from tb_gradlens import float_formats
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import records
@@ -87,6 +88,12 @@ class Judge:
             for kind in KINDS
         }
         self.limits = self._limits(candidate, stables, thresholds)
+        # A gradient at the rounding noise of the reference (a true value of 0, e.g. by a softmax's or a
+        # normalization's symmetry) is no signal in any pass (``rounding_budget.noise``): switching a unit
+        # to float32 can turn an exact zero of the configured model into 16-bit noise around 0.
+        self.noise_levels = np.array([
+            float_formats.unit_roundoff(d) / float_formats.unit_roundoff("float32") / thresholds.noise_factor
+            if d in float_formats.FORMATS and d != "float32" else np.inf for d in self.gradient_dtypes])
 
     def tables(self, outcome, stables=()):
         """{kind: float64 [R, C]}: the records a comparison of ``outcome``
@@ -144,6 +151,9 @@ class Judge:
             with np.errstate(invalid="ignore", divide="ignore"):
                 ratio = np.where(self.limits[kind] > 0, values[kind] / self.limits[kind], np.nan)
             ratio = np.where(np.isnan(values[kind]) & ~np.isnan(self.limits[kind]), np.inf, ratio)
+            if kind == metadata.DIVERGENCE and len(ratio):
+                with np.errstate(invalid="ignore"):
+                    ratio = np.where(np.asarray(values[kind]) >= self.noise_levels, np.nan, ratio)
             for r in np.nonzero(~np.isnan(ratio))[0]:
                 if ratio[r] > best[0]:
                     best = (float(ratio[r]), (kind, self.rows(kind)[r], float(values[kind][r]),

@@ -30,6 +30,7 @@ from tb_gradlens.advisor import recommend
 from tb_gradlens.advisor import units as units_module
 from tb_gradlens.advisor.measure import Measurer
 from tb_gradlens.advisor.measure import flat
+from tb_gradlens.analysis.advice import STREAM_CLASSES
 from tb_gradlens.compare import dtype_maps
 
 MAX_VERIFICATIONS = 3
@@ -116,6 +117,8 @@ class Round:
                 kept.append(more)
                 verified = self._verify([units[k].tops for k in kept], batch, base)
                 verifications += 1
+        if base.harm.index > tolerance and (verified is None or verified.harm > tolerance):
+            kept, verified, verifications = self._try_stream(kept, verified, verifications, batch, base)
         groups, narrowed = [units[k].tops for k in kept], 0
         if verified is not None and any(len(g) > 1 for g in groups):
             groups, narrowed = narrowing.narrow(
@@ -126,6 +129,25 @@ class Round:
                 narrowed += 1
         return self._payload(batch, base, step, kept, groups, predicted, verified, verifications + narrowed,
                              tolerance, basis)
+
+    def _try_stream(self, kept, verified, verifications, batch, base):
+        """Damage a stream of large values makes at each merging layer is born at
+        every Add, so no one unit lowers the harm: keep the units holding
+        merging layers (a residual stream: two or more), the unit of the row
+        worst off and the one before it (the layer that feeds the stream),
+        verified as one policy map; taken when it does better than ``kept``."""
+        units = self.measurer.units
+        merging = [k for k, u in enumerate(units) if any(c in STREAM_CLASSES for c in u.classes)]
+        if len(merging) < 2:
+            return kept, verified, verifications
+        worst = base.harm.worst[1] if base.harm.worst else None
+        at = [k for k, u in enumerate(units) if worst in u.paths or any(worst == p or str(worst).startswith(p + "/")
+                                                                        for p in u.paths)]
+        stream = sorted(set(kept) | set(merging) | set(at) | {k - 1 for k in at if k > 0})
+        trial = self._verify([units[k].tops for k in stream], batch, base)
+        if verified is None or trial.harm < verified.harm:
+            return stream, trial, verifications + 1
+        return kept, verified, verifications + 1
 
     def _verify(self, groups, batch, base):
         layers = [layer for tops in groups for layer in units_module.unit_of(tops).layers]

@@ -79,8 +79,8 @@ def apply_code(advice: Advice) -> str:
     return "\n".join(lines)
 
 
-# Keras merging layers: a chain of them that a recommendation keeps is a residual stream.
-MERGING = ("Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate")
+# Keras merging layers that carry a residual stream: two or more of them kept are the stream.
+STREAM_CLASSES = ("Add", "Subtract", "Average", "Concatenate")
 
 
 def named(advice: Advice) -> Optional[str]:
@@ -93,7 +93,7 @@ def named(advice: Advice) -> Optional[str]:
         return None
     units = {u["name"]: (k, u) for k, u in enumerate(advice.units)}
     kept = [units[name] for name in rec["float32"] if name in units]
-    merges = [u["name"] for _, u in kept if any(c in MERGING for c in u["classes"])]
+    merges = [u["name"] for _, u in kept if any(c in STREAM_CLASSES for c in u["classes"])]
     parts = []
     if len(merges) >= 2:
         parts.append("the residual stream through %s" % ", ".join(merges))
