@@ -107,9 +107,9 @@ class ReplaySlot:
     are traced when a kept step is first replayed (``run_kept``), not into
     the step."""
 
-    def __init__(self, model, reference, optimizer, steps_per_call, reference_pass=None):
+    def __init__(self, model, reference, optimizer, steps_per_call, reference_pass=None, ieee_reference=True):
         self.model = model
-        self.passes = compare.ReplayPasses(model, reference, optimizer, reference_pass)
+        self.passes = compare.ReplayPasses(model, reference, optimizer, reference_pass, ieee_reference)
         self.max_rows = 4 * max(1, len(compare.model_layers(model))) + 1 + len(model.trainable_variables)
         self.ring = StepRing(steps_per_call, {"replay": [self.max_rows, len(metadata.NONFINITE_REPLAY_COLUMNS)]})
         self.rows, self.extras = [], None
@@ -176,8 +176,8 @@ class StepWatch:
         self.ring = StepRing(spe, {"optimizer": [1, len(metadata.OPTIMIZER_STEP_COLUMNS)]})
         shared = [slot.passes[0] for slot in tap.slots if slot.activations
                   and slot.passes[0].variant == compare.Variant(self.reference)]
-        self.replay = (ReplaySlot(model, self.reference, self.optimizer, spe, shared[0] if shared else None)
-                       if self.replays else None)
+        self.replay = (ReplaySlot(model, self.reference, self.optimizer, spe, shared[0] if shared else None,
+                                  options.ieee_reference) if self.replays else None)
         # Skips in a row, counted on the steps that are not finite only: the
         # last skipped step and the length of its run; the first step of the
         # session (an update before a run of skips: the scale found its level).

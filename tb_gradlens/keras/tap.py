@@ -89,7 +89,7 @@ class Tap:
         self.slots = [
             ComparisonSlot(model, reference, candidate, options.activations, max_rows, xla, spe,
                            live=live_possible and candidate.is_model_as_configured(xla)
-                           and reference.runs_as_surrounding(xla))
+                           and reference.runs_as_surrounding(xla), ieee_reference=options.ieee_reference)
             for reference, candidate in (schedules.comparison_pairs(model, options.comparisons)
                                          if self.compare_schedule.every > 0 else [])
         ]  # (compare_every=0: no slot, so no reference pass is traced into the step)
