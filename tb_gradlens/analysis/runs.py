@@ -20,6 +20,7 @@ from tensorboard import errors
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import codes
+from tb_gradlens.analysis import environments
 from tb_gradlens.analysis import harm
 from tb_gradlens.analysis.record_source import RecordSource
 
@@ -211,6 +212,11 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
     says it in words.  How it was checked on float32 runs
     of many seeds: docs/benchmarks-history.md.
 
+    Runs whose recorded environments differ (device, TF32, op determinism,
+    XLA, oneDNN, replicas, versions: ``environments``) are not compared for
+    precision: ``environment_differences`` lists where, ``summary.verdict``
+    says it is not a precision verdict and ``exceeds_noise`` is None.
+
     Returns a JSON-ready dict whose long sequences are NumPy arrays;
     ``note`` is set when the default quantity fell back (``resolve_quantity``).
     """
@@ -228,6 +234,9 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
         n_common, na, nn, _, _ = align(steps_a, values_a, steps_n, values_n)
         noise = {"steps": n_common, "rel_difference": relative_difference(na, nn), "a": na, "values": nn}
     summary = _summary(common, a, b, rel, noise, thresholds)
+    differing = environments.differences(source, {"A": run_a, "B": run_b, "noise": noise_run})
+    if differing:
+        summary = _not_a_verdict(summary, differing)
     if noise is not None:
         noise = {"steps": noise["steps"], "rel_difference": noise["rel_difference"]}
     column = quantity.column if quantity.kind == SCALAR else (
@@ -249,7 +258,19 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
         "only_in_b": only_b,
         "noise": noise,
         "summary": summary,
+        "environments": {label: environments.run_environment(source, run)["text"]
+                         for label, run in (("a", run_a), ("b", run_b), ("noise", noise_run)) if run is not None},
+        "environment_differences": differing,
     }
+
+
+def _not_a_verdict(summary, differing):
+    """``summary`` of runs whose environments differ: no precision verdict
+    (``exceeds_noise`` None), what the numbers alone say kept in words."""
+    out = dict(summary, exceeds_noise=None, first_exceeding_step=None)
+    out["verdict"] = "%s; the numbers alone: %s" % (
+        environments.NOT_A_VERDICT % environments.differences_text(differing), summary["verdict"])
+    return out
 
 
 def restrict_run_comparison(result: Dict[str, Any], step_min: Optional[int] = None,

@@ -233,6 +233,8 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
         limits[:, r] = np.nan
     rule = (MEASURED_RULE % dict(dataclasses.asdict(thresholds), column=column) if measured.all()
             else _FORMULA_RULES[kind])
+    said = records.precision_text(info.reference.precision)  # what the reference was, where recorded
+    basis = [b + "; " + said for b in basis] if said else basis
     return Judgement(column, values, hit, above, noise, limits, basis, [rule_.code for rule_ in rules], cand,
                      depths, measured, rule)
 

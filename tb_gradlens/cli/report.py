@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the report; the exit status (``EXIT_ALERTS`` when ``--fail-on`` fails)."""
     from tb_gradlens import analysis
     from tb_gradlens.analysis import advice as advice_analysis
+    from tb_gradlens.analysis import environments
 
     source, loaded = common.open_source(args)
     runs = common.select_runs(source, args.run)
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     dtypes = {run: _dtype_summary(source, run) for run in runs}
     lens = {run: analysis.coverage(source, run) for run in runs}
     advice = {run: advice_analysis.run_advice(source, run)["latest"] for run in runs}
+    hardware = {run: environments.run_environment(source, run) for run in runs}
     fail_levels = {"error": ("error",), "warning": ("error", "warning")}.get(args.fail_on, ())
     failing = [a for a in alerts if a.severity in fail_levels]
     incomplete = [run for run in runs if lens[run]["missing"]] if args.fail_on else []
@@ -94,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
             common.dumps(
                 {
                     "logdir": args.logdir,
-                    "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r], advice=advice[r]) for r in runs],
+                    "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r], advice=advice[r],
+                                  environment=hardware[r]) for r in runs],
                     "alerts": [a.to_json() for a in alerts],
                     "errors": problems + source.point_errors(runs)
                     + common.read_problems(loaded, runs if args.run else None),
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         advice_lines = {run: advice_analysis.report_lines(source, run) for run in runs}
         print(_report_text(runs, headlines, dtypes, lens, alerts, problems + source.point_errors(runs),
-                           advice_lines))
+                           advice_lines, hardware))
         if args.fail_on:
             print(
                 "\n%d alert(s) at or above %s%s"
@@ -131,10 +134,11 @@ def _headline_text(h):
 
         sides = tuple(records.read_variant(worst.get(k)).label for k in ("candidate", "reference"))
         limit = "" if worst.get("limit") is None else ", limit %s" % common.fmt(worst["limit"])
+        said = records.precision_text(records.read_variant(worst.get("reference")).precision)
         out.append(
-            "  worst divergence: %s %s = %s at step %d (%s vs %s%s)"
+            "  worst divergence: %s %s = %s at step %d (%s vs %s%s%s)"
             % (printable(worst["row"]), worst["metric"], common.fmt(worst["value"]), worst["step"],
-               printable(sides[0]), printable(sides[1]), limit)
+               printable(sides[0]), printable(sides[1]), limit, "; " + said if said else "")
         )
     else:
         why = h.get("no_comparison")
@@ -159,10 +163,11 @@ def _headline_text(h):
                        steps["differ_from"], steps["last_step"], steps["last_iteration"]))
     replay = h.get("nonfinite_replay")
     if replay:
-        out.append("  NaN replay at step %d: %s (first non-finite in %s: %s; in %s: %s)" % (
+        out.append("  NaN replay at step %d: %s (first non-finite in %s: %s; in %s: %s%s)" % (
             replay["step"], replay["text"], replay["candidate_label"],
             replay["candidate"]["where"] if replay["candidate"] else "nothing",
-            replay["reference_label"], replay["reference"]["where"] if replay["reference"] else "nothing"))
+            replay["reference_label"], replay["reference"]["where"] if replay["reference"] else "nothing",
+            "; " + replay["reference_precision"] if replay.get("reference_precision") else ""))
     for o in h.get("step_offsets") or []:
         out.append("  steps: from step %d the records are at train step + %d (the optimizer restarted "
                    "below steps this run already holds, so the run's steps continue)" % (o["step"], o["offset"]))
@@ -188,12 +193,23 @@ def _lens_text(lens):
     return out
 
 
-def _report_text(runs, headlines, dtypes, lens, alerts, problems, advice_lines=None):
+def _environment_text(found):
+    """The run's environment and what float32 measured to be (when recorded)."""
+    out = []
+    if found and found.get("text"):
+        out.append("  environment: %s" % printable(found["text"]))
+    if found and found.get("float32_text"):
+        out.append("  float32 where the references run: %s" % printable(found["float32_text"]))
+    return out
+
+
+def _report_text(runs, headlines, dtypes, lens, alerts, problems, advice_lines=None, hardware=None):
     out = []
     for run in runs:
         h = headlines[run]
         out.append("run %s" % printable(run))
         out += _headline_text(h)
+        out += _environment_text((hardware or {}).get(run))
         d = dtypes.get(run)
         if d:
             out.append(
