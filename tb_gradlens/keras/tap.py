@@ -99,7 +99,8 @@ class Tap:
         # The lens's train-step counter: the step records are written at (plus
         # the sink's offset), one per batch whether or not the optimizer
         # advances; it starts at the optimizer's step (``Session``).
-        self.counter = distribute.buffer(tf.constant(int(model.optimizer.iterations.numpy()), tf.int64))
+        with model.distribute_strategy.scope():  # (one per replica under several: each counts its own steps)
+            self.counter = distribute.buffer(tf.constant(int(model.optimizer.iterations.numpy()), tf.int64))
         self.watch = StepWatch(self, options, xla, self.replicas)
 
     def step_now(self):
