@@ -24,6 +24,7 @@ from tests.support.readback import read_records
 from test_analysis import source_of
 from tb_gradlens import analysis
 from tb_gradlens import cli
+from tb_gradlens.analysis import codes
 from tb_gradlens import compare
 from tb_gradlens import demo
 from tb_gradlens import metadata
@@ -149,3 +150,55 @@ def test_the_report_says_what_the_reference_was_and_where_the_run_trained(tf32_l
     (headline,) = [h for h in analysis.overview(source) if h["run"] == "tf32_ieee"]
     assert headline["environment"]["float32"]["bits"] == 11
     assert headline["environment"]["environment"]["tensorflow"] == tf.__version__
+
+
+def _mlp_batches(steps, batch=16):
+    from tests.support import real_models
+
+    x, y = real_models.digits(steps * batch, np.random.default_rng(0))
+    return [(tf.constant(x[i * batch:(i + 1) * batch]), tf.constant(y[i * batch:(i + 1) * batch]))
+            for i in range(steps)]
+
+
+def test_a_comparison_whose_sides_round_alike_computes_its_reference_twice(tmp_path):
+    """Nothing to round between two float32 sides: the stable-rounding
+    column is the reference computed again, exactly 0 where float32 repeats
+    itself (this CPU), and the limits are the depth formula's as before."""
+    from tests.support import real_models
+
+    model = real_models.mlp("float32")
+    model.compile(optimizer="adam", loss=real_models.SPARSE_CE)
+    (x, y), = _mlp_batches(1)
+    result = compare.compare_keras(model, x, y, reference="float32", candidate=compare.Variant(None, jit_compile=True))
+    stable = result.gradient_divergence.numpy()[:, metadata.DIVERGENCE_COLUMNS.index(metadata.STABLE_REL_L2)]
+    assert (stable == 0).all()
+    assert (result.gradient_divergence.numpy()[:, 0] > 0).any()  # XLA rounds otherwise than the graph
+
+
+def test_where_float32_does_not_repeat_itself_a_float32_difference_is_judged_against_its_repeat(tmp_path):
+    """Emulated non-repeatable float32 (every matmul moved by up to 1% at
+    random at every run, as GPU kernels that are not deterministic, much
+    exaggerated): float32 against float32 differs by about 1%, beyond the
+    depth formula's float32 floor; the reference computed twice differs as
+    much, and the limit is never below that repeat: no alert."""
+    from tests.support import real_models
+    from tb_gradlens.keras import GradLens
+
+    model = real_models.mlp("float32")
+    model.compile(optimizer="adam", loss=real_models.SPARSE_CE)
+    lens = GradLens(str(tmp_path / "run"), compare_every=1)
+    with other_hardware.emulated_nondeterministic_float32(1e-2):
+        for step, (x, y) in enumerate(_mlp_batches(6)):
+            lens.compare_keras(model, x, y, step, reference="float32", candidate="float32", activations=False)
+    lens.flush()
+    source = source_of(str(tmp_path))
+    (entry,) = source.entries_of_kind("run", metadata.DIVERGENCE)
+    series = source.series("run", entry.tag)
+    values = series.column("rel_l2")
+    repeat = series.column(metadata.STABLE_REL_L2)
+    assert (values > codes.DEFAULT_THRESHOLDS.float32_rel_l2).any()  # above the formula's float32 floor
+    assert (repeat > 0).all()  # the reference computed twice differs
+    limits = np.asarray(analysis.limits(source, "run", entry.tag)["limits"], np.float64)
+    assert (limits.T >= codes.DEFAULT_THRESHOLDS.stable_factor * repeat - 1e-12).all()
+    alerts, problems = analysis.run_alerts(source)
+    assert problems == [] and [a for a in alerts if a.code.endswith("divergence")] == []

@@ -214,6 +214,14 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
         limits = np.where(use, scaled, limits)
         for r in np.nonzero(measured)[0]:
             basis[r] = _measured_basis(kind, thresholds, cand[r], u[r])
+    # Sides that round alike: the stable column is the reference computed twice, its repeat.  Where float32
+    # does not repeat itself (a GPU) no row is judged against less than it (issue 39).
+    repeated = ~measured & np.isfinite(stable).any(axis=0)
+    if repeated.any():
+        floor = thresholds.stable_factor * harm.envelope(stable, thresholds.stable_window)
+        limits = np.where(repeated[None, :] & np.isfinite(floor), np.fmax(limits, floor), limits)
+        for r in np.nonzero(repeated)[0]:
+            basis[r] += "; at least %g x the reference's repeat (computed twice)" % thresholds.stable_factor
     above = harm.exceeds(values, limits)
     hit = harm.harmed(values, limits, thresholds.held_comparisons, thresholds.immediate_factor) & measured[None, :]
     formula = ~measured

@@ -70,6 +70,7 @@ from tb_gradlens.compare.replay import Replay  # noqa: F401
 from tb_gradlens.compare.replay import ReplayPasses  # noqa: F401
 from tb_gradlens.compare.replay import replay_step  # noqa: F401
 from tb_gradlens.compare.stable import DitheredPass  # noqa: F401
+from tb_gradlens.compare.comparison_passes import RepeatPass  # noqa: F401
 from tb_gradlens.compare.stable import StableRoundingPass  # noqa: F401
 from tb_gradlens.compare.variants import Comparison  # noqa: F401
 from tb_gradlens.compare.variants import POLICIES  # noqa: F401

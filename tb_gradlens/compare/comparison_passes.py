@@ -59,17 +59,29 @@ def reference_pass_for(model, reference, candidate, activations=True, optimizer=
 
 def stable_pass_for(model, reference, candidate, activations=True, optimizer=None, ieee_reference=True,
                     surrounding_jit=False):
-    """The stable-rounding pass of a comparison, or None when the candidate
-    rounds nowhere more than the reference (both sides round alike: another
-    device, XLA; the analysis then judges by its depth formula).  It
-    computes as the reference pass does (``precision_options``)."""
+    """The stable-rounding pass of a comparison: where the candidate rounds
+    more than the reference, the reference rounded to the candidate's dtype
+    between layers; where both sides round alike (another device, XLA; the
+    analysis judges them by its depth formula) there is nothing to round and
+    it is the reference computed a second time (``RepeatPass``), whose
+    divergence is how far float32 repeats itself there (0 on this CPU; not
+    on a GPU whose kernels are not deterministic).  It computes as the
+    reference pass does (``precision_options``)."""
+    options = precision_options(reference, surrounding_jit, ieee_reference)
     if not rounds_more(model, reference, candidate):
-        return None
+        return RepeatPass(model, reference, activations, **options)
     if optimizer is None and isinstance(getattr(model, "optimizer", None), keras.optimizers.LossScaleOptimizer):
         # float16 gradients underflow unless the loss is scaled as the training step scales it
         optimizer = model.optimizer
-    return StableRoundingPass(model, reference, candidate, activations, optimizer,
-                              **precision_options(reference, surrounding_jit, ieee_reference))
+    return StableRoundingPass(model, reference, candidate, activations, optimizer, **options)
+
+
+class RepeatPass(KerasPass):
+    """The reference pass of a comparison whose sides round alike, computed
+    again: its own function, run after the reference pass (so no graph
+    optimization merges the two), on the same batch, weights and draws."""
+
+    repeats = True
 
 
 def candidate_pass_for(model, candidate, activations=True, surrounding_jit=False):

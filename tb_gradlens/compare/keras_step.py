@@ -121,8 +121,9 @@ def compare_keras(model: keras.Model, x, y=None, sample_weight=None, reference: 
       eager: run the passes eagerly (default: when the caller runs
         eagerly), as an eager training step computes; else as traced
         functions.  A variant with ``jit_compile=True`` always runs under XLA.
-      stable: also run the stable-rounding pass (``stable_pass_for``) where
-        the candidate rounds more than the reference.
+      stable: also run the stable-rounding pass (``stable_pass_for``): where
+        the candidate rounds more than the reference, the reference rounded
+        between layers; elsewhere the reference computed again (its repeat).
       ieee_reference: a float32 reference (and its stable-rounding pass)
         computes in float64 where float32 measured degraded on the device
         and compilation it runs with (TF32 on Ampere GPUs, oneDNN's fpmath
@@ -150,8 +151,11 @@ def compare_keras(model: keras.Model, x, y=None, sample_weight=None, reference: 
     sides = _run_sides(model, batch, reference, candidate, ref_pass, cand_pass, own_step, eager, surrounding_jit)
     reference_16_bit, stable_outcome = {}, None
     if stable_pass is not None:
-        reference_16_bit = _reference_16_bit(model, ref_pass, batch + (own_step.seeds, sides.draws))
-        stable_outcome = pass_runner(stable_pass, eager)(*batch, own_step.seeds, sides.draws)
+        repeats = getattr(stable_pass, "repeats", False)  # (the reference again: nothing to round)
+        if not repeats:
+            reference_16_bit = _reference_16_bit(model, ref_pass, batch + (own_step.seeds, sides.draws))
+        with tf.control_dependencies(tf.nest.flatten(sides.reference_loss) if repeats and not eager else []):
+            stable_outcome = pass_runner(stable_pass, eager)(*batch, own_step.seeds, sides.draws)
     grad_dtypes = _gradient_dtypes(model, variables, candidate, cand_pass, len(sides.candidate_gradients))
     activation_parts = _activation_divergence(sides, stable_pass, stable_outcome) if activations \
         else ([], None, [], None)

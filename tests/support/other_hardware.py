@@ -11,6 +11,12 @@
   run eagerly) rounds: a function traced in the block keeps the rounding,
   as XLA fixes the switch when it compiles (TensorFlow's GPU kernels read
   it when they run).  float64 and 16-bit inputs pass unchanged.
+* ``emulated_nondeterministic_float32(relative)``: every float32 matmul
+  result that sums two terms or more moved by a random relative amount up
+  to ``relative``, drawn anew at every run (a stateful draw), as a GPU's
+  atomics and algorithm choices sum in another order from run to run
+  (much exaggerated); a result of one product (the float32 probe's) is
+  exact, as any order leaves it.
 * ``auto_jit_sees(device_type)``: Keras' ``jit_compile="auto"`` resolved
   as if a GPU were present (``Trainer._resolve_auto_jit_compile`` reads
   ``tf.config.list_physical_devices()`` and compiles with XLA when a device
@@ -86,6 +92,30 @@ def emulated_reduced_float32(bits=11):
         for module, name, original in reversed(saved):
             setattr(module, name, original)
         float32_probe.forget()
+
+
+@contextlib.contextmanager
+def emulated_nondeterministic_float32(relative=1e-2):
+    """Within the block float32 matmul results are not repeatable (see the module)."""
+    from tensorflow.python.ops import gen_math_ops
+
+    original = gen_math_ops.mat_mul
+    draws = tf.random.Generator.from_seed(0)  # (one state for every function: each run draws anew)
+
+    def mat_mul(a, b, transpose_a=False, transpose_b=False, **kwargs):
+        out = original(a, b, transpose_a=transpose_a, transpose_b=transpose_b, **kwargs)
+        if out.dtype != tf.float32:
+            return out
+        terms = original(tf.cast(tf.not_equal(a, 0), tf.float32), tf.cast(tf.not_equal(b, 0), tf.float32),
+                         transpose_a=transpose_a, transpose_b=transpose_b)
+        moved = draws.uniform(tf.shape(out), -relative, relative) * tf.cast(terms >= 2, tf.float32)
+        return out * (1.0 + moved)
+
+    gen_math_ops.mat_mul = mat_mul
+    try:
+        yield
+    finally:
+        gen_math_ops.mat_mul = original
 
 
 @contextlib.contextmanager
