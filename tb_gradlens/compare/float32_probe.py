@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from tb_gradlens import records
+from tb_gradlens import safety
 from tb_gradlens.compare.functions import device_scope
 from tb_gradlens.writing import keras_private
 
@@ -37,6 +38,7 @@ FPMATH_VARIABLES = ("TF_SET_ONEDNN_FPMATH_MODE", "ONEDNN_DEFAULT_FPMATH_MODE")
 SIZE = 128  # matrix side (large enough for a GPU's tensor-core kernels)
 CHANNELS = 32  # conv channels
 SPATIAL = 8  # conv image side
+PROBE_CAUSE = "tb_gradlens.compare.float32_probe"
 _cache = {}
 
 
@@ -220,8 +222,9 @@ def side_precision(variant, surrounding_jit=False, computed_in=None):
     if variant.compute_dtype != "float32":
         return None
     jit = variant.jit_compile if variant.jit_compile is not None else surrounding_jit
-    found = probe(variant.device, bool(jit))
-    found["computed_in"] = computed_in or "float32"
+    found = safety.call(PROBE_CAUSE, probe, variant.device, bool(jit))  # (a probe that fails: not known)
+    if found is not None:
+        found["computed_in"] = computed_in or "float32"
     return found
 
 

@@ -175,7 +175,8 @@ class Session:
                 keras_private.build_as_apply_does(model.optimizer, model.trainable_weights)
         self.tap = Tap(model, options, self.status, xla, live)
         if self.tap.slots or self.tap.watch.replay is not None:  # (what float32 is where the references run)
-            self.status.float32 = compare.float32_probe.probe(None, xla)
+            self.status.float32 = safety.call(compare.float32_probe.PROBE_CAUSE, compare.float32_probe.probe, None,
+                                              xla)
         self.lens_step = ProbeStep(self.tap) if xla else LiveStep(self.tap)
         self.sink = writing.RecordSink(self.writer, options.log_dir, self.tap,
                                        getattr(self.lens_step, "replicas", None))
