@@ -15,9 +15,11 @@ run yet): Keras' forward pass with ``training=True``, ``compute_loss`` and
 the optimizer's loss scaling, undone as the optimizer undoes it.  Its loss,
 gradients and layer outputs are the candidate of the comparisons and the
 source of the gradient statistics; the weights are copied, and after the
-step the update statistics compare them with the weights it wrote.
-Train-function calls with no logged step run Keras' own function instead
-(``Session``).
+step the update statistics compare them with the weights it wrote.  Every
+step is checked around the compiled step (``compiled_check``: the values
+the replay of a non-finite step needs are held from before it).
+Train-function calls with no logged step and no step to check run Keras'
+own function instead (``Session``).
 
 The probe's gradients are those of the step computed by XLA from the same
 inputs, compiled separately: they can differ from the ones the compiled
