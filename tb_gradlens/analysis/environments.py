@@ -66,9 +66,3 @@ def differences_text(found):
                                                        for label, value in d["values"].items()))
                      for d in found)
 
-
-def comparison_side_text(variant_info, role="reference"):
-    """A comparison side in words with what float32 was there (None when
-    its record does not state it), e.g. "float32 reference: TF32 in
-    matmul/conv, 11 bits"."""
-    return records.precision_text(variant_info.precision, role)
