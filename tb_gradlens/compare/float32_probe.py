@@ -24,6 +24,7 @@ so no summation order can change it.  The answer is cached per device,
 compilation, TF32 switch and fpmath variables.
 """
 
+import contextlib
 import os
 
 import numpy as np
@@ -31,7 +32,6 @@ import tensorflow as tf
 
 from tb_gradlens import records
 from tb_gradlens import safety
-from tb_gradlens.compare.functions import device_scope
 from tb_gradlens.writing import keras_private
 
 FPMATH_VARIABLES = ("TF_SET_ONEDNN_FPMATH_MODE", "ONEDNN_DEFAULT_FPMATH_MODE")
@@ -200,7 +200,7 @@ def probe(device=None, jit_compile=False):
     if key not in _cache:
         mats, convs, filter_grads = _inputs()
         run = keras_private.function_per_instance(_run_ops, jit_compile=bool(jit_compile), autograph=False)
-        with tf.init_scope(), device_scope(device):
+        with tf.init_scope(), (tf.device(device) if device else contextlib.nullcontext()):
             results = run(*tf.nest.map_structure(tf.constant, (mats, convs, filter_grads)))
             results = {k: np.asarray(v) for k, v in results.items()}
         bits = _bits(results, mats, convs, filter_grads)

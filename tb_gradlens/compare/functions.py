@@ -5,6 +5,7 @@ import contextlib
 import tensorflow as tf
 
 from tb_gradlens import numerics
+from tb_gradlens.compare import float32_probe
 from tb_gradlens.compare.variants import Comparison
 from tb_gradlens.compare.variants import Variant
 from tb_gradlens.compare.variants import as_variant
@@ -36,8 +37,6 @@ def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat1
             raise ValueError("tb_gradlens.compare_fn: a variant needs a policy, got %r" % v)
     variables = list(variables)
     rows = list(names) if names is not None else summary_ops.variable_paths(variables)
-    from tb_gradlens.compare import float32_probe  # (it imports this module)
-
     precisions = [float32_probe.side_precision(v) for v in (reference, candidate)]
     computed_in = float32_probe.ieee_dtype(precisions[0], ieee_reference)
     if precisions[0] is not None:
