@@ -17,8 +17,12 @@ plain of the same round; reported as the median over rounds with the
 interquartile range.  The 10th percentile is the quieter statistic on a
 shared machine.  ``--first`` also times the first fit call of a fresh model
 (tracing: the checked step's trace holds the replay's two passes).
+``--jit``: every variant compiled with ``jit_compile=True`` (the check runs
+around the compiled step and holds the values its replay needs).
+``--mirrored``: under MirroredStrategy over two logical CPUs (the check's
+sums all-reduced every step), global batch twice the default.
 
-Run: python benchmarks/bench_nonfinite.py [--models mlp,transformer] [--rounds 15] [--first]
+Run: python benchmarks/bench_nonfinite.py [--models mlp,transformer] [--rounds 15] [--first] [--jit | --mirrored]
 """
 
 import argparse
@@ -48,7 +52,22 @@ def _callbacks(variant, tmp):
     return [GradLensCallback(os.path.join(tmp, variant), nonfinite_replay=variant == "checked" and "auto", **IDLE)]
 
 
-def bench_model(name, rounds, batches, batch_size, tiny=False):
+_MIRRORED = []  # (one strategy for every model: two make collectives of the same keys)
+
+
+def _strategy(mirrored):
+    import contextlib
+
+    import tensorflow as tf
+
+    if not mirrored:
+        return contextlib.nullcontext()
+    if not _MIRRORED:
+        _MIRRORED.append(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+    return _MIRRORED[0].scope()
+
+
+def bench_model(name, rounds, batches, batch_size, tiny=False, jit=False, mirrored=False):
     import keras
 
     rng = np.random.default_rng(0)
@@ -58,8 +77,10 @@ def bench_model(name, rounds, batches, batch_size, tiny=False):
     fitted, callbacks = {}, {}
     for v in variants:
         keras.utils.set_random_seed(0)
-        model = models.build(name, "mixed_bfloat16", tiny=tiny)
-        model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
+        with _strategy(mirrored):
+            model = models.build(name, "mixed_bfloat16", tiny=tiny)
+            model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy",
+                          jit_compile=jit)
         fitted[v], callbacks[v] = model, _callbacks(v, tmp)
     medians = {v: [] for v in variants}
     lows = {v: [] for v in variants}
@@ -71,7 +92,8 @@ def bench_model(name, rounds, batches, batch_size, tiny=False):
             times = np.array(timer.times[2:])
             medians[v].append(float(np.median(times)))
             lows[v].append(float(np.percentile(times, 10)))
-    out = {"model": name, "batch": batch_size, "plain_ms_per_step": 1000 * float(np.median(medians["plain"]))}
+    out = {"model": name, "batch": batch_size, "jit_compile": jit, "mirrored": mirrored,
+           "plain_ms_per_step": 1000 * float(np.median(medians["plain"]))}
     for stat, table in (("median", medians), ("p10", lows)):
         base = np.array(table["plain"])
         out[stat] = {v: spread(np.array(table[v]) / base) for v in variants if v != "plain"}
@@ -103,9 +125,17 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, default=42)
     parser.add_argument("--first", action="store_true")
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--jit", action="store_true")
+    parser.add_argument("--mirrored", action="store_true")
     args = parser.parse_args(argv)
+    if args.mirrored:  # (before TensorFlow makes its devices)
+        import tensorflow as tf
+
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     for name in args.models.split(","):
-        result = bench_model(name, args.rounds, args.batches, models.DEFAULT_BATCH[name], args.tiny)
+        batch = models.DEFAULT_BATCH[name] * (2 if args.mirrored else 1)
+        result = bench_model(name, args.rounds, args.batches, batch, args.tiny, args.jit, args.mirrored)
         if args.first:
             result["first_call_s"] = first_call(name, models.DEFAULT_BATCH[name], args.tiny)
         print(json.dumps(result), flush=True)

@@ -15,8 +15,10 @@ and route latency for 20 runs x 10,000 steps x 200 variables with both
 loaders, the 200 x 10,000 heatmap in headless Chromium, the tab's views until
 usable (cold and warm) on the demo, 128 x 3,000 and 200 x 10,000, and
 TensorBoard's memory on long runs (50,000 steps x 50 variables; 10,000 with
-histograms), and the precision advisor's cost per comparison step (MLP,
-transformer). Results go to
+histograms), the precision advisor's cost per comparison step (MLP,
+transformer), the IEEE reference's exactness and cost where float32 is
+degraded (emulated TF32; MLP, conv net, transformer), and the hardware checks
+of ``gpu_check.py`` (its GPU rows "not run" without a GPU). Results go to
 BENCHMARKS.md by hand, with the machine, versions and date this prints.
 """
 
@@ -59,9 +61,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
     parser.add_argument("--only", help="comma list of: logging,passes,fit,nonfinite,variables,real_models,short_fit,plugin,"
-                                       "frontend,views,writer,memory,advisor")
+                                       "frontend,views,writer,memory,advisor,reference,gpu_check")
     args = parser.parse_args(argv)
-    every = "logging,passes,fit,nonfinite,variables,real_models,short_fit,plugin,frontend,views,writer,memory,advisor"
+    every = ("logging,passes,fit,nonfinite,variables,real_models,short_fit,plugin,frontend,views,writer,memory,advisor,"
+             "reference,gpu_check")
     only = set((args.only or every).split(","))
     print("machine: " + machine(), flush=True)
     tiny = args.tiny
@@ -86,6 +89,8 @@ def main(argv=None):
         "memory_histograms": ["bench_memory.py", "--steps", "10000", "--histograms"] if not tiny else None,
         "advisor": ["bench_advisor.py"] + (["--tiny", "--rounds", "1", "--batches", "4", "--batch", "8"]
                                            if tiny else []),
+        "reference": ["bench_reference.py"] + (["--tiny", "--models", "mlp", "--rounds", "1"] if tiny else []),
+        "gpu_check": ["gpu_check.py"] + (["--tiny"] if tiny else []),
     }
     status = 0
     for name, cmd in jobs.items():

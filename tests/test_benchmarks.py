@@ -36,5 +36,11 @@ def test_benchmark_command_runs_at_tiny_size():
     assert "| series 1 column, max_steps=2000 (as the tab asks) |" in out
     assert "| series 1 column, all steps (API, not the tab) |" in out
     assert "## frontend" in out
-    advisor = out.split("## advisor")[1]
+    advisor = out.split("## advisor")[1].split("## reference")[0]
     assert "| mlp | 3 |" in advisor and "| transformer | 8 |" in advisor
+    reference = out.split("## reference")[1].split("## gpu_check")[0]
+    assert "| mlp | mixed_float16 |" in reference and "| mlp | mixed_bfloat16 |" in reference
+    hardware = out.split("## gpu_check")[1]
+    assert "| float32 probe | TF32 switch on | CPU | IEEE float32, 24 bits;" in hardware
+    assert "| float32 probe | TF32 switch on | GPU | not run (no GPU here) |" in hardware
+    assert "| NaN model, defaults | jit_compile='auto' -> False | CPU | replayed step 2: not precision" in hardware

@@ -87,6 +87,9 @@ CASES = {
     "multi_io": case("multi_io"),
     "nested_shared": case("nested_shared"),
     "mixed_float16": case("mlp", policy="mixed_float16"),
+    # Under XLA every step is checked around the compiled step (and the replay armed):
+    "mixed_float16_xla": case("mlp", policy="mixed_float16", jit=True),
+    "steps_per_execution_xla": case("transformer", jit=True, steps_per_execution=2, steps=5, recompute_at=4),
     "steps_per_execution": case("mlp", steps_per_execution=3, steps=7, recompute_at=6),
     "fit_twice": case("mlp", fits=("fit", "fit"), recompute_at=None),
     "recompile": case("mlp", fits=("fit", "recompile", "fit"), recompute_at=None),

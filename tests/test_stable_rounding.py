@@ -191,13 +191,16 @@ def test_the_pass_runs_traced_and_under_xla_and_leaves_the_model_as_it_was(jit):
         np.testing.assert_array_equal(w, v.numpy())
 
 
-def test_no_stable_pass_where_both_sides_round_alike():
+def test_where_both_sides_round_alike_the_stable_pass_is_the_reference_again():
+    """Nothing to round between two sides that round alike: the stable
+    pass is the reference computed a second time (its repeat, issue 39)."""
     model = real_models.build_compiled("mlp", "mixed_bfloat16")
-    assert compare.stable_pass_for(model, compare.Variant(None), compare.Variant(None, jit_compile=True)) is None
-    assert compare.stable_pass_for(model, "float32", None) is not None
-    assert compare.stable_pass_for(model, "float64", "float32") is not None
+    repeat = compare.stable_pass_for(model, compare.Variant(None), compare.Variant(None, jit_compile=True))
+    assert isinstance(repeat, compare.RepeatPass) and repeat.variant == compare.Variant(None)
+    assert isinstance(compare.stable_pass_for(model, "float32", None), compare.StableRoundingPass)
+    assert isinstance(compare.stable_pass_for(model, "float64", "float32"), compare.StableRoundingPass)
     f32 = real_models.build_compiled("mlp", "float32")
-    assert compare.stable_pass_for(f32, "float32", None) is None
+    assert isinstance(compare.stable_pass_for(f32, "float32", None), compare.RepeatPass)
 
 
 def test_a_layer_hard_coded_in_bfloat16_is_named_it_cannot_be_measured(tmp_path):

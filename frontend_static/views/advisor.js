@@ -59,6 +59,9 @@ export async function render(container, ctx) {
   if (said) container.appendChild(sentence(said, {className: 'gl-headline gl-q4', details: false, question: true}));
   container.appendChild(el('p', {class: 'gl-variants gl-advice-before-line', title: advice.tolerance_basis || ''},
     beforeText(advice)));
+  if (advice.float32_text) {  // what "keep in float32" computes on the hardware the advice was measured on
+    container.appendChild(el('p', {class: 'gl-message gl-advice-float32', text: `${advice.float32_text}.`}));
+  }
   for (const n of advice.not_attributable || []) {
     container.appendChild(el('p', {class: 'gl-message gl-warning gl-not-attributable',
       text: `Not attributable (${n.what}). ${n.reason}`}));

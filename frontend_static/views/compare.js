@@ -143,6 +143,8 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
   const noiseRel = data.noise ? {steps: data.noise.steps, rel: data.noise.rel_difference.map(num)} : null;
   const v = verdict(data.summary, Boolean(noise));
   container.appendChild(verdictLine(v, data.summary.answer));
+  const differing = environmentLine(data);
+  if (differing) container.appendChild(differing);
   const mark = markedStep(state, steps) ?? (v.kind === 'beyond' ? v.first : null);
   const abs = (list) => list.map((x) => Math.abs(x));
   const relSeries = [{name: `|(B − A) / A|: ${isolate(runB)} vs ${isolate(runA)}`, steps, values: abs(rel)}];
@@ -173,6 +175,16 @@ function renderAnswer(container, ctx, data, {runA, runB, noise, what}) {
       difference: data.difference[from + k], rel: data.rel_difference[from + k]})).reverse(),
     rowClass: () => 'gl-cmp-row',
   }));
+}
+
+/** The runs' recorded environments where they differ: their difference is not
+ * a precision verdict (the server gives none then). */
+function environmentLine(data) {
+  const found = data.environment_differences || [];
+  if (!found.length) return null;
+  const parts = found.map((d) => `${d.name}: ${Object.entries(d.values).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  return el('p', {class: 'gl-message gl-environment-differs',
+    text: `The runs' environments differ (${parts.join('; ')}): their difference is not a precision verdict.`});
 }
 
 /**

@@ -76,6 +76,7 @@ export async function render(container, ctx) {
     cellTitle: (row, key) => row.titles[key],
   }));
   for (const note of stepOffsetNotes(runs)) container.appendChild(note);
+  for (const note of environmentNotes(runs)) container.appendChild(note);
   const advised = adviceSection(runEntries.filter((e) => runs.some((r) => r.run === e.run)), said, navigate);
   if (advised) container.appendChild(advised);
 
@@ -126,6 +127,17 @@ export function stepOffsetNotes(runs) {
     text: `Run ${r.run}: from step ${o.step} the records are at train step + ${o.offset} `
       + '(the optimizer restarted below steps this run already holds, so the run\'s steps continue).',
   })));
+}
+
+/** "Run r trained on: device ...; TF32 switch on; ...": the environment its
+ * writers recorded, and what float32 measured to be where its references run. */
+export function environmentNotes(runs) {
+  return runs.filter((r) => r.environment && (r.environment.text || r.environment.float32_text)).map((r) => {
+    const parts = [r.environment.text ? `trained on ${r.environment.text}` : '',
+      r.environment.float32_text ? `float32 where the references run: ${r.environment.float32_text}` : ''];
+    return el('p', {class: 'gl-message gl-environment', dataset: {run: r.run},
+      text: `Run ${r.run}: ${parts.filter(Boolean).join('. ')}.`});
+  });
 }
 
 /** True for a file problem (tag null) the runs listing names for its run. */

@@ -79,12 +79,15 @@ class MappedPass:
     def __init__(self, model, float32_layers=(), traced=True, realization=0, sampling_noise=False):
         self.model = model
         self.float32_layers = float32_layers
+        # The reference and the stable pass are IEEE float32 or better where float32 is degraded
+        # (TF32, oneDNN fpmath: compare.precision_options); a layer kept in float32 computes as float32 is here.
+        ieee = compare.precision_options("float32") if float32_layers in (ALL, STABLE) else {}
         if float32_layers == STABLE:
             self.keras_pass = compare.StableRoundingPass(model, "float32", None, activations=True,
-                                                         realization=realization)
+                                                         realization=realization, **ieee)
         elif float32_layers == ALL:
             self.keras_pass = compare.KerasPass(model, compare.Variant("float32"), activations=True,
-                                                sampling_noise=sampling_noise)
+                                                sampling_noise=sampling_noise, **ieee)
         else:
             self.keras_pass = compare.DitheredPass(model, compare.Variant(None), None, activations=True,
                                                    realization=realization)

@@ -23,6 +23,7 @@ the alerts give the same rows on this batch (``judging``): the tolerance,
 
 import time
 
+from tb_gradlens import compare
 from tb_gradlens import records
 from tb_gradlens.advisor import limits
 from tb_gradlens.advisor import narrowing
@@ -182,7 +183,9 @@ class Round:
             {"passes": measurer.passes - self.passes_before, "steps": [self.first_step, step],
              "units_per_step": self.units_per_step, "units": len(measurer.units), "traced": measurer.traced,
              "batch_size": batch_size(batch)},
-            gradient_before=base.divergence, worst_before=base.harm.worst)
+            gradient_before=base.divergence, worst_before=base.harm.worst,
+            float32=measurer.reference.keras_pass.precision or compare.precision_options("float32", False, False)[
+                "precision"])
 
     def _unit_entry(self, k):
         unit, r = self.measurer.units[k], self.results[k]

@@ -17,6 +17,7 @@ from typing import Optional
 from tensorboard import errors
 
 from tb_gradlens import metadata
+from tb_gradlens import records
 from tb_gradlens.analysis.record_source import RecordSource
 from tb_gradlens.records.advice_records import HARM_INDEX
 from tb_gradlens.records.advice_records import Advice
@@ -146,6 +147,9 @@ def text_lines(advice: Advice, step: Optional[int] = None) -> List[str]:
              % (at, _metric_name(advice), advice.candidate, _num(advice.before),
                 _worst(advice.worst_before) if harm and (advice.before or 0) > (advice.tolerance or 1) else "",
                 _num(advice.tolerance))]
+    said = float32_text(advice)
+    if said:
+        lines.append("  " + said)
     for n in advice.not_attributable:
         lines.append("  not attributable: %s: %s" % (n["what"], n["reason"]))
     rec = advice.recommendation
@@ -172,6 +176,18 @@ def text_lines(advice: Advice, step: Optional[int] = None) -> List[str]:
     return lines
 
 
+def float32_text(advice: Advice) -> Optional[str]:
+    """What "keep in float32" computes on the hardware the advisor measured
+    on, and what its reference was (None: the advice does not say)."""
+    precision = advice.float32
+    if precision is None:
+        return None
+    computed = precision.get("computed_in") or "float32"
+    reference = ("the float32 reference computed in %s (IEEE)" % computed if computed != "float32"
+                 else "the float32 reference computed as float32 is here")
+    return "'keep in float32' computes here in %s (measured); %s" % (records.measured_text(precision), reference)
+
+
 def _advice_json(advice):
     return {"writer": advice.writer, "metric": advice.metric, "reference": advice.reference,
             "candidate": advice.candidate, "tolerance": advice.tolerance,
@@ -179,7 +195,8 @@ def _advice_json(advice):
             "tolerance_basis": advice.tolerance_basis, "before": advice.before,
             "loss_rel_error": advice.loss_rel_error, "units": [dict(u) for u in advice.units],
             "ranking": ranked_units(advice), "recommendation": advice.recommendation, "named": named(advice),
-            "not_attributable": list(advice.not_attributable), "cost": dict(advice.cost)}
+            "not_attributable": list(advice.not_attributable), "cost": dict(advice.cost),
+            "float32": advice.float32, "float32_text": float32_text(advice)}
 
 
 def run_advice(source: RecordSource, run: str) -> Dict[str, Any]:

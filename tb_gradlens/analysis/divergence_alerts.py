@@ -117,7 +117,7 @@ def where_born(series, judgement, s, r, code):
     dtype = judgement.dtypes[r] or "bfloat16"
     bits = float_formats.get(dtype).mantissa_bits + 1 if dtype in float_formats.FORMATS else 8
     between_fix = texts.BETWEEN_FIX.format(dtype=dtype, bits=bits) + texts.ADVISOR
-    if not np.isfinite(stable):
+    if not judgement.measured[r] or not np.isfinite(stable):  # the depth formula, or a repeat of the reference
         return "", texts.DIVERGENCE_FIX[code]
     if judgement.between[s, r] and kind == metadata.ACTIVATION_DIVERGENCE:
         before = judgement.stable[s, :r]

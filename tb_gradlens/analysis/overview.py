@@ -15,6 +15,7 @@ from tensorboard import errors
 
 from tb_gradlens import metadata
 from tb_gradlens.analysis import codes
+from tb_gradlens.analysis import environments
 from tb_gradlens.analysis import findings
 from tb_gradlens.analysis import harm
 from tb_gradlens.analysis import replays
@@ -154,8 +155,9 @@ def overview(source: RecordSource,
              thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> List[Dict[str, Any]]:
     """The headline of every run: worst divergence (and, for a run without
     comparisons, why, when its writers said: ``no_comparison``), first NaN,
-    dead variables, alert counts, and the step offsets its writers applied
-    (``coverage.step_offsets``)."""
+    dead variables, alert counts, the step offsets its writers applied
+    (``coverage.step_offsets``) and the environment it trained in
+    (``environments.run_environment``)."""
     return [run_headline(source, run, thresholds) for run in source.runs()]
 
 
@@ -186,6 +188,7 @@ def run_headline(source: RecordSource, run: str,
         "step_offsets": offsets,
         "nonfinite_replay": _first_replay(source, run),
         "optimizer_steps": optimizer_steps(source, run, thresholds, offsets),
+        "environment": environments.run_environment(source, run),
     }
 
 

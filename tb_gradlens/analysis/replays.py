@@ -45,7 +45,8 @@ def first_nonfinite(rows, kinds, counts):
 
 def verdict(record, values, tag=None):
     """The verdict of one replay: ``{"verdict", "text", "candidate",
-    "reference", "candidate_label", "reference_label", "layer"}`` from its
+    "reference", "candidate_label", "reference_label", "reference_precision",
+    "layer"}`` from its
     RecordMetadata and values ``[rows, NONFINITE_REPLAY_COLUMNS]``;
     ``candidate``/``reference`` are ``first_nonfinite`` of each side and
     ``layer`` the row the NaN is traced to (the candidate's first)."""
@@ -63,6 +64,7 @@ def verdict(record, values, tag=None):
         "reference": ref,
         "candidate_label": info.candidate.label,
         "reference_label": ref_label,
+        "reference_precision": records.precision_text(info.reference.precision),
         "layer": (cand or ref or {}).get("row"),
     }
 
@@ -79,12 +81,15 @@ def run_replays(source, run):
 
 def detail(found):
     """The part of a verdict an alert's details carry."""
-    return {k: found.get(k) for k in ("step", "verdict", "text", "layer", "candidate", "reference", "tag")}
+    return {k: found.get(k) for k in ("step", "verdict", "text", "layer", "candidate", "reference", "tag",
+                                      "reference_precision")}
 
 
 def summary(found):
     """One sentence of a replay: where each side first went non-finite and the verdict."""
     cand = found["candidate"]["where"] if found["candidate"] else "nothing (finite)"
     ref = found["reference"]["where"] if found["reference"] else "nothing (finite)"
-    return ("replayed before its update: first non-finite in %s: %s; in %s: %s. Verdict: %s."
-            % (found["candidate_label"], cand, found["reference_label"], ref, found["text"]))
+    said = found.get("reference_precision")
+    return ("replayed before its update: first non-finite in %s: %s; in %s: %s. Verdict: %s%s."
+            % (found["candidate_label"], cand, found["reference_label"], ref, found["text"],
+               " (%s)" % said if said else ""))

@@ -22,6 +22,7 @@ from tensorboard import errors
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import codes
+from tb_gradlens.analysis import environments
 from tb_gradlens.analysis import harm
 from tb_gradlens.analysis.record_source import RecordSource
 
@@ -231,11 +232,11 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
     where B is non-finite while A is not), ``summary.first_exceeding_step``
     its first step, ``summary.noise`` the one noise figure (the noise run's
     mean there, the ratio, the window and the rule) and ``summary.verdict``
-    says it in words.  ``noise_run`` may name several runs (float32 with
-    several other seeds): a window's noise floor is then the largest of
-    their means, since one other seed can track run A closely by chance.
-    How it was checked on float32 runs of many seeds:
-    docs/benchmarks-history.md.
+    says it in words.  Several noise runs (float32 with other seeds): a
+    window's floor is the largest of their means (one seed can track A
+    closely by chance).  Runs whose recorded environments differ get no
+    precision verdict (``environments.not_a_verdict``).  Checked on float32
+    runs of many seeds: docs/benchmarks-history.md.
 
     Returns a JSON-ready dict whose long sequences are NumPy arrays;
     ``note`` is set when the default quantity fell back (``resolve_quantity``).
@@ -256,6 +257,11 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
         n_common, na, nn, _, _ = align(steps_a, values_a, steps_n, values_n)
         noises.append({"steps": n_common, "rel_difference": relative_difference(na, nn), "a": na, "values": nn})
     summary = _summary(common, a, b, rel, noises, thresholds)
+    labels: Dict[str, Optional[str]] = {"A": run_a, "B": run_b}
+    labels.update({("noise" if len(noise_runs) == 1 else "noise %d" % (k + 1)): run for k, run in enumerate(noise_runs)})
+    differing = environments.differences(source, labels)
+    if differing:
+        summary = environments.not_a_verdict(summary, differing)
     noise = None
     if noises:
         noise = {"steps": noises[0]["steps"], "rel_difference": noises[0]["rel_difference"]}
@@ -279,6 +285,10 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
         "only_in_b": only_b,
         "noise": noise,
         "summary": summary,
+        "environments": {label: environments.run_environment(source, run)["text"]
+                         for label, run in [("a", run_a), ("b", run_b)] + [
+                             ("noise" if k == 0 else "noise %d" % (k + 1), r) for k, r in enumerate(noise_runs)]},
+        "environment_differences": differing,
     }
 
 

@@ -4,19 +4,16 @@ TensorFlow-free.  Every row of a ``divergence``, ``activation_divergence``
 or ``loss_comparison`` record is judged by one of two rules:
 
 * **measured** (``harm.measured_limits``, whose module states the rule):
-  where the record holds the stable-rounding pass's divergence (format
-  version 2, a candidate that rounds more than its reference);
+  the record holds the stable-rounding pass's divergence and the candidate
+  rounds more than its reference;
 * **depth formula** (``rounding_budget``): elsewhere (older records, two
-  sides that round alike, ``compare_fn``), the rounding budget of the row's
-  effective dtype at its depth, with its early-baseline and
+  sides that round alike, ``compare_fn``), with its early-baseline and
   reference-noise rules.
 
-A row is harmed where it is beyond its limit for ``held_comparisons``
-logged comparisons in a row (or ``immediate_factor`` x beyond it at one).
-
-Judgements are made on the whole record, whatever rows and steps a view
-shows (``judge_entry`` restricts a judgement to a filtered source's rows
-and steps afterwards): a display filter never changes a limit or a verdict.
+Harmed: beyond the limit for ``held_comparisons`` logged comparisons in a
+row, or ``immediate_factor`` x beyond it at one.  Judged on the whole
+record (``judge_entry`` restricts it to a filtered source's rows and steps
+afterwards): a display filter never changes a limit or a verdict.
 """
 
 import collections
@@ -33,14 +30,10 @@ from tb_gradlens.analysis import harm
 from tb_gradlens.analysis import rounding_budget
 from tb_gradlens.analysis.rounding_budget import precision_bits
 
-# One judged divergence-like series; arrays are [S, R] or [R].
-#   values, limits (NaN: not judged there), above (value > limit at that
-#   step), hit (harmed: held, or far above), noise (formula rows: a
-#   reference at its own rounding noise), stable (the stable-rounding
-#   pass's divergence, NaN where not measured), between (the damage is born
-#   between layers: the stable pass, rounding only there, reproduces it);
-#   per row basis, codes, dtypes, depths and measured (judged by the
-#   stable-rounding pass).
+# One judged divergence-like series; arrays are [S, R] or [R]: values, limits (NaN: not judged
+#   there), above (value > limit), hit (harmed: held, or far above), noise (a reference at its own
+#   rounding noise), stable (the stable pass's divergence; NaN: not measured), between (born between
+#   layers: the stable pass reproduces it); per row basis, codes, dtypes, depths and measured.
 Judgement = collections.namedtuple(
     "Judgement",
     ("column", "values", "hit", "above", "noise", "limits", "basis", "codes", "dtypes", "depths", "measured",
@@ -91,9 +84,7 @@ HALF_BATCH_COLUMN = {
 
 
 def is_replica_disagreement(record):
-    """True for a tf.distribute replica-vs-mean record (distribute.py):
-    replicas see different examples, so their disagreement (rel_l2 near 1
-    is ordinary) is gradient noise, not precision loss."""
+    """A tf.distribute replica-vs-mean record: replicas see other examples (gradient noise, not precision)."""
     return records.read_comparison(record).comparison == records.REPLICA_VS_MEAN
 
 
@@ -235,6 +226,14 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
         between = between & measured[None, :]
         for r in np.nonzero(measured)[0]:
             basis[r] = basis_of(r, cand[r])
+    # Sides that round alike: the stable column is the reference computed twice, its repeat.  Where float32
+    # does not repeat itself (a GPU) no row is judged against less than it (issue 39).
+    repeated = ~measured & np.isfinite(stable).any(axis=0)
+    if repeated.any():
+        floor = thresholds.stable_factor * harm.envelope(stable, thresholds.stable_window)
+        limits = np.where(repeated[None, :] & np.isfinite(floor), np.fmax(limits, floor), limits)
+        for r in np.nonzero(repeated)[0]:
+            basis[r] += "; at least %g x the reference's repeat (computed twice)" % thresholds.stable_factor
     above = harm.exceeds(values, limits)
     hit = harm.harmed(values, limits, thresholds.held_comparisons, thresholds.immediate_factor) & measured[None, :]
     formula = ~measured
@@ -254,6 +253,8 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
         limits[:, r] = np.nan
     rule = (MEASURED_RULE % dict(dataclasses.asdict(thresholds), column=column) if measured.all()
             else _FORMULA_RULES[kind])
+    said = records.precision_text(info.reference.precision)  # what the reference was, where recorded
+    basis = [b + "; " + said for b in basis] if said else basis
     return Judgement(column, values, hit, above, noise, limits, basis, [rule_.code for rule_ in rules], cand,
                      depths, measured, rule, stable, between)
 

@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from tb_gradlens import analysis
     from tb_gradlens.analysis import advice as advice_analysis
     from tb_gradlens.analysis import answers
+    from tb_gradlens.analysis import environments
 
     source, loaded = common.open_source(args)
     runs = common.select_runs(source, args.run)
@@ -88,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     dtypes = {run: _dtype_summary(source, run) for run in runs}
     lens = {run: analysis.coverage(source, run) for run in runs}
     advice = {run: advice_analysis.run_advice(source, run)["latest"] for run in runs}
+    hardware = {run: environments.run_environment(source, run) for run in runs}
     fail_levels = {"error": ("error",), "warning": ("error", "warning")}.get(args.fail_on, ())
     failing = [a for a in alerts if a.severity in fail_levels]
     incomplete = [run for run in runs if lens[run]["missing"]] if args.fail_on else []
@@ -100,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
                     "logdir": args.logdir,
                     "runs": [dict(headlines[r], dtypes=dtypes[r], lens=lens[r], advice=advice[r],
                                   answers=said[r]["answers"], comparisons=said[r]["comparisons"],
-                                  precision=said[r]["precision"]) for r in runs],
+                                  precision=said[r]["precision"], environment=hardware[r]) for r in runs],
                     "alerts": [a.to_json() for a in alerts],
                     "errors": problems + source.point_errors(runs)
                     + common.read_problems(loaded, runs if args.run else None),
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         advice_lines = {run: advice_analysis.report_lines(source, run) for run in runs}
         print(_report_text(runs, headlines, dtypes, lens, alerts, problems + source.point_errors(runs),
-                           advice_lines, said))
+                           advice_lines, said, hardware))
         if args.fail_on:
             print(
                 "\n%d alert(s) at or above %s%s"
@@ -181,7 +183,17 @@ def _lens_text(lens):
     return out
 
 
-def _report_text(runs, headlines, dtypes, lens, alerts, problems, advice_lines=None, said=None):
+def _environment_text(found):
+    """The run's environment and what float32 measured to be (when recorded)."""
+    out = []
+    if found and found.get("text"):
+        out.append("  environment: %s" % printable(found["text"]))
+    if found and found.get("float32_text"):
+        out.append("  float32 where the references run: %s" % printable(found["float32_text"]))
+    return out
+
+
+def _report_text(runs, headlines, dtypes, lens, alerts, problems, advice_lines=None, said=None, hardware=None):
     out = []
     for run in runs:
         h = headlines[run]
@@ -189,6 +201,7 @@ def _report_text(runs, headlines, dtypes, lens, alerts, problems, advice_lines=N
         if said:
             out += _answer_lines(said[run])
         out += _headline_text(h)
+        out += _environment_text((hardware or {}).get(run))
         d = dtypes.get(run)
         if d:
             out.append(

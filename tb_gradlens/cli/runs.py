@@ -95,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         rows = shown
     print(common.table(["step", "A", "B", "B-A", "B/A", "(B-A)/|A|"], rows))
     s = result["summary"]
+    for label, key in (("A", "a"), ("B", "b"), ("noise floor", "noise")):
+        if result["environment_differences"] and result["environments"].get(key):
+            print("environment of %s: %s" % (label, printable(result["environments"][key])))
     print("\n%s" % printable(s["answer"]["text"]))
     print("max |(B-A)/|A||: %s" % common.fmt(s["max_abs_rel_difference"]))
     print("verdict: %s" % printable(s["verdict"]))

@@ -34,16 +34,22 @@ reference computed stably but rounded to the candidate's dtype between
 layers, whose divergence is what rounding alone does to each compared row.
 
 Modules: ``variants`` (Variant, Comparison), ``functions`` (compare_fn),
-``keras_passes`` (KerasPass), ``keras_step`` (compare_keras), ``stable``
+``keras_passes`` (KerasPass), ``keras_step`` (compare_keras),
+``comparison_passes`` (the passes of a comparison), ``stable``
 (the stable-rounding pass), ``randomness`` (shared random draws),
 ``instruments`` (layer calls seen by a pass), ``dtype_maps``, ``replay`` (a
-non-finite step replayed as configured and in float32).
+non-finite step replayed as configured and in float32), ``float32_probe``
+(what float32 is on this hardware, measured: a float32 reference computes
+in float64 where it is degraded), ``environment`` (the device and settings
+a run trains with).
 """
 
+from tb_gradlens.compare import float32_probe  # noqa: F401
 from tb_gradlens.compare.dtype_maps import dominant_policy  # noqa: F401
 from tb_gradlens.compare.dtype_maps import dtype_map  # noqa: F401
 from tb_gradlens.compare.dtype_maps import model_dtypes  # noqa: F401
 from tb_gradlens.compare.dtype_maps import observe_dtypes  # noqa: F401
+from tb_gradlens.compare.environment import environment  # noqa: F401
 from tb_gradlens.compare.functions import compare_fn  # noqa: F401
 from tb_gradlens.compare.instruments import ActivationRecorder  # noqa: F401
 from tb_gradlens.compare.keras_passes import KerasPass  # noqa: F401
@@ -54,14 +60,17 @@ from tb_gradlens.compare.keras_passes import seed_states  # noqa: F401
 from tb_gradlens.compare.keras_passes import switched_policies  # noqa: F401
 from tb_gradlens.compare.keras_step import OwnStep  # noqa: F401
 from tb_gradlens.compare.keras_step import built_on  # noqa: F401
+from tb_gradlens.compare.comparison_passes import candidate_pass_for  # noqa: F401
+from tb_gradlens.compare.comparison_passes import precision_options  # noqa: F401
+from tb_gradlens.compare.comparison_passes import reference_pass_for  # noqa: F401
+from tb_gradlens.compare.comparison_passes import stable_pass_for  # noqa: F401
 from tb_gradlens.compare.keras_step import compare_keras  # noqa: F401
-from tb_gradlens.compare.keras_step import reference_pass_for  # noqa: F401
-from tb_gradlens.compare.keras_step import stable_pass_for  # noqa: F401
 from tb_gradlens.compare.randomness import SharedDraws  # noqa: F401
 from tb_gradlens.compare.replay import Replay  # noqa: F401
 from tb_gradlens.compare.replay import ReplayPasses  # noqa: F401
 from tb_gradlens.compare.replay import replay_step  # noqa: F401
 from tb_gradlens.compare.stable import DitheredPass  # noqa: F401
+from tb_gradlens.compare.comparison_passes import RepeatPass  # noqa: F401
 from tb_gradlens.compare.stable import StableRoundingPass  # noqa: F401
 from tb_gradlens.compare.variants import Comparison  # noqa: F401
 from tb_gradlens.compare.variants import POLICIES  # noqa: F401

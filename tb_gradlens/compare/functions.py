@@ -5,12 +5,15 @@ import contextlib
 import tensorflow as tf
 
 from tb_gradlens import numerics
+from tb_gradlens.compare import float32_probe
 from tb_gradlens.compare.variants import Comparison
+from tb_gradlens.compare.variants import Variant
 from tb_gradlens.compare.variants import as_variant
 from tb_gradlens.writing import summary_ops
 
 
-def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat16", names=None):
+def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat16", names=None,
+               ieee_reference=True):
     """Compare the gradients of ``loss_fn`` between two variants.
 
     Args:
@@ -21,6 +24,9 @@ def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat1
       variables: the variables (or tensors) to differentiate.
       reference, candidate: Variants or policy names (not None).
       names: row names (default: the variables' paths).
+      ieee_reference: a float32 reference computes in float64 where float32
+        measured degraded (``float32_probe``); the records say what float32
+        was either way.
 
     Returns:
       A Comparison.
@@ -31,7 +37,12 @@ def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat1
             raise ValueError("tb_gradlens.compare_fn: a variant needs a policy, got %r" % v)
     variables = list(variables)
     rows = list(names) if names is not None else summary_ops.variable_paths(variables)
-    ref = _fn_pass(loss_fn, variables, reference)
+    precisions = [float32_probe.side_precision(v) for v in (reference, candidate)]
+    computed_in = float32_probe.ieee_dtype(precisions[0], ieee_reference)
+    if precisions[0] is not None:
+        precisions[0]["computed_in"] = computed_in or "float32"
+    computing = Variant(computed_in, reference.device, reference.jit_compile) if computed_in else reference
+    ref = _fn_pass(loss_fn, variables, computing)
     cand = _fn_pass(loss_fn, variables, candidate)
     for what, result in (("reference", ref), ("candidate", cand)):
         if variables and all(g is None for g in result[1]):
@@ -52,8 +63,8 @@ def compare_fn(loss_fn, variables, reference="float32", candidate="mixed_bfloat1
         activation_dtypes=[candidate.compute_dtype] * len(act_names),
         reference=reference,
         candidate=candidate,
-        reference_extras=reference.describe(),
-        candidate_extras=candidate.describe(),
+        reference_extras=dict(reference.describe(), **({} if precisions[0] is None else {"precision": precisions[0]})),
+        candidate_extras=dict(candidate.describe(), **({} if precisions[1] is None else {"precision": precisions[1]})),
         variable_rows=rows,
         gradient_divergence=numerics.comparison_values(numerics.divergence_metrics(
             cand[1], ref[1], [candidate.compute_dtype] * len(variables)

@@ -19,6 +19,7 @@ from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare.functions import device_scope
 from tb_gradlens.compare.instruments import ActivationRecorder
 from tb_gradlens.compare.randomness import SharedDraws
+from tb_gradlens.compare.variants import Variant
 from tb_gradlens.compare.variants import as_variant
 from tb_gradlens.writing import keras_private
 
@@ -98,15 +99,22 @@ class KerasPass:
     when it has none).  The pass is a ``tf.function`` (traced once, reused by every
     later trace of the step around it); with ``variant.jit_compile`` an XLA
     one.  ``activation_rows`` and ``compute_dtypes`` (per trainable
-    variable) are set when it is traced.
+    variable) are set when it is traced.  ``computed_in`` ("float64"): the
+    pass of a float32 ``variant`` computes in that dtype instead (an IEEE
+    reference where float32 is degraded, ``float32_probe.ieee_dtype``; the
+    pass still stands for ``variant``); ``precision``: what float32 measured
+    to be where the pass runs (``float32_probe.side_precision``), or None.
     """
 
-    def __init__(self, model, variant, activations=True, optimizer=None, sampling_noise=False):
+    def __init__(self, model, variant, activations=True, optimizer=None, sampling_noise=False, computed_in=None,
+                 precision=None):
         self.model = model
         self.variant = as_variant(variant)
         self.activations = activations
         self.optimizer = optimizer
         self.sampling_noise = sampling_noise
+        self.computed_in = computed_in
+        self.precision = precision
         self.activation_rows = []
         self.compute_dtypes = None
         self.observed_dtypes = {}
@@ -130,8 +138,15 @@ class KerasPass:
         with device_scope(self.variant.device):
             return self._function.get_concrete_function(x, y, sample_weight, state_values, draws)
 
+    def computing_variant(self):
+        """The Variant the pass computes as: ``variant``, or in ``computed_in``."""
+        variant = self.variant
+        if self.computed_in is None or self.computed_in == variant.compute_dtype:
+            return variant
+        return Variant(self.computed_in, variant.device, variant.jit_compile, label=variant.label)
+
     def _run(self, x, y, sample_weight, state_values, draws):
-        model, variant = self.model, self.variant
+        model, variant = self.model, self.computing_variant()
         variables = model.trainable_variables
         configured = {id(layer): layer.compute_dtype for layer in model_layers(model)}
         with device_scope(variant.device), switched_policies(model, variant):
@@ -211,7 +226,7 @@ class KerasPass:
 
     def _loss(self, x, y, y_pred, sample_weight):
         model = self.model
-        float64 = self.variant.compute_dtype == "float64"
+        float64 = self.computing_variant().compute_dtype == "float64"
         scope = keras_private.loss_dtype(model, "float64", y, y_pred) if float64 else contextlib.nullcontext()
         with scope:
             return model.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)

@@ -26,11 +26,10 @@ from tb_gradlens import numerics
 from tb_gradlens import safety
 from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare import graph_dtypes
-from tb_gradlens.compare.keras_passes import KerasPass
-from tb_gradlens.compare.keras_passes import model_layers
+from tb_gradlens.compare.comparison_passes import candidate_pass_for
+from tb_gradlens.compare.comparison_passes import reference_pass_for
+from tb_gradlens.compare.comparison_passes import stable_pass_for
 from tb_gradlens.compare.keras_passes import owner_compute_dtypes
-from tb_gradlens.compare.stable import StableRoundingPass
-from tb_gradlens.compare.stable import rounding_dtypes
 from tb_gradlens.compare.variants import Comparison
 from tb_gradlens.compare.variants import Variant
 from tb_gradlens.compare.variants import as_variant
@@ -38,36 +37,6 @@ from tb_gradlens.writing import summary_ops
 
 
 VariantLike = Union[Variant, str, None]  # a Variant, a policy name, or None (the model as configured)
-
-
-def rounds_more(model, reference, candidate):
-    """Whether some layer of the candidate rounds to a less precise dtype than
-    the reference computes in (a precision comparison, not another device
-    or XLA); a reference that is the model as configured never does."""
-    reference, candidate = as_variant(reference), as_variant(candidate)
-    if reference.compute_dtype is None:
-        return False
-    configured = {id(layer): layer.compute_dtype for layer in model_layers(model)}
-    return bool(rounding_dtypes(model, candidate, reference.compute_dtype, configured))
-
-
-def reference_pass_for(model, reference, candidate, activations=True, optimizer=None):
-    """The reference ``KerasPass`` of a comparison (with the half batch's
-    gradients where the candidate rounds more)."""
-    return KerasPass(model, reference, activations, optimizer,
-                     sampling_noise=rounds_more(model, reference, candidate))
-
-
-def stable_pass_for(model, reference, candidate, activations=True, optimizer=None):
-    """The stable-rounding pass of a comparison, or None when the candidate
-    rounds nowhere more than the reference (both sides round alike: another
-    device, XLA; the analysis then judges by its depth formula)."""
-    if not rounds_more(model, reference, candidate):
-        return None
-    if optimizer is None and isinstance(getattr(model, "optimizer", None), keras.optimizers.LossScaleOptimizer):
-        # float16 gradients underflow unless the loss is scaled as the training step scales it
-        optimizer = model.optimizer
-    return StableRoundingPass(model, reference, candidate, activations, optimizer)
 
 
 def built_on(model, x):
@@ -128,7 +97,7 @@ class _Sides:
 def compare_keras(model: keras.Model, x, y=None, sample_weight=None, reference: VariantLike = "float32",
                   candidate: VariantLike = None, activations: bool = True, passes: Optional[tuple] = None,
                   surrounding_jit: bool = False, *, own_step: Optional[OwnStep] = None,
-                  eager: Optional[bool] = None, stable: bool = True) -> Comparison:
+                  eager: Optional[bool] = None, stable: bool = True, ieee_reference: bool = True) -> Comparison:
     """Compare one training step of a Keras model between two variants.
 
     Same batch, same weights, same random draws (dropout masks, noise);
@@ -152,8 +121,15 @@ def compare_keras(model: keras.Model, x, y=None, sample_weight=None, reference: 
       eager: run the passes eagerly (default: when the caller runs
         eagerly), as an eager training step computes; else as traced
         functions.  A variant with ``jit_compile=True`` always runs under XLA.
-      stable: also run the stable-rounding pass (``stable_pass_for``) where
-        the candidate rounds more than the reference.
+      stable: also run the stable-rounding pass (``stable_pass_for``): where
+        the candidate rounds more than the reference, the reference rounded
+        between layers; elsewhere the reference computed again (its repeat).
+      ieee_reference: a float32 reference (and its stable-rounding pass)
+        computes in float64 where float32 measured degraded on the device
+        and compilation it runs with (TF32 on Ampere GPUs, oneDNN's fpmath
+        mode; ``float32_probe``), so it is IEEE float32 or better; False:
+        it computes as float32 is there.  The records state what float32
+        measured to be and what the reference computed in either way.
 
     Returns:
       A Comparison.  Its sides' extras state ``execution`` ("eager",
@@ -169,30 +145,38 @@ def compare_keras(model: keras.Model, x, y=None, sample_weight=None, reference: 
         raise ValueError("tb_gradlens.compare_keras: OwnStep.gradients are the training step's own: give "
                          "them only with a candidate that is the model as configured (candidate=None)")
     ref_pass, cand_pass, stable_pass = _passes_of(model, reference, candidate, activations, passes,
-                                                  own_step.outcome is not None, stable)
+                                                  own_step.outcome is not None, stable, ieee_reference,
+                                                  surrounding_jit)
     batch = (x, y, sample_weight)
     sides = _run_sides(model, batch, reference, candidate, ref_pass, cand_pass, own_step, eager, surrounding_jit)
     reference_16_bit, stable_outcome = {}, None
     if stable_pass is not None:
-        reference_16_bit = _reference_16_bit(model, ref_pass, batch + (own_step.seeds, sides.draws))
-        stable_outcome = pass_runner(stable_pass, eager)(*batch, own_step.seeds, sides.draws)
+        repeats = getattr(stable_pass, "repeats", False)  # (the reference again: nothing to round)
+        if not repeats:
+            reference_16_bit = _reference_16_bit(model, ref_pass, batch + (own_step.seeds, sides.draws))
+        with tf.control_dependencies(tf.nest.flatten(sides.reference_loss) if repeats and not eager else []):
+            stable_outcome = pass_runner(stable_pass, eager)(*batch, own_step.seeds, sides.draws)
     grad_dtypes = _gradient_dtypes(model, variables, candidate, cand_pass, len(sides.candidate_gradients))
     activation_parts = _activation_divergence(sides, stable_pass, stable_outcome) if activations \
         else ([], None, [], None)
     baselines = _gradient_and_loss_baselines(sides, stable_outcome, grad_dtypes)
+    precisions = (ref_pass.precision, None if cand_pass is None else cand_pass.precision)
     return _comparison(model, variables, reference, candidate, surrounding_jit, eager, reference_16_bit, sides,
-                       grad_dtypes, activation_parts, baselines)
+                       grad_dtypes, activation_parts, baselines, precisions)
 
 
-def _passes_of(model, reference, candidate, activations, passes, outcome_given, stable):
+def _passes_of(model, reference, candidate, activations, passes, outcome_given, stable, ieee_reference=True,
+               surrounding_jit=False):
     """``(reference pass, candidate pass or None, stable pass or None)``:
     ``passes`` given, else made (no candidate pass where the step's own
     outcome is the candidate)."""
     if passes is None:
-        passes = (reference_pass_for(model, reference, candidate, activations),
-                  None if outcome_given else KerasPass(model, candidate, activations))
+        passes = (reference_pass_for(model, reference, candidate, activations, ieee_reference=ieee_reference,
+                                     surrounding_jit=surrounding_jit),
+                  None if outcome_given else candidate_pass_for(model, candidate, activations, surrounding_jit))
     stable_pass = passes[2] if len(passes) > 2 else (
-        stable_pass_for(model, reference, candidate, activations) if stable else None)
+        stable_pass_for(model, reference, candidate, activations, ieee_reference=ieee_reference,
+                        surrounding_jit=surrounding_jit) if stable else None)
     return passes[0], passes[1], stable_pass
 
 
@@ -280,23 +264,25 @@ def _gradient_and_loss_baselines(sides, stable_outcome, grad_dtypes):
 
 
 def _comparison(model, variables, reference, candidate, surrounding_jit, eager, reference_16_bit, sides,
-                grad_dtypes, activation_parts, baselines):
-    """The ``Comparison`` of what was measured."""
+                grad_dtypes, activation_parts, baselines, precisions=(None, None)):
+    """The ``Comparison`` of what was measured (``precisions``: the
+    reference's and the candidate's ``KerasPass.precision``)."""
     act_rows, act_div, act_dtypes, act_stable = activation_parts
     grad_stable, loss_stable, grad_half, loss_half = baselines
     model_policy = dtype_maps.dominant_policy(model)
     dtypes = dtype_maps.model_dtypes(model)
+    stated = [{} if p is None else {"precision": p} for p in precisions]
     return Comparison(
         gradient_dtypes=[tf.as_dtype(d).name for d in grad_dtypes],
         activation_dtypes=act_dtypes,
         reference=reference,
         candidate=candidate,
         reference_extras=dict(reference.describe(model_policy, surrounding_jit, dtypes),
-                              execution=_execution(reference, surrounding_jit, eager)),
+                              execution=_execution(reference, surrounding_jit, eager), **stated[0]),
         reference_16_bit=reference_16_bit,
         candidate_extras=dict(candidate.describe(model_policy, surrounding_jit, dtypes),
                               execution=_execution(candidate, surrounding_jit, eager),
-                              gradients="applied" if sides.applied else "recomputed"),
+                              gradients="applied" if sides.applied else "recomputed", **stated[1]),
         variable_rows=summary_ops.variable_paths(variables),
         gradient_divergence=numerics.comparison_values(
             numerics.divergence_metrics(sides.candidate_gradients, sides.reference_gradients, grad_dtypes),

@@ -17,6 +17,7 @@ from tb_gradlens import records
 from tb_gradlens.compare import dtype_maps
 from tb_gradlens.compare.keras_passes import KerasPass
 from tb_gradlens.compare.keras_step import pass_runner
+from tb_gradlens.compare.comparison_passes import precision_options
 from tb_gradlens.compare.variants import Variant
 from tb_gradlens.compare.variants import as_variant
 from tb_gradlens.writing import summary_ops
@@ -57,15 +58,22 @@ class ReplayPasses:
     scaled backward pass); the reference computes the plain loss, so it is
     the float32 pass of a comparison and can be that pass
     (``reference_pass``: a ``KerasPass`` of ``Variant(reference)`` with
-    activations, a comparison's, traced once and reused)."""
+    activations, a comparison's, traced once and reused).  A float32
+    reference is IEEE float32 or better where float32 is degraded, as a
+    comparison's (``comparison_passes.precision_options``; ``ieee_reference``,
+    ``jit_compile``: the replay's passes run under XLA)."""
 
-    def __init__(self, model, reference="float32", optimizer=None, reference_pass=None):
+    def __init__(self, model, reference="float32", optimizer=None, reference_pass=None, ieee_reference=True,
+                 jit_compile=None):
         if reference not in REFERENCES:
             raise ValueError("tb_gradlens: a non-finite step is replayed in %s, not %r" % (
                 " or ".join(REFERENCES), reference))
         self.model = model
-        self.candidate = KerasPass(model, Variant(None), activations=True, optimizer=optimizer)
-        self.reference = reference_pass or KerasPass(model, Variant(reference), activations=True)
+        self.candidate = KerasPass(model, Variant(None, jit_compile=jit_compile), activations=True,
+                                   optimizer=optimizer)
+        variant = Variant(reference, jit_compile=jit_compile)
+        self.reference = reference_pass or KerasPass(model, variant, activations=True,
+                                                     **precision_options(variant, False, ieee_reference))
 
 
 def replay_step(model, x, y=None, sample_weight=None, state_values=None, reference="float32",
@@ -100,8 +108,11 @@ def replay_step(model, x, y=None, sample_weight=None, state_values=None, referen
     table = tf.stack([tf.stack([c[0], r[0], c[1], r[1]]) for c, r in values])
     model_policy = dtype_maps.dominant_policy(model)
     dtypes = dtype_maps.model_dtypes(model)
-    execution = "eager" if eager else "graph"
-    extras = records.replay_extras(
-        kinds, dict(Variant(None).describe(model_policy, False, dtypes), execution=execution),
-        dict(as_variant(passes.reference.variant).describe(model_policy, False, dtypes), execution=execution))
+    def side(pass_):
+        variant = as_variant(pass_.variant)
+        execution = "xla" if variant.jit_compile else ("eager" if eager else "graph")
+        stated = {} if pass_.precision is None else {"precision": pass_.precision}
+        return dict(variant.describe(model_policy, False, dtypes), execution=execution, **stated)
+
+    extras = records.replay_extras(kinds, side(passes.candidate), side(passes.reference))
     return Replay(rows, kinds, table, extras)

@@ -135,8 +135,9 @@ class DitheredPass(KerasPass):
     rounds otherwise, with the same statistics.  Realization 0 is the pass
     itself.  ``candidate``: whose rounding (None: the model as configured)."""
 
-    def __init__(self, model, variant, candidate=None, activations=True, optimizer=None, realization=0):
-        super().__init__(model, variant, activations, optimizer)
+    def __init__(self, model, variant, candidate=None, activations=True, optimizer=None, realization=0,
+                 **pass_options):
+        super().__init__(model, variant, activations, optimizer, **pass_options)
         self.candidate = as_variant(candidate)
         self.realization = int(realization)
         self._amplitude = 2.0 ** -10  # a quarter rounding of bfloat16, set from the dtypes when the pass runs
@@ -179,8 +180,9 @@ class StableRoundingPass(DitheredPass):
     under-states what rounding does now and then (a ReLU that flips), the
     largest of several does not (``realization``, ``analysis.harm``)."""
 
-    def __init__(self, model, reference, candidate=None, activations=True, optimizer=None, realization=0):
-        super().__init__(model, reference, candidate, activations, optimizer, realization)
+    def __init__(self, model, reference, candidate=None, activations=True, optimizer=None, realization=0,
+                 **pass_options):
+        super().__init__(model, reference, candidate, activations, optimizer, realization, **pass_options)
 
     def _stored(self, value, dtype):
         if dtype is None or value.dtype.size <= _LOW[dtype].size:

@@ -73,6 +73,15 @@ class GradLensCallback(keras.callbacks.Callback):
         at epoch end, train end, when a call raises and at exit; a call
         with a non-finite step is flushed when it returns.  0: every
         logged call is flushed when it returns.
+      ieee_reference: where float32 measured degraded on the device and
+        compilation the references run with (TF32 on Ampere and newer GPUs,
+        oneDNN's fpmath mode; ``compare.float32_probe``, run when the lens
+        starts and recorded in ``lens_status``), a float32 reference, its
+        stable-rounding pass and the replay's float32 pass compute in
+        float64, which TF32 and fpmath leave alone, so the reference is
+        IEEE float32 or better; the training step keeps its own setting.
+        False: the reference computes as float32 is there (the records
+        say so, e.g. "float32 reference: TF32 in matmul/conv, 11 bits").
 
     What is logged, and how (README "Precision lens"): the gradients the
     optimizer applies (loss scaling undone), at the true optimizer step,
@@ -95,12 +104,12 @@ class GradLensCallback(keras.callbacks.Callback):
                  histogram: bool = True, update_stats: bool = True, activations: bool = True,
                  name: str = "model", replica_divergence: bool = False, advisor: Optional["Advisor"] = None,
                  update_every: Optional[int] = None, nonfinite_replay: Union[str, bool] = "auto",
-                 stop_on_nonfinite: bool = False, flush_seconds: float = FLUSH_SECONDS):
+                 stop_on_nonfinite: bool = False, flush_seconds: float = FLUSH_SECONDS, ieee_reference: bool = True):
         super().__init__()
         self.options = LensOptions.from_arguments(
             log_dir, gradient_every, compare_every, variables, start_step, stop_step, comparisons, histogram,
             update_stats, activations, name, replica_divergence, update_every, nonfinite_replay,
-            stop_on_nonfinite, flush_seconds)
+            stop_on_nonfinite, flush_seconds, ieee_reference)
         self.advisor = advisor
         self._advising = None
         self._writer = None
@@ -121,6 +130,7 @@ class GradLensCallback(keras.callbacks.Callback):
     nonfinite_replay = ReadOnlyOption()
     stop_on_nonfinite = ReadOnlyOption()
     flush_seconds = ReadOnlyOption()
+    ieee_reference = ReadOnlyOption()
 
     def on_train_begin(self, logs=None):
         self._active = None

@@ -57,13 +57,16 @@ class GradLens(LoopComparisons, LoopChecks):
     ``replica_divergence`` each replica's gradient is also compared with the
     replica mean.  The collectives run on logged steps only for a Python
     ``step``, on every step for a tensor step.
+
+    ``ieee_reference``: as ``GradLensCallback``'s (a float32 reference is
+    computed in float64 where float32 measured degraded here).
     """
 
     def __init__(self, log_dir: Optional[Union[str, os.PathLike]] = None,
                  writer: Optional[tf.summary.SummaryWriter] = None, gradient_every: int = GRADIENT_EVERY,
                  compare_every: int = COMPARE_EVERY, variables: Optional[str] = None, start_step: int = 0,
                  stop_step: Optional[int] = None, histogram: bool = True, name: str = "model",
-                 replica_divergence: bool = False):
+                 replica_divergence: bool = False, ieee_reference: bool = True):
         if writer is None:
             if log_dir is None:
                 raise ValueError("tb_gradlens.GradLens: give log_dir or writer")
@@ -78,7 +81,10 @@ class GradLens(LoopComparisons, LoopChecks):
         self._passes = {}
         self._logged = None  # (step, gradients, variables) of the last log_gradients call
         self._written_map = None
+        self.ieee_reference = bool(ieee_reference)
         self._status = AskedAsCalled(WRITER, name, writer)
+        with safety.guard(WRITER + " (environment)"):
+            self._status.status.environment = compare.environment()
 
     def _expect(self, step, schedule, name, *kinds):
         self._status.expect(step, schedule, name, *kinds)

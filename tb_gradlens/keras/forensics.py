@@ -28,12 +28,15 @@ take.
   With ``stop_on_nonfinite`` that update is not applied (nor any later
   one) and ``fit`` stops after the call.
 
-Under ``jit_compile=True`` the lens stays out of the compiled step: the loss
-scale is read around it (skips are recorded), but nothing can be checked
-or replayed before its update; with several replicas neither is done.
-Asked for explicitly there (``nonfinite_replay=True``/"float64",
-``stop_on_nonfinite``), the lens status says so and warns; "auto" is off
-there.
+Under ``jit_compile=True`` (one replica) the lens stays out of the compiled
+step and checks every step around it (``compiled_check``: the loss scale,
+Keras' loss tracker and the weights after it, the values its replay needs
+held from before it); the replay's passes are compiled by XLA, as the step
+is.  With several replicas (MirroredStrategy, without XLA) the replicas
+agree on every step (the check's sums are all-reduced, one small
+collective per step) and each keeps its share of the batch: the replay
+runs on the global batch.  jit_compile=True with several replicas is not
+supported (the lens status says so, with a warning when asked for).
 """
 
 import types
@@ -44,6 +47,7 @@ from tb_gradlens import compare
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis.codes import DEFAULT_THRESHOLDS
+from tb_gradlens.keras.compiled_check import CompiledStepCheck
 from tb_gradlens.keras.kept_step import KeptStep
 from tb_gradlens.keras.rings import StepRing
 from tb_gradlens.writing import distribute
@@ -57,9 +61,8 @@ from tb_gradlens.writing import keras_private
 # gradient loss scaling cannot bring into range.
 LOSS_SCALE_FLOOR = DEFAULT_THRESHOLDS.loss_scale_floor  # 1
 SKIPS_IN_ROW = DEFAULT_THRESHOLDS.loss_scale_skips_in_row  # 3
-XLA_REASON = ("under jit_compile=True the lens stays out of the XLA-compiled step, so nothing can be checked or "
-              "replayed before its update (train with jit_compile=False to replay a non-finite step)")
-REPLICAS_REASON = "a replay of a non-finite step runs with one replica only"
+XLA_REPLICAS_REASON = ("jit_compile=True under a strategy with several replicas: the lens cannot stay out of the "
+                       "XLA-compiled step there (train with jit_compile=False to replay a non-finite step)")
 REPLAY_WHAT = "the replay of the first non-finite step"
 
 
@@ -107,9 +110,11 @@ class ReplaySlot:
     are traced when a kept step is first replayed (``run_kept``), not into
     the step."""
 
-    def __init__(self, model, reference, optimizer, steps_per_call, reference_pass=None):
+    def __init__(self, model, reference, optimizer, steps_per_call, reference_pass=None, ieee_reference=True,
+                 xla=False):
         self.model = model
-        self.passes = compare.ReplayPasses(model, reference, optimizer, reference_pass)
+        self.passes = compare.ReplayPasses(model, reference, optimizer, reference_pass, ieee_reference,
+                                           jit_compile=True if xla else None)
         self.max_rows = 4 * max(1, len(compare.model_layers(model))) + 1 + len(model.trainable_variables)
         self.ring = StepRing(steps_per_call, {"replay": [self.max_rows, len(metadata.NONFINITE_REPLAY_COLUMNS)]})
         self.rows, self.extras = [], None
@@ -164,7 +169,7 @@ class StepWatch:
         self.loss_scaling = keras_private.is_loss_scaling(self.optimizer)
         asked = options.nonfinite_replay
         self.reference = "float64" if asked == "float64" else "float32"
-        reason = XLA_REASON if xla else (REPLICAS_REASON if replicas > 1 else None)
+        reason = XLA_REPLICAS_REASON if xla and replicas > 1 else None
         self.replays = bool(asked) and reason is None
         self.stops = bool(options.stop_on_nonfinite) and reason is None
         if reason is not None and (asked is True or asked == "float64" or options.stop_on_nonfinite):
@@ -173,20 +178,24 @@ class StepWatch:
             tap.status.cannot(REPLAY_WHAT, (metadata.NONFINITE_REPLAY,), reason)
         self.armed = self.loss_scaling or self.replays or self.stops
         spe = int(getattr(model, "steps_per_execution", 1) or 1)
-        self.ring = StepRing(spe, {"optimizer": [1, len(metadata.OPTIMIZER_STEP_COLUMNS)]})
+        with model.distribute_strategy.scope():  # (every replica records the steps they agree on: each its own)
+            self.ring = StepRing(spe, {"optimizer": [1, len(metadata.OPTIMIZER_STEP_COLUMNS)]})
         shared = [slot.passes[0] for slot in tap.slots if slot.activations
                   and slot.passes[0].variant == compare.Variant(self.reference)]
-        self.replay = (ReplaySlot(model, self.reference, self.optimizer, spe, shared[0] if shared else None)
-                       if self.replays else None)
+        self.replay = (ReplaySlot(model, self.reference, self.optimizer, spe, shared[0] if shared else None,
+                                  options.ieee_reference, xla) if self.replays else None)
         # Skips in a row, counted on the steps that are not finite only: the
         # last skipped step and the length of its run; the first step of the
         # session (an update before a run of skips: the scale found its level).
-        self.last_skip = distribute.buffer(tf.constant(-2, tf.int64))
-        self.in_row = distribute.buffer(tf.constant(0, tf.int64))
-        self.session_start = distribute.buffer(tf.constant(0, tf.int64))
-        self.replayed = distribute.buffer(tf.constant(False))
-        self.stopped = distribute.buffer(tf.constant(False))
+        # (Under a strategy with several replicas each replica keeps its own: they agree, and none races another.)
+        with model.distribute_strategy.scope():
+            self.last_skip = distribute.buffer(tf.constant(-2, tf.int64))
+            self.in_row = distribute.buffer(tf.constant(0, tf.int64))
+            self.session_start = distribute.buffer(tf.constant(0, tf.int64))
+            self.replayed = distribute.buffer(tf.constant(False))
+            self.stopped = distribute.buffer(tf.constant(False))
         self._alarmed = False  # a step since the last call was not finite (set from inside the step)
+        self.compiled = CompiledStepCheck(self) if xla and self.armed else None  # (around the XLA-compiled step)
 
     # -- without XLA: around the optimizer's update --------------------------------
 
@@ -198,6 +207,11 @@ class StepWatch:
         if not self.armed:
             return None
         totals = sums(list(grads) + ([] if loss is None else [loss]))
+        context = distribute.replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+            # Every replica's share, summed (a NaN anywhere is a NaN everywhere): the replicas
+            # agree on the step, as the optimizer applies their sum (a collective: every step).
+            totals = context.all_reduce(tf.distribute.ReduceOp.SUM, totals)
         bad = tf.logical_not(tf.reduce_all(tf.math.is_finite(totals)))
         n_grads = len([g for g in grads if g is not None])
         from tb_gradlens.keras.branches import GRADIENTS
@@ -219,8 +233,20 @@ class StepWatch:
         iteration, scale = self._iteration(), self._scale()
         grads_ok = tf.reduce_all(tf.math.is_finite(totals[:n_grads]))
         loss_ok = tf.reduce_all(tf.math.is_finite(totals[n_grads:])) if has_loss else tf.constant(True)
+        skipped = tf.logical_not(grads_ok) if self.loss_scaling else tf.constant(False)
+        next_scale = tf.where(skipped, scale * 0.5, scale)  # (what LossScaleOptimizer does)
+        self.in_trouble(step, iteration, scale, next_scale, skipped, loss_ok, tf.logical_not(loss_ok), capture)
+        return tf.constant(True)
+
+    def in_trouble(self, step, iteration, scale, next_scale, skipped, loss_ok, loss_nonfinite, capture,
+                   kept_values=None):
+        """Inside the rare branch of a step not finite: the trouble rule (a
+        non-finite loss, a non-finite gradient without loss scaling, a skip
+        the scale cannot explain), the replay of the first step in trouble
+        (its ``capture``: batch and seed states; ``kept_values``: the
+        values ``KeptStep`` keeps, when not the variables' own now), the
+        stop, the ``optimizer_step`` record and the host's alarm."""
         if self.loss_scaling:
-            skipped = tf.logical_not(grads_ok)
             step = tf.cast(step, tf.int64)
             in_row = tf.where(tf.equal(self.last_skip.read_value(), step - 1), self.in_row.read_value() + 1,
                               tf.constant(1, tf.int64))
@@ -231,20 +257,18 @@ class StepWatch:
             trouble = tf.logical_or(tf.logical_not(loss_ok), tf.logical_and(skipped, collapse))
             self.in_row.assign(tf.where(skipped, in_row, self.in_row.read_value()))
             self.last_skip.assign(tf.where(skipped, step, self.last_skip.read_value()))
-            next_scale = tf.where(skipped, scale * 0.5, scale)  # (what LossScaleOptimizer does)
         else:
-            skipped, trouble, next_scale = tf.constant(False), tf.constant(True), scale
+            trouble = tf.constant(True)
         if self.replays and capture is not None:
             from tb_gradlens.keras.branches import when
 
             when(self.tap.status, REPLAY_WHAT, (metadata.NONFINITE_REPLAY,),
                  tf.logical_and(trouble, tf.logical_not(self.replayed.read_value())),
-                 lambda: self._replay(step, capture), name=self.tap.status.name)
+                 lambda: self._replay(step, capture, kept_values), name=self.tap.status.name)
         if self.stops:
             self.stopped.assign(tf.logical_or(self.stopped.read_value(), trouble))
-        self._record(step, iteration, scale, next_scale, skipped, tf.logical_not(loss_ok))
+        self._record(step, iteration, scale, next_scale, skipped, loss_nonfinite)
         self._alarm()
-        return tf.constant(True)
 
     def _alarm(self):
         """Inside the step, in a branch a healthy step does not take: tell
@@ -255,9 +279,9 @@ class StepWatch:
 
         tf.py_function(note, [], tf.bool)
 
-    def _replay(self, step, capture):
+    def _replay(self, step, capture, kept_values=None):
         """Keep the step for its replay after the call (``kept_step``)."""
-        self.replay.kept.keep(step, capture)
+        self.replay.kept.keep(step, capture, kept_values)
         self.replayed.assign(True)
         return tf.constant(True)
 
@@ -291,28 +315,12 @@ class StepWatch:
 
     # -- under XLA: around the compiled step ----------------------------------------
 
-    def around_compiled(self, step, run, logs_gradients):
-        """``run()`` (the XLA-compiled step) with the loss scale read before
-        and after it: a scale that fell is a skip.  The loss is not seen
-        (NaN in the record)."""
-        if not self.loss_scaling:
+    def around_compiled(self, step, run, logs_gradients, capture=None):
+        """``run()`` (the XLA-compiled step) checked around it
+        (``compiled_check``); ``capture``: its batch and seed states."""
+        if self.compiled is None:
             return run()
-        from tb_gradlens.keras.branches import when
-
-        iteration, scale = self._iteration(), self._scale()
-        out = run()
-        after = self._scale()
-        skipped = after < scale
-        notable = tf.logical_or(skipped, self.tap.gradient_due(step)) if logs_gradients else skipped
-
-        def record():
-            self._record(step, iteration, scale, after, skipped, tf.constant(float("nan")))
-            tf.cond(skipped, lambda: (self._alarm(), tf.constant(True))[1], lambda: tf.constant(False))
-            return tf.constant(True)
-
-        when(self.tap.status, "optimizer step record", (metadata.OPTIMIZER_STEP,), notable, record,
-             name=self.tap.status.name)
-        return out
+        return self.compiled.run(step, run, logs_gradients, capture)
 
     # -- both ------------------------------------------------------------------------
 

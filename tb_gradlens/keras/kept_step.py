@@ -12,7 +12,10 @@ with those values in the variables for its duration and the variables put
 back bit for bit afterwards.
 
 The kept values live in variables of any shape, empty until a step is
-kept: a replay that never happens costs no memory.
+kept: a replay that never happens costs no memory.  Under a strategy with
+several replicas each replica keeps its own share of the batch (the
+variables are per replica, as ``distribute.buffer``'s); the replay runs on
+the global batch, the replicas' shares in order.
 """
 
 import types
@@ -20,12 +23,20 @@ import types
 import keras
 import tensorflow as tf
 
+from tb_gradlens.writing import distribute
 from tb_gradlens.writing import keras_private
 
 
-def _any_shape(dtype):
-    with tf.init_scope():
-        return tf.Variable(tf.zeros([0], dtype), shape=tf.TensorShape(None), trainable=False)
+def _any_shape(dtype, strategy):
+    with tf.init_scope(), strategy.scope():  # (one copy per replica under a strategy with several)
+        return tf.Variable(tf.zeros([0], dtype), shape=tf.TensorShape(None), trainable=False,
+                           synchronization=tf.VariableSynchronization.ON_READ,
+                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+
+
+def _shares(variable, strategy):
+    """Every replica's value of a kept variable (one value outside a strategy)."""
+    return [tf.identity(t) for t in strategy.experimental_local_results(variable)]
 
 
 class KeptStep:
@@ -40,17 +51,21 @@ class KeptStep:
         self.model = model
         scale = keras_private.loss_scale(optimizer)
         self.variables = list(model.trainable_variables) + ([scale] if scale is not None else [])
-        self.step = tf.Variable(tf.constant(-1, tf.int64), trainable=False)  # -1: nothing kept
-        self.values = [_any_shape(v.dtype) for v in self.variables]
+        self.strategy = model.distribute_strategy
+        with self.strategy.scope():
+            self.step = distribute.buffer(tf.constant(-1, tf.int64))  # -1: nothing kept (per replica, as kept)
+        self.values = [_any_shape(v.dtype, self.strategy) for v in self.variables]
         self._inputs = {}  # (position, dtype) -> variable, made when the step is traced
         self._structure = None  # (x, y, sample_weight, seeds): each tensor's dtype, or None
 
     # -- inside the step -------------------------------------------------------
 
-    def keep(self, step, capture):
-        """Keep the step's values, batch and seed states (before its update)."""
-        for kept, v in zip(self.values, self.variables):
-            kept.assign(tf.convert_to_tensor(v.value))
+    def keep(self, step, capture, values=None):
+        """Keep the step's values (``values``, else the variables' own now:
+        before its update), batch and seed states."""
+        values = [tf.convert_to_tensor(v.value) for v in self.variables] if values is None else values
+        for kept, value in zip(self.values, values):
+            kept.assign(value)
         inputs = tf.nest.map_structure(lambda t: None if t is None else tf.convert_to_tensor(t),
                                        (capture.x, capture.y, capture.sample_weight, list(capture.seeds)))
         self._structure = tf.nest.map_structure(lambda t: None if t is None else t.dtype, inputs)
@@ -68,13 +83,16 @@ class KeptStep:
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(element_spec)
         specs = (x, y, sample_weight, [tf.TensorSpec(v.shape, v.dtype) for v in seeds])
         for position, spec in enumerate(tf.nest.flatten(specs)):
+            if isinstance(spec, tf.TypeSpec) and not isinstance(spec, tf.TensorSpec):
+                # (a distributed iterator's spec per replica: its replicas' tensor specs)
+                spec = (tf.nest.flatten(spec, expand_composites=True) or [None])[0]
             if isinstance(spec, tf.TensorSpec):
                 self._input(position, spec.dtype)
 
     def _input(self, position, dtype):
         key = (position, dtype)
         if key not in self._inputs:
-            self._inputs[key] = _any_shape(dtype)
+            self._inputs[key] = _any_shape(dtype, self.strategy)
         return self._inputs[key]
 
     # -- after the call ----------------------------------------------------------
@@ -86,7 +104,11 @@ class KeptStep:
             return None
         self.step.assign(-1)
         flat = tf.nest.flatten(self._structure)
-        values = [None if dtype is None else tf.identity(self._inputs[(i, dtype)]) for i, dtype in enumerate(flat)]
+        batch = len(tf.nest.flatten(self._structure[:3]))  # (x, y, sample_weight: shares; seeds: replica 0's)
+        values = [None if dtype is None else (
+            tf.concat(_shares(self._inputs[(i, dtype)], self.strategy), 0) if i < batch
+            else _shares(self._inputs[(i, dtype)], self.strategy)[0])
+            for i, dtype in enumerate(flat)]
         x, y, sample_weight, seeds = tf.nest.pack_sequence_as(self._structure, values)
         return types.SimpleNamespace(step=step, x=x, y=y, sample_weight=sample_weight, seeds=seeds)
 
@@ -96,7 +118,7 @@ class KeptStep:
         own = [tf.identity(tf.convert_to_tensor(v.value)) for v in self.variables]
         try:
             for v, kept in zip(self.variables, self.values):
-                v.assign(tf.identity(kept))
+                v.assign(_shares(kept, self.strategy)[0])
             return fn()
         finally:
             for v, value in zip(self.variables, own):

@@ -45,7 +45,9 @@ class LoopChecks:
         """
         key = ("replay", id(model), reference, id(optimizer))
         if key not in self._passes:
-            self._passes[key] = compare.ReplayPasses(model, reference, optimizer)
+            self._passes[key] = compare.ReplayPasses(model, reference, optimizer,
+                                                     ieee_reference=self.ieee_reference)
+            self._status.status.float32 = self._passes[key].reference.precision or self._status.status.float32
         self._expect(step, Schedule(0), self.name, metadata.NONFINITE_REPLAY)
         found = []
 

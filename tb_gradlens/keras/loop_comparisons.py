@@ -68,14 +68,17 @@ class LoopComparisons:
             gradients = self._logged_gradients(model, step)
         kinds = (metadata.DIVERGENCE, metadata.LOSS_COMPARISON) + (
             (metadata.ACTIVATION_DIVERGENCE,) if activations else ())
-        self._expect(step, self.compare_schedule, compare.default_name(reference, candidate), *kinds)
         key = (id(model), reference, candidate, activations)
         if key not in self._passes:
             self._passes[key] = (
-                compare.reference_pass_for(model, reference, candidate, activations),
-                compare.KerasPass(model, candidate, activations),
-                compare.stable_pass_for(model, reference, candidate, activations),
+                compare.reference_pass_for(model, reference, candidate, activations,
+                                           ieee_reference=self.ieee_reference),
+                compare.candidate_pass_for(model, candidate, activations),
+                compare.stable_pass_for(model, reference, candidate, activations,
+                                        ieee_reference=self.ieee_reference),
             )
+            self._status.status.float32 = self._passes[key][0].precision or self._status.status.float32
+        self._expect(step, self.compare_schedule, compare.default_name(reference, candidate), *kinds)
 
         def run():
             result = compare.compare_keras(

@@ -35,6 +35,8 @@ class LensOptions:
       nonfinite_replay: "auto", True, False or "float64".
       stop_on_nonfinite: hold back a non-finite step's update and stop.
       flush_seconds: most seconds healthy logged steps wait for a flush.
+      ieee_reference: a float32 reference computes in float64 where float32
+        measured degraded (TF32, oneDNN's fpmath mode).
     """
 
     log_dir: Union[str, os.PathLike]
@@ -50,11 +52,13 @@ class LensOptions:
     nonfinite_replay: Union[str, bool]
     stop_on_nonfinite: bool
     flush_seconds: float
+    ieee_reference: bool = True
 
     @classmethod
     def from_arguments(cls, log_dir, gradient_every, compare_every, variables, start_step, stop_step,
                        comparisons, histogram, update_stats, activations, name, replica_divergence,
-                       update_every, nonfinite_replay, stop_on_nonfinite, flush_seconds) -> "LensOptions":
+                       update_every, nonfinite_replay, stop_on_nonfinite, flush_seconds,
+                       ieee_reference=True) -> "LensOptions":
         """The options of ``GradLensCallback(...)``'s arguments; ValueError for a value it refuses."""
         gradients = Schedule(gradient_every, start_step, stop_step)
         comparing = compare_schedule(compare_every, start_step, stop_step)
@@ -78,6 +82,7 @@ class LensOptions:
             nonfinite_replay=nonfinite_replay or False,
             stop_on_nonfinite=bool(stop_on_nonfinite),
             flush_seconds=float(flush_seconds),
+            ieee_reference=bool(ieee_reference),
         )
 
 

@@ -15,9 +15,11 @@ run yet): Keras' forward pass with ``training=True``, ``compute_loss`` and
 the optimizer's loss scaling, undone as the optimizer undoes it.  Its loss,
 gradients and layer outputs are the candidate of the comparisons and the
 source of the gradient statistics; the weights are copied, and after the
-step the update statistics compare them with the weights it wrote.
-Train-function calls with no logged step run Keras' own function instead
-(``Session``).
+step the update statistics compare them with the weights it wrote.  Every
+step is checked around the compiled step (``compiled_check``: the values
+the replay of a non-finite step needs are held from before it).
+Train-function calls with no logged step and no step to check run Keras'
+own function instead (``Session``).
 
 The probe's gradients are those of the step computed by XLA from the same
 inputs, compiled separately: they can differ from the ones the compiled
@@ -27,6 +29,8 @@ loss are not logged (the lens status says so); its update statistics and
 the comparisons (shadow passes of the model's forward and
 ``compute_loss``) are.
 """
+
+import types
 
 import keras
 import tensorflow as tf
@@ -60,6 +64,7 @@ class ProbeStep:
         self.xla_step = keras_private.function_per_instance(model.train_step, jit_compile=True,
                                                             reduce_retracing=True)
         self.traces_by_parts = False  # one trace: the XLA step and its probe
+        self._prepared = False  # (``prepare``: once, before the first trace)
         live = [slot for slot in tap.slots if slot.live]
         self.candidate = None
         if self.default_step and (tap.logs_gradients or live):
@@ -82,7 +87,12 @@ class ProbeStep:
         """Nothing to shadow: the train function is built around ``step``."""
 
     def prepare(self, iterator):
-        """Nothing to make before the first trace (no replay under XLA)."""
+        """Before the step is first traced: the variables the replay's kept
+        step needs, from the batch's spec (``KeptStep.prepare``)."""
+        spec = getattr(iterator, "element_spec", None)
+        if self.tap.watch.replay is not None and spec is not None and not self._prepared:
+            self.tap.watch.replay.kept.prepare(spec, self.seeds)
+        self._prepared = True
 
     def restore(self):
         """Nothing was shadowed."""
@@ -97,9 +107,13 @@ class ProbeStep:
         step = tap.step_now()
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         when(tap.status, "logged step", (), tap.any_due(step), lambda: self.probe(step, x, y, sample_weight))
+        capture = None
+        if tap.watch.replay is not None:  # (the seed states before the step: its replay draws its masks)
+            capture = types.SimpleNamespace(x=x, y=y, sample_weight=sample_weight,
+                                            seeds=[tf.identity(tf.convert_to_tensor(v.value)) for v in self.seeds])
         recorder = compare.ActivationRecorder(model, keep_tensors=False)
         with recorder:  # dtypes only, while traced: no op is added to the step
-            out = tap.watch.around_compiled(step, lambda: self.xla_step(data), tap.logs_gradients)
+            out = tap.watch.around_compiled(step, lambda: self.xla_step(data), tap.logs_gradients, capture)
         if recorder.dtypes:
             tap.observed_dtypes = dict(recorder.dtypes)
             tap.observed_output_layer = recorder.output_layer

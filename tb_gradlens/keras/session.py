@@ -22,6 +22,7 @@ function is first called, and sets up before that first step.
 
 import weakref
 
+from tb_gradlens import compare
 from tb_gradlens import metadata
 from tb_gradlens import safety
 from tb_gradlens.keras import writing
@@ -160,6 +161,7 @@ class Session:
         model, options = self.model, self.options
         xla = bool(model.jit_compile) and not model.run_eagerly
         replicas = model.distribute_strategy.num_replicas_in_sync
+        self.status.environment = compare.environment(model)
         if xla and replicas > 1:
             self.entry = None
             self.status.cannot("gradient statistics and comparisons", GRADIENT_KINDS + COMPARISON_KINDS,
@@ -172,6 +174,9 @@ class Session:
             with safety.guard(WRITE_CAUSE), model.distribute_strategy.scope():
                 keras_private.build_as_apply_does(model.optimizer, model.trainable_weights)
         self.tap = Tap(model, options, self.status, xla, live)
+        if self.tap.slots or self.tap.watch.replay is not None:  # (what float32 is where the references run)
+            self.status.float32 = safety.call(compare.float32_probe.PROBE_CAUSE, compare.float32_probe.probe, None,
+                                              xla)
         self.lens_step = ProbeStep(self.tap) if xla else LiveStep(self.tap)
         self.sink = writing.RecordSink(self.writer, options.log_dir, self.tap,
                                        getattr(self.lens_step, "replicas", None))

@@ -19,7 +19,8 @@ class ComparisonSlot:
     surrounding code" runs as an XLA pass.
     """
 
-    def __init__(self, model, reference, candidate, activations, max_rows, xla, steps_per_call, live):
+    def __init__(self, model, reference, candidate, activations, max_rows, xla, steps_per_call, live,
+                 ieee_reference=True):
         self.reference, self.candidate = reference, candidate
         self.xla = xla
         self.live = live
@@ -29,9 +30,11 @@ class ComparisonSlot:
         run_reference = reference.resolved(True) if xla else reference
         run_candidate = candidate.resolved(True) if xla else candidate
         self.passes = (
-            compare.reference_pass_for(model, run_reference, run_candidate, activations),
-            None if live else compare.KerasPass(model, run_candidate, activations),
-            compare.stable_pass_for(model, run_reference, run_candidate, activations),
+            compare.reference_pass_for(model, run_reference, run_candidate, activations,
+                                       ieee_reference=ieee_reference, surrounding_jit=xla),
+            None if live else compare.candidate_pass_for(model, run_candidate, activations, xla),
+            compare.stable_pass_for(model, run_reference, run_candidate, activations,
+                                    ieee_reference=ieee_reference, surrounding_jit=xla),
         )
         n_cols = len(metadata.DIVERGENCE_COLUMNS)
         self.ring = StepRing(steps_per_call, {

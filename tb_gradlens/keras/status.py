@@ -42,6 +42,8 @@ class LensStatus:
         self.expected = []
         self.unsupported = []
         self.step_offset = 0
+        self.environment = None  # records.environment, read when logging starts
+        self.float32 = None  # records.float32_precision where the references run, when measured
         self._written = None
 
     def expect(self, kind, name, schedule, offset=0):
@@ -83,7 +85,8 @@ class LensStatus:
         self.cannot(what, kinds, reason, name=name, warn=False)
 
     def payload(self):
-        return records.lens_status(self.writer, self.expected, self.unsupported, self.step_offset)
+        return records.lens_status(self.writer, self.expected, self.unsupported, self.step_offset,
+                                   self.environment, self.float32)
 
     @property
     def changed(self):

@@ -90,7 +90,7 @@ class Tap:
         self.slots = [
             ComparisonSlot(model, reference, candidate, options.activations, max_rows, xla, spe,
                            live=live_possible and candidate.is_model_as_configured(xla)
-                           and reference.runs_as_surrounding(xla))
+                           and reference.runs_as_surrounding(xla), ieee_reference=options.ieee_reference)
             for reference, candidate in (schedules.comparison_pairs(model, options.comparisons)
                                          if self.compare_schedule.every > 0 else [])
         ]  # (compare_every=0: no slot, so no reference pass is traced into the step)
@@ -100,7 +100,8 @@ class Tap:
         # The lens's train-step counter: the step records are written at (plus
         # the sink's offset), one per batch whether or not the optimizer
         # advances; it starts at the optimizer's step (``Session``).
-        self.counter = distribute.buffer(tf.constant(int(model.optimizer.iterations.numpy()), tf.int64))
+        with model.distribute_strategy.scope():  # (one per replica under several: each counts its own steps)
+            self.counter = distribute.buffer(tf.constant(int(model.optimizer.iterations.numpy()), tf.int64))
         self.watch = StepWatch(self, options, xla, self.replicas)
 
     def step_now(self):

@@ -5,7 +5,9 @@ degrades to a safe answer when an internal moves.  What is where:
 
 * here: the TensorFlow internals of writing and of the numerics backend
   choice (whether ops are being built for XLA, the default summary
-  writer); no Keras;
+  writer), and the settings that change what float32 computes which have
+  no public reader (op determinism, oneDNN; ``compare.environment``); no
+  Keras;
 * ``tb_gradlens/writing/keras_private.py``: every private Keras API the lens
   touches (and the TensorFlow graph internals only the Keras lens and the
   precision comparison use: keeping a ``tf.cond`` functional, the graph
@@ -35,3 +37,27 @@ def default_summary_writer():
         return None
     state = getattr(summary_ops_v2, "_summary_state", None)
     return getattr(state, "writer", None)
+
+
+def op_determinism_enabled():
+    """Whether ``tf.config.experimental.enable_op_determinism()`` is on
+    (``tensorflow.python.framework.config.is_op_determinism_enabled``, what
+    Keras' ``jit_compile="auto"`` reads), None when it cannot tell.  The
+    lens reads it, never sets it (it would switch Keras' automatic XLA off)."""
+    try:
+        from tensorflow.python.framework import config  # noqa: PLC0415
+
+        return bool(config.is_op_determinism_enabled())
+    except Exception:  # noqa: BLE001 - an internal that changed: unknown
+        return None
+
+
+def onednn_enabled():
+    """Whether this TensorFlow runs oneDNN kernels on the CPU
+    (``_pywrap_util_port.IsMklEnabled``), None when it cannot tell."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port  # noqa: PLC0415
+
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except Exception:  # noqa: BLE001 - an internal that changed: unknown
+        return None

@@ -35,7 +35,9 @@ loss_comparison             floor_fraction; row_dtypes [rows] (optional:
 dtypes                      (none; the tensor is a ``dtype_map`` JSON)
 lens_status                 (none; the tensor is a ``lens_status`` JSON:
                             what the lens was asked to log, on which
-                            schedule, and what it cannot log and why)
+                            schedule, and what it cannot log and why;
+                            the run's environment and what float32
+                            measured to be, ``environments``)
 advice                      (none; the tensor is an ``advice`` JSON: the
                             precision advisor's per-unit attribution,
                             recommendation and its verification; rows
@@ -46,7 +48,8 @@ Modules: ``framing`` (one factory per kind: the RecordMetadata a writer
 writes, its columns, fixed rows and extras), ``variants`` (comparison
 sides), ``comparisons``, ``statistics``
 (gradient, histogram and update extras), ``dtype_maps``, ``statuses``
-(lens_status), ``advice_records``, ``replays`` (optimizer steps and
+(lens_status), ``environments`` (the hardware and what float32 is
+there), ``advice_records``, ``replays`` (optimizer steps and
 non-finite replays), ``checks`` (shared type checks); every
 name is also importable from ``tb_gradlens.records``.
 """
@@ -70,6 +73,18 @@ from tb_gradlens.records.comparisons import read_comparison  # noqa: F401
 from tb_gradlens.records.comparisons import read_reference_16_bit  # noqa: F401
 from tb_gradlens.records.comparisons import row_compute_dtypes  # noqa: F401
 from tb_gradlens.records.dtype_maps import LAYER_KEYS  # noqa: F401
+from tb_gradlens.records.environments import IEEE_FLOAT32_BITS  # noqa: F401
+from tb_gradlens.records.environments import NUMERIC_VARIABLES  # noqa: F401
+from tb_gradlens.records.environments import PROBED_OPS  # noqa: F401
+from tb_gradlens.records.environments import environment  # noqa: F401
+from tb_gradlens.records.environments import environment_differences  # noqa: F401
+from tb_gradlens.records.environments import environment_text  # noqa: F401
+from tb_gradlens.records.environments import float32_precision  # noqa: F401
+from tb_gradlens.records.environments import is_degraded  # noqa: F401
+from tb_gradlens.records.environments import measured_text  # noqa: F401
+from tb_gradlens.records.environments import precision_text  # noqa: F401
+from tb_gradlens.records.environments import read_environment  # noqa: F401
+from tb_gradlens.records.environments import read_float32_precision  # noqa: F401
 from tb_gradlens.records.dtype_maps import UNKNOWN  # noqa: F401
 from tb_gradlens.records.dtype_maps import dtype_map  # noqa: F401
 from tb_gradlens.records.dtype_maps import read_dtype_map  # noqa: F401

@@ -4,6 +4,7 @@ import collections
 
 from tb_gradlens import metadata
 from tb_gradlens.records import checks
+from tb_gradlens.records.environments import read_float32_precision
 
 FormatError = metadata.FormatError
 
@@ -27,7 +28,8 @@ GRADIENT_REL_L2 = "gradient_rel_l2"
 
 Advice = collections.namedtuple("Advice", (
     "writer", "metric", "reference", "candidate", "tolerance", "tolerance_basis", "before",
-    "loss_rel_error", "units", "recommendation", "not_attributable", "cost", "gradient_before", "worst_before"))
+    "loss_rel_error", "units", "recommendation", "not_attributable", "cost", "gradient_before", "worst_before",
+    "float32"), defaults=(None,))
 
 
 def advice_unit(name, layers, classes, params, numbers=None, step=None, output_row=None, reason=None):
@@ -66,7 +68,7 @@ def advice_recommendation(float32_units, layers, numbers, met, verifications, wo
 
 
 def advice(writer, candidate, tolerance, tolerance_basis, before, loss_rel_error, units, recommendation,
-           not_attributable=(), cost=None, gradient_before=None, worst_before=None):
+           not_attributable=(), cost=None, gradient_before=None, worst_before=None, float32=None):
     """The JSON-ready advice of one attribution round.
 
     Args:
@@ -82,8 +84,11 @@ def advice(writer, candidate, tolerance, tolerance_basis, before, loss_rel_error
       cost: ``{"passes", "seconds", "steps": [first, last], "units_per_step"}``.
       gradient_before: its gradient divergence (rel L2 over every weight).
       worst_before: (kind, row, value, limit) of its row worst off.
+      float32: what float32 measured to be where the advisor's passes ran
+        (``environments.float32_precision``, with the dtype its reference
+        computed in): "keep in float32" computes in it.
     """
-    return {"writer": str(writer), "metric": HARM_INDEX, "reference": "float32",
+    out = {"writer": str(writer), "metric": HARM_INDEX, "reference": "float32",
             "gradient_before": checks.optional_float(gradient_before), "worst_before": worst_row(worst_before),
             "candidate": str(candidate), "tolerance": checks.optional_float(tolerance),
             "tolerance_basis": str(tolerance_basis), "before": checks.optional_float(before),
@@ -91,6 +96,9 @@ def advice(writer, candidate, tolerance, tolerance_basis, before, loss_rel_error
             "recommendation": None if recommendation is None else dict(recommendation),
             "not_attributable": [{"what": str(n["what"]), "reason": str(n["reason"])} for n in not_attributable],
             "cost": dict(cost or {})}
+    if float32 is not None:
+        out["float32"] = float32
+    return out
 
 
 def _number_or_none(obj, key, where):
@@ -164,4 +172,5 @@ def read_advice(obj):
                   obj.get("tolerance_basis", ""), _number_or_none(obj, "before", "field"),
                   _number_or_none(obj, "loss_rel_error", "field"), tuple(units), recommendation,
                   tuple({"what": n["what"], "reason": n["reason"]} for n in missing), dict(cost),
-                  _number_or_none(obj, "gradient_before", "field"), _read_worst(obj.get("worst_before")))
+                  _number_or_none(obj, "gradient_before", "field"), _read_worst(obj.get("worst_before")),
+                  read_float32_precision(obj.get("float32"), where="advice float32"))

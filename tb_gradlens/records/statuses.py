@@ -4,14 +4,17 @@ import collections
 
 from tb_gradlens import metadata
 from tb_gradlens.records import checks
+from tb_gradlens.records.environments import read_environment
+from tb_gradlens.records.environments import read_float32_precision
 
 FormatError = metadata.FormatError
 
 
 Expectation = collections.namedtuple("Expectation", ("kind", "name", "every", "start", "stop"))
 Unsupported = collections.namedtuple("Unsupported", ("what", "kinds", "reason", "step"))
-LensStatus = collections.namedtuple("LensStatus", ("writer", "expected", "unsupported", "step_offset"),
-                                    defaults=(0,))
+LensStatus = collections.namedtuple(
+    "LensStatus", ("writer", "expected", "unsupported", "step_offset", "environment", "float32"),
+    defaults=(0, None, None))
 
 
 def expectation(kind, name, every, start=0, stop=None):
@@ -31,17 +34,24 @@ def unsupported(what, kinds, reason, step=None):
             "step": None if step is None else int(step)}
 
 
-def lens_status(writer, expected, unsupported_features=(), step_offset=0):
+def lens_status(writer, expected, unsupported_features=(), step_offset=0, environment=None, float32=None):
     """The JSON-ready lens status a writer records at its start and when it
     changes: ``{"writer", "expected": [expectation], "unsupported":
     [unsupported]}``, and ``"step_offset"`` when not 0: the writer's records
     are at optimizer step + step_offset (a training whose optimizer
     restarted at 0, e.g. after ``compile``, continues the run's steps; the
-    expectations' start and stop are record steps)."""
+    expectations' start and stop are record steps); ``"environment"``
+    (``environments.environment``: the hardware and settings the run
+    trained with) and ``"float32"`` (``environments.float32_precision``:
+    what float32 measured to be where the references run) when known."""
     out = {"writer": str(writer), "expected": [dict(e) for e in expected],
            "unsupported": [dict(u) for u in unsupported_features]}
     if step_offset:
         out["step_offset"] = int(step_offset)
+    if environment is not None:
+        out["environment"] = environment
+    if float32 is not None:
+        out["float32"] = float32
     return out
 
 
@@ -70,7 +80,9 @@ def read_lens_status(obj):
     offset = obj.get("step_offset", 0)
     if not checks.is_int(offset):
         raise ValueError("lens status 'step_offset' must be an integer")
-    return LensStatus(obj["writer"], tuple(out_expected), tuple(out_missing), offset)
+    environment = read_environment(obj.get("environment"))  # (a FormatError is a ValueError)
+    float32 = read_float32_precision(obj.get("float32"), where="float32")
+    return LensStatus(obj["writer"], tuple(out_expected), tuple(out_missing), offset, environment, float32)
 
 
 def expected_steps(expectation_, first_step, last_step):

@@ -5,6 +5,7 @@ import collections
 from tb_gradlens import float_formats
 from tb_gradlens import metadata
 from tb_gradlens.records import checks
+from tb_gradlens.records.environments import read_float32_precision
 
 FormatError = metadata.FormatError
 
@@ -26,7 +27,8 @@ POLICY_COMPUTE_DTYPES = {
 MIXED = "mixed"
 
 VariantInfo = collections.namedtuple(
-    "VariantInfo", ("label", "policy", "compute_dtype", "variable_dtype", "device", "jit_compile")
+    "VariantInfo", ("label", "policy", "compute_dtype", "variable_dtype", "device", "jit_compile", "precision"),
+    defaults=(None,),
 )
 
 
@@ -46,7 +48,9 @@ def variant(label, policy, compute_dtype, variable_dtype=None, device=None, jit_
       jit_compile: whether it ran under XLA.
       **more: further keys: ``replica``; ``execution`` ("eager", "graph"
         or "xla": how the side computed); for a candidate ``gradients``
-        ("applied": the training step's own, or "recomputed").
+        ("applied": the training step's own, or "recomputed");
+        ``precision`` (``environments.float32_precision``: what float32
+        measured to be where the side ran, and the dtype it was computed in).
     """
     if compute_dtype is not None and compute_dtype != MIXED:
         float_formats.get(compute_dtype)  # ValueError for an unknown dtype
@@ -79,6 +83,7 @@ def read_variant(obj, tag=None, side="variant"):
     return VariantInfo(
         label, policy or "?", compute, checks.optional_str(obj, "variable_dtype", tag, side),
         checks.optional_str(obj, "device", tag, side) or "default", jit,
+        read_float32_precision(obj.get("precision"), tag, side + ".precision"),
     )
 
 
