@@ -49,8 +49,7 @@ HARM_CODES = ("bf16_divergence", "f16_divergence", "nonfinite")
 
 
 def _steps(name, steps):
-    return SHORT if re.search(r"net|vgg|convnext|efficientnet", name) and not name.startswith("fault_naive_pair") \
-        else steps
+    return SHORT if re.search(r"densenet|mobilenet|vgg|convnext|efficientnet|resnet", name) else steps
 
 
 def losses(workload, policy, seed, steps, batch, edit_batch=None):

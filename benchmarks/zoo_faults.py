@@ -398,12 +398,43 @@ def decoder_bf16_output(policy, seed=0):
 # ---------------------------------------------------------------------------
 
 
+def _projection(features, classes, seed=7):
+    """A fixed [features, classes] projection: the labels a model can learn."""
+    return np.random.default_rng(seed).normal(size=(features, classes))
+
+
 def offset_sequences(seq, features, offset, scale=1.0, classes=3):
-    """offset + scale * N(0, 1) sequences: large-mean readings and frames."""
+    """offset + scale * N(0, 1) sequences: large-mean readings and frames; the
+    class is the argmax of a fixed projection of the time-mean of the N(0, 1)
+    part (learnable, so a fault that stops learning shows in the loss)."""
+    w = _projection(features, classes)
 
     def data(batch, rng):
-        return ((offset + scale * rng.normal(size=(batch, seq, features))).astype(np.float32),
-                rng.integers(0, classes, batch).astype(np.int32))
+        z = rng.normal(size=(batch, seq, features))
+        return (offset + scale * z).astype(np.float32), np.argmax(z.mean(axis=1) @ w, axis=1).astype(np.int32)
+
+    return data
+
+
+def labelled_vectors(features, classes):
+    """Uniform [0, 1) features; the class is the argmax of a fixed projection (learnable)."""
+    w = _projection(features, classes)
+
+    def data(batch, rng):
+        x = rng.random((batch, features))
+        return x.astype(np.float32), np.argmax((x - 0.5) @ w, axis=1).astype(np.int32)
+
+    return data
+
+
+def labelled_pixels(size, classes=10):
+    """Images in [0, 255] (``zoo_models.pixels``) whose class is the decile of their red
+    channel's mean brightness among images like them (learnable by pooling)."""
+
+    def data(batch, rng):
+        x = rng.random((batch, size, size, 3)) * rng.uniform(0.2, 1.0, (batch, 1, 1, 1))
+        bright = x[..., 0].mean(axis=(1, 2))
+        return (255.0 * x).astype(np.float32), np.minimum((bright / 0.6 * classes).astype(np.int32), classes - 1)
 
     return data
 
@@ -481,7 +512,7 @@ def fading_offset(offset=7.0, half_life=2.0):
 
 FAULTS = {
     "naive_std_bilstm": Fault(
-        Workload(naive_std_bilstm, real_models.sequences(8, 4, 3), SPARSE_CE,
+        Workload(naive_std_bilstm, offset_sequences(8, 4, 0.0), SPARSE_CE,
                  "E[x^2]-E[x]^2 in bfloat16 after a Dense with bias 30, before a Bidirectional LSTM"),
         "bf16_divergence", r"naive_std", BF16, "the variance cancels: features of mean 30, spread ~1"),
     "cumsum_mean_conv1d": Fault(
@@ -489,12 +520,12 @@ FAULTS = {
                  "running mean by cumsum over 4096 steps in bfloat16"),
         "bf16_divergence", r"cumsum_mean", BF16, "the running sum stalls at 256x its increments"),
     "swamped_efficientnet_v2": Fault(
-        Workload(swamped_efficientnet_v2, zoo_models.pixels(32), SPARSE_CE,
+        Workload(swamped_efficientnet_v2, labelled_pixels(32), SPARSE_CE,
                  "(x + 300) - 300 as Keras ops on EfficientNetV2B0's pooled features"),
         "bf16_divergence", r"^loss$|head_dense", BF16,
         "the ops are no layer (no layer output shows them, ~275 layers deep): the loss, beyond its sampling noise"),
     "naive_norm_efficientnet_v2": Fault(
-        Workload(naive_norm_efficientnet_v2, zoo_models.pixels(32), SPARSE_CE,
+        Workload(naive_norm_efficientnet_v2, labelled_pixels(32), SPARSE_CE,
                  "E[x^2]-E[x]^2 in bfloat16 in the head of EfficientNetV2B0, after a Dense with bias 30"),
         "bf16_divergence", r"naive_head_norm", BF16, "a deep model: the advisor must narrow its group to the layer"),
     "unscaled_attention": Fault(
@@ -511,7 +542,7 @@ FAULTS = {
         "hardcoded_16_bit", r"hardcoded_bf16", BF16,
         "hard-coded bfloat16: its policy switch cannot fix it, and a float32 pass of the model keeps the cast"),
     "naive_logsumexp": Fault(
-        Workload(naive_softmax_classifier, real_models.vectors(32, 1000), SPARSE_CE,
+        Workload(naive_softmax_classifier, labelled_vectors(32, 1000), SPARSE_CE,
                  "exp(x - log(sum(exp(x)))) without the max, 1000 logits of magnitude ~40"),
         "bf16_divergence", r"naive_logsumexp|^logits/", BF16,
         "the normalizer ~50 is rounded to 0.25; the layer has no weights and its output is ~3x its stable rounding "
