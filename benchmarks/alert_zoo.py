@@ -331,7 +331,7 @@ def fault_configs(tiny=False):
     ] + [
         Config("fault_nan_log", fit_run(lambda: real_models.log_input_mlp(BF16), digits, batch=64,
                                         edit_batch=_nan_from(nan_step)),
-               steps, every, Expect("nonfinite", r"dense_1/kernel$", (nan_step, nan_step + every - 1)),
+               steps, every, Expect("nonfinite", r"^log_inputs$|dense_1/kernel$", (nan_step, nan_step + every - 1)),
                "log(x + 1) of an input of -5 from step %d" % nan_step),
         Config("fault_bf16_output", fit_run(lambda: real_models.mlp(BF16, float32_output=False), digits,
                                             batch=64), steps, every,

@@ -88,12 +88,12 @@ def test_each_row_has_its_limit_per_step_and_the_routes_verdict(tensorboard, pag
     assert sorted(legend) == sorted(q.MEASURED_ROWS)  # one legend entry per row (its limit hides with it)
     plot = plot_of(figure)
     lo, hi = (math.log10(v) for v in plot["yDomain"])
-    for step in (40, 90):  # the limit steps down from 0.06 to 0.012: the dashed line is there at each
+    for step in (40, 90):  # the limit steps down from 0.06 to 0.018: the dashed line is there at each
         y = plot["y1"] - (plot["y1"] - plot["y0"]) * (math.log10(q.measured_limit(step)) - lo) / (hi - lo)
         column = [px for dy in range(-2, 3) for px in pixels(figure, step_x(plot, step) - 3, y + dy, y + dy + 1)]
         assert any(px[3] > 0 and sum(px[:3]) < 600 for px in column), step
-    # The heatmap colors value / the limit AT THAT STEP: one value (0.02), blue while its limit is 0.06,
-    # orange once its limit is 0.012.
+    # The heatmap colors value / the limit AT THAT STEP: one value (0.03), blue while its limit is 0.06,
+    # orange once its limit is 0.018.
     heat = chart(p, "variables × steps")
     assert plot_of(heat)["rows"] == 4
     row = q.MEASURED_ROWS.index(q.SHIFT_ROW)  # rows in the record's order
@@ -111,7 +111,7 @@ def test_a_single_exceedance_is_shown_as_such_not_as_an_alert(tensorboard, page)
     assert rows[q.SINGLE_ROW]["× limit"] == "1.5" and rows[q.SINGLE_ROW]["limit"] == "0.06"
     navigate(page, lambda: p.evaluate("location.hash = 'view=divergence&run=measured&k=4&step=90'"))
     rows = {r["variable"]: r for r in table_dicts(p, ".gl-sec-gradients table.gl-table")}
-    assert rows[q.SHIFT_ROW]["limit"] == "0.012" and rows[q.SHIFT_ROW]["× limit"] == "1.7"
+    assert rows[q.SHIFT_ROW]["limit"] == "0.018" and rows[q.SHIFT_ROW]["× limit"] == "1.7"
     # Restricted to the steps before the harm, the sentence says the one exceedance is no alert.
     navigate(page, lambda: p.evaluate("location.hash = 'view=divergence&run=measured&k=4&smax=50'"))
     headline = p.locator(".gl-q1")

@@ -22,6 +22,7 @@ from tb_gradlens.writing import keras_private
 
 from tests.support import real_models
 
+import alert_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)
 import zoo_faults  # benchmarks/ (tests/conftest.py puts it on sys.path)
 import zoo_models  # benchmarks/ (tests/conftest.py puts it on sys.path)
 
@@ -36,8 +37,11 @@ def _one_step(workload, policy):
     model.compile(optimizer="adam", loss=workload.loss, run_eagerly=True)
     x, y = workload.data(BATCH, np.random.default_rng(0))
     loss = float(model.train_on_batch(x, y))
-    output = model.compute_output_spec(keras.KerasTensor(x.shape, x.dtype))
-    return model, built_before, loss, output.dtype
+    # The output a forward pass really returns: a functional model's symbolic
+    # output spec skips the input cast of a custom layer built with
+    # dtype="float32" and says bfloat16 where the layer returns float32.
+    output = model(x, training=False)
+    return model, built_before, loss, keras.backend.standardize_dtype(output.dtype)
 
 
 def _paths(model):
@@ -60,7 +64,7 @@ def test_a_healthy_model_trains_a_step_in_bfloat16_with_a_float32_output(name):
 def test_a_fault_trains_a_step_and_has_the_row_it_names(name):
     fault = zoo_faults.FAULTS[name]
     model, _, _, output_dtype = _one_step(fault.workload, fault.policy)
-    assert fault.code in codes.CODES
+    assert fault.code in codes.CODES + (alert_zoo.TRANSIENT,)
     assert [p for p in _paths(model) if re.search(fault.row, p)], "%r names no layer or variable" % fault.row
     expected = "bfloat16" if fault.code == codes.BF16_MODEL_OUTPUT else "float32"
     assert output_dtype == expected

@@ -172,7 +172,8 @@ def run_answers(source: RecordSource, run: str, thresholds: codes.Thresholds = c
                 whole: Optional[RecordSource] = None, precisions: Optional[Dict[str, Optional[str]]] = None,
                 headline: Optional[Dict[str, Any]] = None, loss_steps: Optional[Dict[str, Any]] = None
                 ) -> Dict[str, Any]:
-    """The five answers of ``run``: ``{"run", "precision", "comparisons": [{"name", "label", "answer"}],
+    """The five answers of ``run``: ``{"run", "precision", "comparisons": [{"name", "label", "reference",
+    "answer"}],
     "answers": [...]}``.  ``source`` may be the tab's filtered view (its
     variable regex and step range cut Q2, Q3 and Q5); ``whole`` is the
     unfiltered source (Q1 and Q4 are the whole runs'); ``precisions``: every
@@ -192,6 +193,7 @@ def run_answers(source: RecordSource, run: str, thresholds: codes.Thresholds = c
         judged = judged_comparison(source, run, group, thresholds)
         said = diverges_most(source, run, group, thresholds, judged=judged)
         per_comparison.append({"name": group["name"], "label": group["label"], "rank": group["rank"],
+                               "reference": group["reference"],
                                "tags": {k: e.tag for k, e in group["entries"].items()}, "answer": said})
         if primary is None:
             primary = (group, judged, said)

@@ -107,8 +107,9 @@ def label(extras: Any) -> str:
 
 def run_comparisons(source: RecordSource, run: str) -> List[Dict[str, Any]]:
     """The comparisons of ``run``, best first: ``[{"name", "label", "rank",
-    "low_precision", "entries": {kind: TagEntry}}]`` (one entry per kind: the
-    first readable one of the name).  A label two comparisons share names
+    "low_precision", "reference", "entries": {kind: TagEntry}}]`` (one entry
+    per kind: the first readable one of the name; ``reference``: what the
+    reference was, in words, where its record states it, else None).  A label two comparisons share names
     its tag name too, as the tab does."""
     groups: Dict[str, Dict[str, Any]] = {}
     for entry in source.entries(run):
@@ -123,8 +124,11 @@ def run_comparisons(source: RecordSource, run: str) -> List[Dict[str, Any]]:
     out = []
     for group in groups.values():
         info = group.pop("compared")
-        out.append(dict(group, label=label(group.pop("extras")), rank=info["rank"] if info else 5,
-                        low_precision=bool(info and info["low_precision"])))
+        extras = group.pop("extras")
+        reference = extras.get("reference") if isinstance(extras, dict) else None
+        out.append(dict(group, label=label(extras), rank=info["rank"] if info else 5,
+                        low_precision=bool(info and info["low_precision"]),
+                        reference=records.precision_text(records.read_variant(reference).precision)))
     for group in out:
         if sum(1 for g in out if g["label"] == group["label"]) > 1:
             group["label"] = "%s (%s)" % (group["label"], group["name"])

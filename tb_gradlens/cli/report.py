@@ -139,11 +139,14 @@ def _answer_lines(run_answer):
         out.append("  %d. %s %s" % (i, a["question"], printable(a["text"])))
         if a.get("code"):
             out.append("       %s" % printable(a["code"]))
+    def said(c):  # the label, and what its reference was where recorded
+        return printable(c["label"]) + (" (%s)" % printable(c["reference"]) if c.get("reference") else "")
+
     if len(run_answer["comparisons"]) > 1:
         out.append("  compared: %s" % "; ".join(
-            "%s, %s" % (printable(c["label"]), printable(c["answer"]["short"])) for c in run_answer["comparisons"]))
+            "%s, %s" % (said(c), printable(c["answer"]["short"])) for c in run_answer["comparisons"]))
     elif run_answer["comparisons"]:
-        out.append("  compared: %s" % printable(run_answer["comparisons"][0]["label"]))
+        out.append("  compared: %s" % said(run_answer["comparisons"][0]))
     return out
 
 

@@ -67,26 +67,27 @@ FIT_EVERY = 5
 RUNS = {"float32", "float32_seed1", "mixed_bfloat16", "nan_dead_unused", "wide", "no_loss", "fit_mixed_bfloat16",
         "measured"}
 
-# The "measured" run: rel_l2 against limits measured on each step (README "Alerts": limit =
-# max(u, C x the largest stable-rounding divergence of the last 4 comparisons), C the default
-# stable_factor, u = 2^-8 for bfloat16).  Its stable column is logged as 0.06 / C up to step 40 and
-# 0.012 / C from 50, so whatever C is the limits are 0.06 up to step 70 and 0.012 from step 80 on.
+# The "measured" run: rel_l2 against limits measured on each step (README "Alerts": a gradient's
+# limit = C x max(u, the largest stable-rounding divergence of the last 4 comparisons), C the default
+# stable_factor, u = 2^-8 for bfloat16; no half-batch noise is logged).  Its stable column is logged
+# as 0.06 / C up to step 40 and 0.018 / C from 50 (both above u), so whatever C is the limits are
+# 0.06 up to step 70 and 0.018 from step 80 on.
 MEASURED_STEPS = list(range(0, 100, 10))
 MEASURED_ROWS = ("net/a/kernel", "net/b/kernel", "net/c/kernel", "net/d/kernel")
 SINGLE_ROW, SINGLE_STEP = "net/a/kernel", 30  # above its limit at one comparison: not an alert
 HARMED_ROW, HARMED_STEP = "net/b/kernel", 60  # above at 60 and 70: harmed (an alert) from 60
 WITHIN_ROW = "net/c/kernel"
-SHIFT_ROW, SHIFT_STEP = "net/d/kernel", 80  # 0.02 throughout: 0.33x its limit, then 1.7x from 80 (harmed)
+SHIFT_ROW, SHIFT_STEP = "net/d/kernel", 80  # 0.03 throughout: 0.5x its limit, then 1.7x from 80 (harmed)
 STABLE_FACTOR = DEFAULT_THRESHOLDS.stable_factor
 
 
 def measured_stable(step):
-    return (0.06 if step < 50 else 0.012) / STABLE_FACTOR
+    return (0.06 if step < 50 else 0.018) / STABLE_FACTOR
 
 
 def measured_limit(step):
     window = [s for s in MEASURED_STEPS if step - 30 <= s <= step]
-    return max(2.0**-8, STABLE_FACTOR * max(measured_stable(s) for s in window))
+    return STABLE_FACTOR * max(2.0**-8, max(measured_stable(s) for s in window))
 
 
 def measured_rel_l2(row, step):
@@ -96,7 +97,7 @@ def measured_rel_l2(row, step):
         return 0.09 if step in (60, 70) else (0.01 if step >= 80 else 0.03)
     if row == WITHIN_ROW:
         return 0.008
-    return 0.02
+    return 0.03
 
 
 def rel_l2(row, step):
