@@ -10,7 +10,9 @@ lens (gradient, update, divergence) against one read on the real models'
 sizes, the comparison step, 10^4 to 10^6 tiny variables, the lens on keras.applications
 MobileNetV2 and ResNet50 under fit (steps it does not log, the first step),
 whole 50-step fits with and without the lens, tracing included (DenseNet121,
-EfficientNetB0, ConvNeXtTiny, ResNet50, the transformer), plugin load
+EfficientNetB0, ConvNeXtTiny, ResNet50, the transformer), whole 2,000-step
+runs at the defaults with the lens's cost by part (the conv net, ResNet50,
+the transformer, EfficientNetB0, the MLP), plugin load
 and route latency for 20 runs x 10,000 steps x 200 variables with both
 loaders, the 200 x 10,000 heatmap in headless Chromium, the tab's views until
 usable (cold and warm) on the demo, 128 x 3,000 and 200 x 10,000, and
@@ -60,10 +62,12 @@ def machine():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
-    parser.add_argument("--only", help="comma list of: logging,passes,fit,nonfinite,variables,real_models,short_fit,plugin,"
+    parser.add_argument("--only", help="comma list of: logging,passes,fit,nonfinite,variables,real_models,short_fit,"
+                                       "whole_run,plugin,"
                                        "frontend,views,writer,memory,advisor,reference,gpu_check")
     args = parser.parse_args(argv)
-    every = ("logging,passes,fit,nonfinite,variables,real_models,short_fit,plugin,frontend,views,writer,memory,advisor,"
+    every = ("logging,passes,fit,nonfinite,variables,real_models,short_fit,whole_run,plugin,frontend,views,writer,memory,"
+             "advisor,"
              "reference,gpu_check")
     only = set((args.only or every).split(","))
     print("machine: " + machine(), flush=True)
@@ -80,6 +84,7 @@ def main(argv=None):
         "real_models": ["bench_real_models.py"] + (["--tiny", "--rounds", "1", "--first-rounds", "1",
                                                     "--batches", "4", "--batch", "8"] if tiny else []),
         "short_fit": ["bench_short_fit.py"] + (["--tiny"] if tiny else []),
+        "whole_run": ["bench_whole_run.py"] + (["--tiny", "--models", "mlp"] if tiny else []),
         "plugin": ["bench_plugin.py"] + (["--runs", "2", "--steps", "30", "--variables", "4", "--repeats", "2",
                                           "--loaders", "true"] if tiny else []),
         "frontend": ["frontend_heatmap.py"] + (["--rows", "20", "--steps", "100", "--repeat", "1"] if tiny else []),

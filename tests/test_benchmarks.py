@@ -32,6 +32,10 @@ def test_benchmark_command_runs_at_tiny_size():
     assert "| 1000 | yes |" in variables_part and "| 100 | no |" in variables_part
     assert "| bn_dropout_cnn | False |" in out.split("## real_models")[1].split("## short_fit")[0]
     assert "| bn_dropout_cnn | defaults |" in out.split("## short_fit")[1]
+    whole_run = out.split("## whole_run")[1].split("## plugin")[0]
+    assert "| model (wall time) | steps | batch | plain s | lens s | whole run lens / plain | tracing % |" in whole_run
+    assert "| model (cpu time) |" in whole_run
+    assert "| mlp | 24 | 64 |" in whole_run
     assert "rust (--load_fast=true): logdir loaded in" in out
     assert "| series 1 column, max_steps=2000 (as the tab asks) |" in out
     assert "| series 1 column, all steps (API, not the tab) |" in out

@@ -122,9 +122,21 @@ def oversized(paths, max_module=MAX_MODULE_LINES, max_class=MAX_CLASS_LINES):
     return out
 
 
-def test_no_module_or_class_over_its_size():
+# A cap flags, never forces a split: a module or class kept whole past its
+# cap because it is one concept is named here with the reason (reviewed like
+# code); an unnamed one over its cap fails, so a reader decides which.
+KEPT_WHOLE = {
+    # "path.py" or "path.py:Class": "why it is one concept",
+}
+
+
+def test_no_module_or_class_over_its_size_unless_kept_whole():
     paths = [p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts]
-    assert not oversized(paths), "split these: %s" % oversized(paths)
+    flagged = [o for o in oversized(paths) if o.rsplit(":", 1)[0] not in KEPT_WHOLE]
+    assert not flagged, "over the cap: split these, or name them in KEPT_WHOLE with why they are one concept: %s" % (
+        flagged)
+    over = {o.rsplit(":", 1)[0] for o in oversized(paths)}
+    assert not set(KEPT_WHOLE) - over, "KEPT_WHOLE names what is within its cap now: %s" % (set(KEPT_WHOLE) - over)
 
 
 def test_the_size_check_sees_a_long_class(tmp_path):
