@@ -23,7 +23,6 @@ from tb_gradlens import records
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import tolerances
 from tb_gradlens.compare import dtype_maps
-from tb_gradlens.serving import reading
 
 KINDS = (metadata.DIVERGENCE, metadata.ACTIVATION_DIVERGENCE, metadata.LOSS_COMPARISON)
 
@@ -120,7 +119,7 @@ class Judge:
     def _series(self, kind, table):
         record = records.comparison_record(kind, self.rows(kind), self.extras[kind])
         steps = np.zeros(1, np.int64)
-        return reading.Series("advisor", kind, record, steps, steps.astype(np.float64),
+        return records.Series("advisor", kind, record, steps, steps.astype(np.float64),
                               table[None].astype(np.float32))
 
     def _limits(self, candidate, stables, thresholds):

@@ -88,6 +88,8 @@ from tb_gradlens.records.environments import read_float32_precision  # noqa: F40
 from tb_gradlens.records.dtype_maps import UNKNOWN  # noqa: F401
 from tb_gradlens.records.dtype_maps import dtype_map  # noqa: F401
 from tb_gradlens.records.dtype_maps import read_dtype_map  # noqa: F401
+from tb_gradlens.records.tag_data import Series  # noqa: F401
+from tb_gradlens.records.tag_data import TagEntry  # noqa: F401
 from tb_gradlens.records.framing import DIVERGENCE_KINDS  # noqa: F401
 from tb_gradlens.records.framing import LOSS_ROW  # noqa: F401
 from tb_gradlens.records.framing import OPTIMIZER_ROW  # noqa: F401
