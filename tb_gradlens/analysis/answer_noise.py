@@ -107,7 +107,7 @@ def noise_sentence(result: Dict[str, Any]) -> Dict[str, Any]:
                  "%s with another seed, does (its mean relative difference is " % (
                      quantity, b, a, fmt_ratio(ratio or 0), c, a), segment(fmt(level), "noise-level"),
                  "). Nothing to do."]
-        return _noise("within", "within noise (%s× the noise)" % fmt_ratio(ratio or 0), parts, details)
+        return _noise("within", "within noise (at most %s× the noise)" % fmt_ratio(ratio or 0), parts, details)
     shared, needed = s.get("shared_steps"), s.get("needed_steps")
     if shared is not None and needed is not None:
         parts = [segment("No verdict yet", "verdict-text"), ". %d step%s of %s %s logged by all three runs and the "
