@@ -95,13 +95,14 @@ def respond_json(request, obj):
     return http_util.Respond(request, encode_json(obj), "application/json")
 
 
-def respond_tag_answer(request, source, run, tag, compute):
+def respond_tag_answer(request, source, run, tag, compute, query):
     """The JSON answer ``compute()`` of a request about one tag, encoded once
     per version of the tag: the clients watching a live run ask for the same
     answer at the same version, and wait for one computation of it.  Kept
-    under the route and its query parameters in the cache's ``answers`` pool."""
+    under the route and ``query``, the parameters the route reads as it reads
+    them (parsed; others, such as a cache-busting one, key nothing), in the
+    cache's ``answers`` pool, whose size counts the keys too."""
     route = request.path.rsplit("/", 1)[-1]  # (any experiment prefix: the source's location keys the logdir)
-    query = tuple(sorted(request.args.items(multi=True)))
     entry = source.entry(run, tag)
     body = source.cached(("answer", route, query), entry,
                          lambda: EncodedJson(encode_json(compute()).encode("utf-8")), "answers")
@@ -163,6 +164,12 @@ def _list_arg(request, name):
 def _rows(request, record):
     """The rows of ``record`` the request selects: ``rows`` (pattern), ``row`` (names)."""
     return reading.select_rows(record.rows, _arg(request, "rows"), request.args.getlist("row"))
+
+
+def _selection(request):
+    """What ``_rows`` and ``_steps`` read, parsed: the part of an answer's cache key they decide."""
+    return (_arg(request, "rows"), tuple(request.args.getlist("row")), _int_arg(request, "step_min"),
+            _int_arg(request, "step_max"))
 
 
 def _steps(request, series):
@@ -261,7 +268,8 @@ class GradLensPlugin(base_plugin.TBPlugin):
             series = source.series(run, tag)
             return routes_impl.series_impl(series, _rows(request, series.record), columns, step_min, step_max,
                                            max_steps)
-        return respond_tag_answer(request, source, run, tag, answer)
+        query = ("columns", tuple(columns or ()), max_steps) + _selection(request)
+        return respond_tag_answer(request, source, run, tag, answer, query)
 
     @wrappers.Request.application
     def _serve_histograms(self, request):
@@ -273,7 +281,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
         def answer():
             series = routes_impl.histogram_series(source, run, tag, max_steps)
             return routes_impl.histograms_impl(series, _rows(request, series.record), _steps(request, series))
-        return respond_tag_answer(request, source, run, tag, answer)
+        return respond_tag_answer(request, source, run, tag, answer, (max_steps,) + _selection(request))
 
     @wrappers.Request.application
     def _serve_health(self, request):
@@ -286,7 +294,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
             series = routes_impl.grad_stats_series(source, run, tag)
             rows, steps = _rows(request, series.record), _steps(request, series)
             return routes_impl.health_impl(source, series, rows, steps, buckets)
-        return respond_tag_answer(request, source, run, tag, answer)
+        return respond_tag_answer(request, source, run, tag, answer, (buckets,) + _selection(request))
 
     @wrappers.Request.application
     def _serve_dtypes(self, request):

@@ -23,8 +23,18 @@ DEFAULT_DERIVED_BYTES = 64 * 1024 * 1024
 DEFAULT_ANSWER_BYTES = 64 * 1024 * 1024
 
 
+def key_bytes(key):
+    """About what a cache key holds in memory: its strings' bytes and 64 per part.  Counted in
+    its pool's size, so keys from requests (a 1,000-character row pattern) cannot outgrow it."""
+    if isinstance(key, (tuple, list, frozenset)):
+        return 64 + sum(key_bytes(k) for k in key)
+    if isinstance(key, (str, bytes)):
+        return 64 + len(key)
+    return 64
+
+
 class _LRU:
-    """A thread-safe LRU of (version, value, size), bounded in bytes."""
+    """A thread-safe LRU of (version, value, size), bounded in bytes (the value's and its key's)."""
 
     def __init__(self, max_bytes):
         self.max_bytes = max_bytes
@@ -52,8 +62,16 @@ class _LRU:
             hit = self._entries.get(key)
             return hit is not None and (version is None or hit[0] == version)
 
+    def __len__(self):
+        return len(self._entries)
+
+    @property
+    def nbytes(self):
+        """The bytes counted for what is stored (values and keys)."""
+        return self._bytes
+
     def store(self, key, version, value):
-        size = int(getattr(value, "nbytes", 1024))
+        size = int(getattr(value, "nbytes", 1024)) + key_bytes(key) + key_bytes(version)
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
@@ -128,6 +146,10 @@ class Cache:
     def put(self, key, version, value, pool="derived"):
         """Store ``value`` under ``key`` for ``version`` (a read made for several keys at once)."""
         self._pools[pool].store(key, version, value)
+
+    def sizes(self):
+        """{pool: (entries, bytes counted, max bytes)}."""
+        return {name: (len(lru), lru.nbytes, lru.max_bytes) for name, lru in self._pools.items()}
 
     def clear(self):
         for lru in self._pools.values():
