@@ -223,7 +223,19 @@ class GradLensPlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/static/index.js", tab_name="GradLens")
 
     def _source(self, request):
+        self._notice_changes()
         return reading.Source.from_request(self._data_provider, request, self._cache, self._tails)
+
+    def _notice_changes(self):
+        """Drop what was read of runs whose event files changed on disk (truncated, rewritten,
+        replaced: ``file_identity``), so they are read afresh, never mixed with what they held."""
+        if self._monitor is None:
+            return
+        self._file_problems()
+        for run in self._monitor.take_changed():
+            self._cache.forget_run(run)
+            if self._tails is not None:
+                self._tails.forget(run)
 
     def _filtered_source(self, request, rows=True):
         """The source seen through the tab's filters: ``rows`` (regex, when

@@ -14,7 +14,9 @@ caller reads through the provider as before): a run whose steps go back (a
 restart: TensorBoard drops or keeps the older copies by loader), a damaged
 or out-of-order event file, a tensor of another shape, a tail behind the
 provider's listing.  ``LiveTails`` keeps at most ``MAX_RUNS`` tails, made
-for runs seen growing only.
+for runs seen growing only.  A tail whose files are no longer the ones it
+read (``file_identity``: truncated, rewritten in place, replaced, removed)
+starts again from their first byte, never mixing what it read with them.
 """
 
 import collections
@@ -29,6 +31,7 @@ from tensorboard.util import tensor_util
 from tb_gradlens import crc32c
 from tb_gradlens import event_files
 from tb_gradlens import metadata
+from tb_gradlens.serving import file_identity
 
 MAX_NEW_BYTES = 64 * 1024 * 1024  # read per call once caught up
 MAX_FIRST_BYTES = 512 * 1024 * 1024  # the first read of a run (once)
@@ -68,11 +71,20 @@ class RunTail:
 
     def __init__(self, directory):
         self.directory = directory
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        """Forget what was read (the files changed): the next read starts at their first byte."""
         self.offsets = {}  # event file -> bytes read
+        self.identities = {}  # event file -> file_identity.Identity as read
         self.buffers = {}  # tag -> _TagBuffer; None: that tag cannot be followed
         self.gradlens_tags = set()
         self.broken = False  # the run cannot be followed (the provider reads it)
-        self.lock = threading.Lock()
+
+    def changed(self):
+        """Whether a file read is no longer the one read (grown is the same file)."""
+        return any(file_identity.change(old, path) for path, old in self.identities.items())
 
     def advance(self, budget):
         """Read up to about ``budget`` new bytes; True when every file was read to its end."""
@@ -129,6 +141,11 @@ class RunTail:
             for p, n in frames:
                 self._event(data[p + 12:p + 12 + n])
         self.offsets[path] = offset + pos
+        try:
+            self.identities[path] = file_identity.identify(path, offset + pos)
+        except OSError:
+            self.broken = True
+            return len(data), False
         return len(data), offset + pos >= size  # else a record being written, or out of budget
 
     def _event(self, raw):
@@ -189,6 +206,9 @@ class LiveTails:
                     self._tails.popitem(last=False)
             self._tails.move_to_end(entry.run)
         with tail.lock:
+            if tail.changed():
+                tail.reset()
+                first = True
             found = tail.series(entry, series_type)
             if found is None and not tail.broken:
                 before = sum(tail.offsets.values())
@@ -196,3 +216,8 @@ class LiveTails:
                 self.bytes_read += sum(tail.offsets.values()) - before
                 found = tail.series(entry, series_type)
             return found
+
+    def forget(self, run):
+        """Drop the tail of ``run`` (its files changed): a growing run makes a new one."""
+        with self._lock:
+            self._tails.pop(run, None)

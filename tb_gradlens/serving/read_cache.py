@@ -83,6 +83,12 @@ class _LRU:
                 _, (_, _, s) = self._entries.popitem(last=False)
                 self._bytes -= s
 
+    def forget(self, keep):
+        """Drop every entry whose key ``keep(key)`` refuses."""
+        with self._lock:
+            for key in [k for k in self._entries if not keep(k)]:
+                self._bytes -= self._entries.pop(key)[2]
+
     def clear(self):
         with self._lock:
             self._entries.clear()
@@ -146,6 +152,12 @@ class Cache:
     def put(self, key, version, value, pool="derived"):
         """Store ``value`` under ``key`` for ``version`` (a read made for several keys at once)."""
         self._pools[pool].store(key, version, value)
+
+    def forget_run(self, run):
+        """Drop everything read or computed from ``run`` (keys are (what, location, run, tag)):
+        its event files changed, so what was read of them is not what they hold."""
+        for lru in self._pools.values():
+            lru.forget(lambda key: not (isinstance(key, tuple) and len(key) > 2 and key[2] == run))
 
     def sizes(self):
         """{pool: (entries, bytes counted, max bytes)}."""
