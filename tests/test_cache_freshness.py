@@ -106,7 +106,9 @@ class RereadProvider:
 def _plugin_over(provider, logdir):
     plugin = gradlens_plugin.GradLensPlugin(base_plugin.TBContext(data_provider=provider, logdir=logdir))
     plugin._monitor.interval = 0  # list the logdir at every request (deterministic)
-    return werkzeug_test.Client(application.TensorBoardWSGI([plugin]))
+    client = werkzeug_test.Client(application.TensorBoardWSGI([plugin]))
+    client.plugin = plugin
+    return client
 
 
 def _answers(client, tag):

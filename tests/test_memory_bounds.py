@@ -4,6 +4,9 @@ Requests go through TensorBoard's own WSGI application over a real data
 provider; the cache's pools are read for what they hold.
 """
 
+import json
+
+import bench_memory  # benchmarks/: event files framed as the callback writes them, byte for byte per seed
 import numpy as np
 import tensorflow as tf
 from tensorboard.backend import application
@@ -15,6 +18,8 @@ from tb_gradlens import records
 from tb_gradlens.serving import gradlens_plugin
 from tb_gradlens.serving import read_cache
 from tb_gradlens.writing import summary_ops
+from tests.test_cache_freshness import RereadProvider
+from tests.test_cache_freshness import _plugin_over
 from tests.test_cache_freshness import loaded
 
 PREFIX = "/data/plugin/gradlens/"
@@ -80,3 +85,33 @@ def test_distinct_spellings_of_one_step_bound_are_one_answer(tmp_path):
         assert response.status_code == 200
     held, counted, _ = plugin._cache.sizes()["answers"]
     assert held == 1 and counted < 100_000
+
+
+
+def test_twenty_growing_runs_are_each_read_from_their_new_bytes_only(tmp_path):
+    """20 runs growing at once, each asked for at every version (the tab's Overview of a sweep): once
+    followed, a request reads the bytes a run gained, whatever the number of runs (16 were followed)."""
+    runs = ["run%02d" % i for i in range(20)]
+    provider = RereadProvider(str(tmp_path))
+    client = None
+    sizes = {}
+    for steps in (5, 8, 11, 14):
+        for i, run in enumerate(runs):
+            bench_memory.write_run(str(tmp_path / run), steps, 3, False, seed=i)  # the same bytes, 3 steps more
+        provider.reread()
+        client = client or _plugin_over(provider, str(tmp_path))
+        tails = client.plugin._tails
+        listing = json.loads(client.get(PREFIX + "runs").get_data())["runs"]
+        tags = {r["run"]: next(t["tag"] for t in r["tags"] if t["kind"] == "grad_stats") for r in listing}
+        grown = {run: sum(p.stat().st_size for p in (tmp_path / run).iterdir()) for run in runs}
+        read_before = tails.bytes_read
+        for run in runs:
+            assert client.get(PREFIX + "series", query_string={"run": run, "tag": tags[run]}).status_code == 200
+        if steps == 14:  # every run followed since its 8-step version: its new bytes only
+            assert tails.bytes_read - read_before == sum(grown[r] - sizes[r] for r in runs)
+        sizes = grown
+    held = [t.nbytes for t in tails._tails.values()]
+    assert len(held) == 20 and sum(held) <= tails.max_bytes
+    tails.max_bytes = sum(held) - 1  # bounded by bytes: the least recently asked tail goes
+    tails._evict()
+    assert sorted(tails._tails) == runs[1:]

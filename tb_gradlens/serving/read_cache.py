@@ -115,7 +115,7 @@ class Cache:
     def __init__(self, max_bytes=None, derived_max_bytes=DEFAULT_DERIVED_BYTES,
                  answer_max_bytes=DEFAULT_ANSWER_BYTES):
         if max_bytes is None:
-            max_bytes = _env_cache_bytes()
+            max_bytes = env_cache_bytes()
         self._pools = {"data": _LRU(max_bytes), "derived": _LRU(derived_max_bytes),
                        "answers": _LRU(answer_max_bytes)}
         self._computing = {}  # (pool, key) -> Lock held while one request computes it
@@ -168,7 +168,7 @@ class Cache:
             lru.clear()
 
 
-def _env_cache_bytes():
+def env_cache_bytes():
     value = os.environ.get("TB_GRADLENS_CACHE_MB")
     try:
         return int(float(value) * 1024 * 1024) if value else DEFAULT_CACHE_BYTES
