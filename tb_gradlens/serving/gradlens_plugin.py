@@ -231,7 +231,10 @@ class GradLensPlugin(base_plugin.TBPlugin):
         replaced: ``file_identity``), so they are read afresh, never mixed with what they held."""
         if self._monitor is None:
             return
-        self._file_problems()
+        try:
+            self._monitor.refresh()  # the listing, at most every second: no new bytes checked here
+        except OSError:
+            return
         for run in self._monitor.take_changed():
             self._cache.forget_run(run)
             if self._tails is not None:
