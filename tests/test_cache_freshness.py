@@ -125,6 +125,8 @@ def _answers(client, tag):
     alerts["errors"] = [e for e in alerts["errors"] if "restart TensorBoard" not in e["error"]]
     return {"runs": runs, "alerts": alerts, "overview": get("overview"),
             "series": get("series", run=RUN, tag=tag), "health": get("health", run=RUN, tag=tag),
+            "histograms": get("histograms", run=RUN, tag=next(
+                t["tag"] for r in runs["runs"] for t in r["tags"] if t["kind"] == metadata.GRAD_HISTOGRAM)),
             "answers": get("answers")}
 
 
@@ -137,12 +139,12 @@ def _truncate(run_dir):
 
 
 def _rewrite(run_dir):
-    bench_memory.write_run(run_dir, 8, 3, False, seed=1)  # the same steps, wall times and bytes: other values
+    bench_memory.write_run(run_dir, 8, 3, True, seed=1)  # the same steps, wall times and bytes: other values
 
 
 def _replace(run_dir):
     staging = os.path.join(os.path.dirname(run_dir), "staging", RUN)
-    bench_memory.write_run(staging, 10, 3, False, seed=2)
+    bench_memory.write_run(staging, 10, 3, True, seed=2)
     shutil.rmtree(run_dir)
     os.rename(staging, run_dir)
 
@@ -153,13 +155,13 @@ def test_a_changed_event_file_is_read_afresh_route_by_route(tmp_path, change):
     answers what a plugin built afresh on the logdir answers, and ``runs`` says in one line that
     TensorBoard's own loader may keep what it read, and what to do."""
     logdir, run_dir = str(tmp_path / "logs"), str(tmp_path / "logs" / RUN)
-    bench_memory.write_run(run_dir, 5, 3, False)
+    bench_memory.write_run(run_dir, 5, 3, True)
     provider = RereadProvider(logdir)
     client = _plugin_over(provider, logdir)
     tag = next(t["tag"] for r in json.loads(client.get("/data/plugin/gradlens/runs").get_data())["runs"]
                for t in r["tags"] if t["kind"] == metadata.GRAD_STATS)
     _answers(client, tag)
-    bench_memory.write_run(run_dir, 8, 3, False)  # grown: the same bytes and three steps more
+    bench_memory.write_run(run_dir, 8, 3, True)  # grown: the same bytes and three steps more
     provider.reread()
     assert _answers(client, tag) == _answers(_plugin_over(RereadProvider(logdir), logdir), tag)
 
