@@ -17,12 +17,21 @@ memory (RSS, tensorboard and its children) of:
   histogram view  (with --histograms) after the tab's histogram request:
                one variable, max_steps=2000
 
-and the bytes of each answer.  Event files are framed here with NumPy CRCs
+and the bytes of each answer.  With ``--requests N`` it measures instead
+the RSS growth of a real tensorboard under N requests that each ask
+something no earlier request asked (issue 43), in three kinds of N/3:
+``junk`` (a series GET with its own unknown 40 KB parameter, a cache
+buster), ``spellings`` (``step_min`` spelled with 2,000-4,000 leading
+zeros: one number), ``patterns`` (a distinct 1,000-character ``rows``
+pattern: distinct answers), against the pools it is configured with
+($TB_GRADLENS_CACHE_MB for the data, 64 MB derived, 64 MB answers) and a
+fixed margin.  Event files are framed here with NumPy CRCs
 (tb_gradlens.crc32c): TensorBoard's pure-Python writer takes minutes.
 
     python benchmarks/bench_memory.py                      # 50,000 x 50, grad_stats
     python benchmarks/bench_memory.py --steps 10000 --histograms
     python benchmarks/bench_memory.py --steps 200 --variables 5   # seconds
+    python benchmarks/bench_memory.py --steps 200 --variables 4 --requests 20000 --cache-mb 64
 """
 
 import argparse
@@ -170,6 +179,73 @@ def measure(logdir, load_fast, steps, source=ROOT, parallel=4):
     return out
 
 
+# What a process may hold beyond its configured pools (allocator slack, TensorBoard's own state).
+MARGIN_MB = 64
+DERIVED_MB = ANSWERS_MB = 64
+
+
+def _request_kinds(tag, n):
+    """{kind: [path]} of n requests, each asking something none before it asked."""
+    # One number per answer (the last step of one variable's first column): what a request keys is
+    # then most of what it could leave behind.
+    base = {"run": RUN, "tag": tag, "row": "model/block_000/dense/kernel", "max_steps": 1,
+            "columns": metadata.GRAD_STATS_COLUMNS[0]}
+    third = n // 3
+    return {
+        "junk": [PREFIX + "series?" + urllib.parse.urlencode(dict(base, **{"nocache%d" % i: "x" * 40_000}))
+                 for i in range(third)],
+        "spellings": [PREFIX + "series?" + urllib.parse.urlencode(dict(base, step_min="0" * (2000 + i % 2000)
+                                                                        + str(i // 2000)))
+                      for i in range(third)],
+        "patterns": [PREFIX + "series?" + urllib.parse.urlencode(dict(base, rows=("block_00%d|" % (i % 4))
+                                                                        + "q%06d" % i + "z" * 983))
+                     for i in range(third)],
+    }
+
+
+def measure_requests(logdir, load_fast, n, steps, source=ROOT):
+    """{"loaded": MB, kind: MB after its requests, "refused": count}: RSS under n distinct requests."""
+    out = {"refused": 0}
+    with TensorBoardProcess(logdir, load_fast=load_fast, timeout=300, cwd=source) as tb:
+        data = _wait_loaded(tb, steps)
+        tag = next(t["tag"] for r in data["runs"] if r["run"] == RUN for t in r["tags"] if t["kind"] == "grad_stats")
+        pid = tb.process.pid
+        _get(tb, PREFIX + "series?" + urllib.parse.urlencode({"run": RUN, "tag": tag}))
+        time.sleep(2)
+        out["loaded"] = round(rss_bytes(pid) / 2**20)
+        for kind, paths in _request_kinds(tag, n).items():
+            for path in paths:
+                status, _, _ = tb.get(path, timeout=600)
+                out["refused"] += status != 200
+            out[kind] = round(rss_bytes(pid) / 2**20)
+    return out
+
+
+def main_requests(args, logdir):
+    cache_mb = args.cache_mb
+    os.environ["TB_GRADLENS_CACHE_MB"] = str(cache_mb)  # the tensorboard processes inherit it
+    write_run(os.path.join(logdir, RUN), args.steps, args.variables, False)
+    sources = [("this tree", ROOT)] + ([("before", args.before)] if args.before else [])
+    bound = cache_mb + DERIVED_MB + ANSWERS_MB
+    from run import machine  # noqa: E402 - benchmarks/run.py: the machine line of every result
+    print("machine: %s" % machine(), flush=True)
+    print("%d requests (%d of each kind); pools %d MB (data %d + derived %d + answers %d), margin %d MB"
+          % (args.requests, args.requests // 3, bound, cache_mb, DERIVED_MB, ANSWERS_MB, MARGIN_MB), flush=True)
+    rows = []
+    for label, source in sources:
+        found = measure_requests(logdir, args.loaders.split(",")[0] == "true", args.requests, args.steps, source)
+        print("%s: %s" % (label, json.dumps(found)), flush=True)
+        rows.append((label, found))
+    print("\n| tree | loaded MB | after junk | after spellings | after patterns | growth MB | within pools + margin |")
+    print("|---|---|---|---|---|---|---|")
+    for label, found in rows:
+        growth = found["patterns"] - found["loaded"]
+        print("| %s | %d | %d | %d | %d | %d | %s |" % (label, found["loaded"], found["junk"], found["spellings"],
+                                                        found["patterns"], growth,
+                                                        "yes" if growth <= bound + MARGIN_MB else "NO"))
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=50000)
@@ -180,8 +256,17 @@ def main(argv=None):
     parser.add_argument("--parallel", type=int, default=4, help="plain series GETs sent at once")
     parser.add_argument("--before", help="also measure the tb_gradlens source tree in this directory (e.g. "
                         "`git archive <commit> | tar -x -C DIR`), side by side")
+    parser.add_argument("--requests", type=int, default=0,
+                        help="measure RSS under this many distinct requests instead (see above)")
+    parser.add_argument("--cache-mb", type=int, default=64, help="TB_GRADLENS_CACHE_MB with --requests")
     args = parser.parse_args(argv)
     logdir = args.logdir or tempfile.mkdtemp(prefix="gradlens_memory_")
+    if args.requests:
+        try:
+            return main_requests(args, logdir)
+        finally:
+            if not args.logdir:
+                shutil.rmtree(logdir, ignore_errors=True)
     try:
         started = time.time()
         size = write_run(os.path.join(logdir, RUN), args.steps, args.variables, args.histograms)

@@ -25,6 +25,7 @@ import struct
 import numpy as np
 
 from tb_gradlens import crc32c
+from tb_gradlens import file_system
 
 _HEADER = struct.Struct("<QI")  # length, masked crc32c of the length
 _HEADER_SIZE = 12
@@ -44,7 +45,11 @@ def is_event_file(name):
 
 def walk(logdir):
     """(files, notes): sorted [(run, path)] of every event file under ``logdir``
-    (run "." for files directly in it) and [message] for what was skipped."""
+    (run "." for files directly in it) and [message] for what was skipped.
+    A URL (``s3://``, ...) is listed by its ``file_system`` (``CannotRead``
+    when it cannot be)."""
+    if file_system.is_remote(logdir):
+        return file_system.for_path(logdir).walk(logdir), []
     files, notes = [], []
     root = os.path.abspath(logdir)
 
@@ -149,13 +154,13 @@ class FileScan:
         """Check the bytes added since the last call (about ``budget`` at
         most); returns the bytes read.  A file that shrank is checked again."""
         try:
-            size = os.path.getsize(self.path)
+            size = file_system.size(self.path)
             if size < self._size:
                 self.__init__(self.path)
             self._size = size
             if self.offset >= size or self._final:
                 return 0
-            with open(self.path, "rb") as f:
+            with file_system.open_file(self.path) as f:
                 return self._advance(f, size, budget)
         except OSError as e:
             self._mark_damage(self.offset, "cannot be read (%s)" % (e.strerror or e), final=True)

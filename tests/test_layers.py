@@ -24,7 +24,7 @@ LAYERS = (
     ("serving",),                      # the TensorBoard plugin and the CLI's reader (TF-free)
     ("analysis",),                     # alerts, verdicts, coverage (TF-free)
     ("records",),                      # the record contract (TF-free)
-    ("metadata", "patterns", "event_files", "crc32c", "safety", "float_formats"),
+    ("metadata", "patterns", "event_files", "crc32c", "file_system", "safety", "float_formats"),
     ("__init__",),
 )
 RANK = {group: rank for rank, names in enumerate(LAYERS) for group in names}

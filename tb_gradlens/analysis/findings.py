@@ -103,7 +103,8 @@ def tag_alerts(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
             return alerts.alerts_for_update_stats(source.series(entry.run, entry.tag), thresholds)
     else:
         return []
-    return list(source.cached(key, entry, lambda: _AlertList(compute())))
+    reads = tolerances.judged_reads(source, entry) if entry.kind in codes.DIVERGENCE_KINDS else ()
+    return list(source.cached(key, entry, lambda: _AlertList(compute()), reads=reads))
 
 
 def run_alerts(source: RecordSource, runs: Optional[Sequence[str]] = None,

@@ -246,3 +246,15 @@ def sustained_window(ratios, factor, count):
         if run >= count:
             return w - count + 1
     return None
+
+
+# The rule of the rows judged here, as the tolerances route and the alerts state it.
+MEASURED_RULE = (
+    "%(column)s above %(stable_factor)g x the divergence of the stable-rounding pass (the reference rounded to the "
+    "candidate's dtype between layers; at least one rounding; for a layer output counted up to "
+    "%(boundary_factor)g x what the layers before carry, more being damage born at its boundary), for gradients "
+    "at least %(half_batch_fraction)g x their sampling noise (the half batch's reference against the batch's); the "
+    "loss above %(half_batch_fraction)g x its sampling noise, wherever the rounding happened; each the largest of "
+    "the last %(stable_window)d logged comparisons; harmed (an alert) when above for %(held_comparisons)d logged "
+    "comparisons in a row or %(immediate_factor)g x above at one."
+)

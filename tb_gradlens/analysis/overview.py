@@ -61,6 +61,7 @@ def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
             found = source.cached(
                 ("worst", thresholds, benign), entry,
                 lambda e=entry: _Found(_worst_of(source, e, thresholds, benign)),
+                reads=tolerances.judged_reads(source, entry),
             ).value
         except errors.InvalidArgumentError:
             continue

@@ -17,6 +17,7 @@ from typing import Callable
 from typing import Dict
 from typing import List
 from typing import Protocol
+from typing import Sequence
 from typing import Tuple
 
 import numpy as np
@@ -55,5 +56,6 @@ class RecordSource(Protocol):
     def scalars(self, run: str, tag: str) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(steps int64, wall_times float64, values float64) of a scalar tag."""
 
-    def cached(self, name: str, entry: Any, compute: Callable[[], Any], pool: str = "derived") -> Any:
-        """``compute()`` memoized for ``entry`` until its tag grows."""
+    def cached(self, name: str, entry: Any, compute: Callable[[], Any], pool: str = "derived",
+               reads: Sequence[Any] = ()) -> Any:
+        """``compute()`` memoized for ``entry`` until its tag, or one of the entries ``reads``, changes."""

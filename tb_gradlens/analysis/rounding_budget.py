@@ -121,3 +121,22 @@ def with_rise(values, steps, rules, thresholds, hit, limits, basis, rows):
             rise[r])
         limits[:, r] = rise[r]
     return hit | held
+
+
+# The rule of the rows judged here, per kind, as the tolerances route states it.
+FORMULA_RULES = {
+    metadata.DIVERGENCE: (
+        "rel_l2 above the larger of the fixed floor and the rounding budget C*u*sqrt(depth) of the "
+        "candidate's effective dtype; gradients whose reference is within noise_factor x its own "
+        "rounding noise (true gradient 0) are not judged."
+    ),
+    metadata.ACTIVATION_DIVERGENCE: (
+        "rel_l2 above the larger of the fixed floor and the smaller of the rounding budget "
+        "C*u*depth of the layer's effective dtype and rise_factor x the layer's median over "
+        "its first logged comparisons (the rise held for rise_steps logged comparisons)."
+    ),
+    metadata.LOSS_COMPARISON: (
+        "rel_error above the larger of the fixed floor and the rounding budget C*u*sqrt(depth) of "
+        "the candidate's effective dtype at the model's depth."
+    ),
+}

@@ -45,31 +45,6 @@ ComparisonContext = collections.namedtuple(
     "ComparisonContext", ("activation_dtypes", "gradient_dtypes", "depth")
 )
 
-MEASURED_RULE = (
-    "%(column)s above %(stable_factor)g x the divergence of the stable-rounding pass (the reference rounded to the "
-    "candidate's dtype between layers; at least one rounding; for a layer output counted up to "
-    "%(boundary_factor)g x what the layers before carry, more being damage born at its boundary), for gradients "
-    "at least %(half_batch_fraction)g x their sampling noise (the half batch's reference against the batch's); the "
-    "loss above %(half_batch_fraction)g x its sampling noise, wherever the rounding happened; each the largest of "
-    "the last %(stable_window)d logged comparisons; harmed (an alert) when above for %(held_comparisons)d logged "
-    "comparisons in a row or %(immediate_factor)g x above at one."
-)
-_FORMULA_RULES = {
-    metadata.DIVERGENCE: (
-        "rel_l2 above the larger of the fixed floor and the rounding budget C*u*sqrt(depth) of the "
-        "candidate's effective dtype; gradients whose reference is within noise_factor x its own "
-        "rounding noise (true gradient 0) are not judged."
-    ),
-    metadata.ACTIVATION_DIVERGENCE: (
-        "rel_l2 above the larger of the fixed floor and the smaller of the rounding budget "
-        "C*u*depth of the layer's effective dtype and rise_factor x the layer's median over "
-        "its first logged comparisons (the rise held for rise_steps logged comparisons)."
-    ),
-    metadata.LOSS_COMPARISON: (
-        "rel_error above the larger of the fixed floor and the rounding budget C*u*sqrt(depth) of "
-        "the candidate's effective dtype at the model's depth."
-    ),
-}
 REPLICA_RULE = "Replicas see different examples: their disagreement is not judged (NaN/Inf only)."
 STABLE_COLUMN = {
     metadata.DIVERGENCE: metadata.STABLE_REL_L2,
@@ -251,8 +226,8 @@ def judge(series, context, thresholds=codes.DEFAULT_THRESHOLDS, output_stable=No
         basis[r] = ("reference at the rounding noise of its own computation (rel_l2 >= %.3g) at %d of %d "
                     "steps: true gradient 0, not judged there" % (levels[r], counts[r], n_steps))
         limits[:, r] = np.nan
-    rule = (MEASURED_RULE % dict(dataclasses.asdict(thresholds), column=column) if measured.all()
-            else _FORMULA_RULES[kind])
+    rule = (harm.MEASURED_RULE % dict(dataclasses.asdict(thresholds), column=column) if measured.all()
+            else rounding_budget.FORMULA_RULES[kind])
     said = records.precision_text(info.reference.precision)  # what the reference was, where recorded
     basis = [b + "; " + said for b in basis] if said else basis
     return Judgement(column, values, hit, above, noise, limits, basis, [rule_.code for rule_ in rules], cand,
@@ -295,6 +270,16 @@ def context_of(source, entry):
     return contexts.get(comparison_key(entry), ComparisonContext((), (), max(1, len(entry.record.rows))))
 
 
+def judged_reads(source, entry):
+    """The other entries a judgement of ``entry`` reads (its cache is keyed by their versions too):
+    the records of the same comparison, whose dtypes and depth are its context and whose layer
+    outputs scale a loss's limit (the callback writes a step's loss record before them)."""
+    base = getattr(source, "unfiltered", None) or source
+    key = comparison_key(entry)
+    return [e for e in base.entries(entry.run)
+            if e.tag != entry.tag and e.kind in codes.DIVERGENCE_KINDS and comparison_key(e) == key]
+
+
 def judge_entry(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
     """The Judgement of a divergence-like tag, made on the whole record
     (``source.unfiltered`` when the source is a filtered view) and then
@@ -306,7 +291,7 @@ def judge_entry(source, entry, thresholds=codes.DEFAULT_THRESHOLDS):
         output = _output_stable(base, full) if full.kind == metadata.LOSS_COMPARISON else None
         return _Cached(judge(base.series(full.run, full.tag), context_of(base, full), thresholds, output))
 
-    judgement = base.cached(("judgement", thresholds), full, compute).judgement
+    judgement = base.cached(("judgement", thresholds), full, compute, reads=judged_reads(base, full)).judgement
     if base is source:
         return judgement
     shown = source.series(entry.run, entry.tag)

@@ -19,6 +19,7 @@ import struct
 import threading
 
 from tb_gradlens import event_files
+from tb_gradlens import file_system
 
 _HEADER = struct.Struct("<QI")
 _CHECKED = {}  # normalized path -> (size, mtime_ns, readable end)
@@ -26,12 +27,11 @@ _LOCK = threading.Lock()
 
 
 def _key(path):
-    return os.path.normpath(os.path.abspath(path))
+    return path if file_system.is_remote(path) else os.path.normpath(os.path.abspath(path))
 
 
 def _identity(path):
-    st = os.stat(path)
-    return st.st_size, st.st_mtime_ns
+    return file_system.stat(path)
 
 
 def remember(scans):
@@ -81,7 +81,7 @@ class CheckedRecordReader:
         if start_offset or compression_type:
             raise errors.UnimplementedError(None, None, "start offset and compression are not supported")
         try:
-            self._file = open(path, "rb")
+            self._file = file_system.open_file(path)
         except OSError as e:
             raise errors.NotFoundError(None, None, "%s: %s" % (path, e.strerror or e)) from None
         self._errors = errors

@@ -118,8 +118,8 @@ class FilteredSource:
 
     # -- reading -------------------------------------------------------------
 
-    def cached(self, name, entry, compute, pool="derived"):
-        return self._source.cached((name,) + self._key, entry, compute, pool)
+    def cached(self, name, entry, compute, pool="derived", reads=()):
+        return self._source.cached((name,) + self._key, entry, compute, pool, reads)
 
     def series(self, run, tag):
         base = self._source.series(run, tag)

@@ -95,13 +95,14 @@ def respond_json(request, obj):
     return http_util.Respond(request, encode_json(obj), "application/json")
 
 
-def respond_tag_answer(request, source, run, tag, compute):
+def respond_tag_answer(request, source, run, tag, compute, query):
     """The JSON answer ``compute()`` of a request about one tag, encoded once
     per version of the tag: the clients watching a live run ask for the same
     answer at the same version, and wait for one computation of it.  Kept
-    under the route and its query parameters in the cache's ``answers`` pool."""
+    under the route and ``query``, the parameters the route reads as it reads
+    them (parsed; others, such as a cache-busting one, key nothing), in the
+    cache's ``answers`` pool, whose size counts the keys too."""
     route = request.path.rsplit("/", 1)[-1]  # (any experiment prefix: the source's location keys the logdir)
-    query = tuple(sorted(request.args.items(multi=True)))
     entry = source.entry(run, tag)
     body = source.cached(("answer", route, query), entry,
                          lambda: EncodedJson(encode_json(compute()).encode("utf-8")), "answers")
@@ -165,6 +166,12 @@ def _rows(request, record):
     return reading.select_rows(record.rows, _arg(request, "rows"), request.args.getlist("row"))
 
 
+def _selection(request):
+    """What ``_rows`` and ``_steps`` read, parsed: the part of an answer's cache key they decide."""
+    return (_arg(request, "rows"), tuple(request.args.getlist("row")), _int_arg(request, "step_min"),
+            _int_arg(request, "step_max"))
+
+
 def _steps(request, series):
     """The steps of ``series`` (indices) within the request's ``step_min``, ``step_max``."""
     return reading.select_steps(series.steps, _int_arg(request, "step_min"), _int_arg(request, "step_max"))
@@ -216,7 +223,22 @@ class GradLensPlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/static/index.js", tab_name="GradLens")
 
     def _source(self, request):
+        self._notice_changes()
         return reading.Source.from_request(self._data_provider, request, self._cache, self._tails)
+
+    def _notice_changes(self):
+        """Drop what was read of runs whose event files changed on disk (truncated, rewritten,
+        replaced: ``file_identity``), so they are read afresh, never mixed with what they held."""
+        if self._monitor is None:
+            return
+        try:
+            self._monitor.refresh()  # the listing, at most every second: no new bytes checked here
+        except OSError:
+            return
+        for run in self._monitor.take_changed():
+            self._cache.forget_run(run)
+            if self._tails is not None:
+                self._tails.forget(run)
 
     def _filtered_source(self, request, rows=True):
         """The source seen through the tab's filters: ``rows`` (regex, when
@@ -261,7 +283,8 @@ class GradLensPlugin(base_plugin.TBPlugin):
             series = source.series(run, tag)
             return routes_impl.series_impl(series, _rows(request, series.record), columns, step_min, step_max,
                                            max_steps)
-        return respond_tag_answer(request, source, run, tag, answer)
+        query = ("columns", tuple(columns or ()), max_steps) + _selection(request)
+        return respond_tag_answer(request, source, run, tag, answer, query)
 
     @wrappers.Request.application
     def _serve_histograms(self, request):
@@ -273,7 +296,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
         def answer():
             series = routes_impl.histogram_series(source, run, tag, max_steps)
             return routes_impl.histograms_impl(series, _rows(request, series.record), _steps(request, series))
-        return respond_tag_answer(request, source, run, tag, answer)
+        return respond_tag_answer(request, source, run, tag, answer, (max_steps,) + _selection(request))
 
     @wrappers.Request.application
     def _serve_health(self, request):
@@ -286,7 +309,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
             series = routes_impl.grad_stats_series(source, run, tag)
             rows, steps = _rows(request, series.record), _steps(request, series)
             return routes_impl.health_impl(source, series, rows, steps, buckets)
-        return respond_tag_answer(request, source, run, tag, answer)
+        return respond_tag_answer(request, source, run, tag, answer, (buckets,) + _selection(request))
 
     @wrappers.Request.application
     def _serve_dtypes(self, request):

@@ -13,8 +13,12 @@ It answers only when it can say the same as the provider, else None (the
 caller reads through the provider as before): a run whose steps go back (a
 restart: TensorBoard drops or keeps the older copies by loader), a damaged
 or out-of-order event file, a tensor of another shape, a tail behind the
-provider's listing.  ``LiveTails`` keeps at most ``MAX_RUNS`` tails, made
-for runs seen growing only.
+provider's listing.  ``LiveTails`` keeps the tails of runs seen growing
+only, as many as fit in its byte budget (the data pool's,
+$TB_GRADLENS_CACHE_MB: a Series cached from a tail is a view of its
+buffers), the least recently asked dropped first.  A tail whose files are no longer the ones it
+read (``file_identity``: truncated, rewritten in place, replaced, removed)
+starts again from their first byte, never mixing what it read with them.
 """
 
 import collections
@@ -29,10 +33,12 @@ from tensorboard.util import tensor_util
 from tb_gradlens import crc32c
 from tb_gradlens import event_files
 from tb_gradlens import metadata
+from tb_gradlens.serving import file_identity
+from tb_gradlens.serving import read_cache
 
 MAX_NEW_BYTES = 64 * 1024 * 1024  # read per call once caught up
 MAX_FIRST_BYTES = 512 * 1024 * 1024  # the first read of a run (once)
-MAX_RUNS = 16
+_TAIL_OVERHEAD = 16 * 1024  # bytes counted per tail beside its buffers
 _HEADER = struct.Struct("<QI")
 
 
@@ -68,11 +74,26 @@ class RunTail:
 
     def __init__(self, directory):
         self.directory = directory
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        """Forget what was read (the files changed): the next read starts at their first byte."""
         self.offsets = {}  # event file -> bytes read
+        self.identities = {}  # event file -> file_identity.Identity as read
         self.buffers = {}  # tag -> _TagBuffer; None: that tag cannot be followed
         self.gradlens_tags = set()
         self.broken = False  # the run cannot be followed (the provider reads it)
-        self.lock = threading.Lock()
+
+    @property
+    def nbytes(self):
+        """What the tail holds: its buffers (at their capacity) and a fixed overhead."""
+        return _TAIL_OVERHEAD + sum(b.steps.nbytes + b.wall_times.nbytes + b.values.nbytes
+                                    for b in list(self.buffers.values()) if b)
+
+    def changed(self):
+        """Whether a file read is no longer the one read (grown is the same file)."""
+        return any(file_identity.change(old, path) for path, old in self.identities.items())
 
     def advance(self, budget):
         """Read up to about ``budget`` new bytes; True when every file was read to its end."""
@@ -129,6 +150,11 @@ class RunTail:
             for p, n in frames:
                 self._event(data[p + 12:p + 12 + n])
         self.offsets[path] = offset + pos
+        try:
+            self.identities[path] = file_identity.identify(path, offset + pos)
+        except OSError:
+            self.broken = True
+            return len(data), False
         return len(data), offset + pos >= size  # else a record being written, or out of budget
 
     def _event(self, raw):
@@ -169,11 +195,12 @@ class RunTail:
 
 
 class LiveTails:
-    """The RunTails of a local logdir: at most ``MAX_RUNS`` runs seen growing."""
+    """The RunTails of a local logdir's runs seen growing, within ``max_bytes`` in all
+    (default: the data pool's budget, $TB_GRADLENS_CACHE_MB or 2 GiB)."""
 
-    def __init__(self, logdir, max_runs=MAX_RUNS):
+    def __init__(self, logdir, max_bytes=None):
         self.logdir = logdir
-        self.max_runs = max_runs
+        self.max_bytes = read_cache.env_cache_bytes() if max_bytes is None else max_bytes
         self._tails = collections.OrderedDict()
         self._lock = threading.Lock()
         self.bytes_read = 0  # all new bytes read (for tests and benchmarks)
@@ -185,14 +212,29 @@ class LiveTails:
             first = tail is None
             if first:
                 tail = self._tails[entry.run] = RunTail(os.path.join(self.logdir, entry.run))
-                while len(self._tails) > self.max_runs:
-                    self._tails.popitem(last=False)
             self._tails.move_to_end(entry.run)
         with tail.lock:
+            if tail.changed():
+                tail.reset()
+                first = True
             found = tail.series(entry, series_type)
             if found is None and not tail.broken:
                 before = sum(tail.offsets.values())
                 tail.advance(MAX_FIRST_BYTES if first else MAX_NEW_BYTES)
                 self.bytes_read += sum(tail.offsets.values()) - before
                 found = tail.series(entry, series_type)
-            return found
+        self._evict()
+        return found
+
+    def _evict(self):
+        """Drop the least recently asked tails while all hold more than ``max_bytes`` (never the last asked)."""
+        with self._lock:
+            total = sum(t.nbytes for t in self._tails.values())
+            while total > self.max_bytes and len(self._tails) > 1:
+                _, dropped = self._tails.popitem(last=False)
+                total -= dropped.nbytes
+
+    def forget(self, run):
+        """Drop the tail of ``run`` (its files changed): a growing run makes a new one."""
+        with self._lock:
+            self._tails.pop(run, None)

@@ -24,6 +24,7 @@ from tensorboard.backend.event_processing import data_provider
 from tensorboard.backend.event_processing import plugin_event_multiplexer
 
 from tb_gradlens import event_files
+from tb_gradlens import file_system
 from tb_gradlens import metadata
 from tb_gradlens.serving import checked_reader
 
@@ -62,7 +63,7 @@ PROGRESS_DELAY = 0.5  # seconds of reading before the progress bar appears
 
 def _size(path):
     try:
-        return os.path.getsize(path)
+        return file_system.size(path)
     except OSError:
         return 0
 
@@ -152,13 +153,19 @@ def open_logdir(logdir, progress=True, select_runs=None):
     logdir; damaged files are skipped past their last good record, and
     every such thing is listed in ``problems``.
     """
-    if not os.path.exists(logdir):
-        raise LogdirError("logdir %s does not exist" % logdir)
-    if not os.path.isdir(logdir):
-        raise LogdirError("logdir %s is not a directory" % logdir)
-    if not os.access(logdir, os.R_OK | os.X_OK):
-        raise LogdirError("logdir %s cannot be read (permission denied)" % logdir)
-    files, notes = event_files.walk(logdir)
+    if file_system.is_remote(logdir):
+        try:  # a missing bucket, no credentials, no endpoint: "cannot read ...: why", in seconds
+            files, notes = event_files.walk(logdir)
+        except file_system.CannotRead as e:
+            raise LogdirError(str(e)) from None
+    else:
+        if not os.path.exists(logdir):
+            raise LogdirError("logdir %s does not exist" % logdir)
+        if not os.path.isdir(logdir):
+            raise LogdirError("logdir %s is not a directory" % logdir)
+        if not os.access(logdir, os.R_OK | os.X_OK):
+            raise LogdirError("logdir %s cannot be read (permission denied)" % logdir)
+        files, notes = event_files.walk(logdir)
     problems = [Problem(None, None, note) for note in notes]
     if not files:
         raise LogdirError(

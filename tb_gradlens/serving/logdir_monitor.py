@@ -2,7 +2,11 @@
 
 TensorFlow-free.  ``LogdirMonitor.problems()`` is what the ``runs`` and
 ``alerts`` routes list as event-file problems (``event_files``: damage,
-overlapping writers, skipped directories).
+overlapping writers, skipped directories, files changed under TensorBoard).
+``refresh()`` notices files that are no longer the ones read
+(``file_identity``: truncated, rewritten, replaced, removed): their checks
+start again, and ``take_changed()`` names their runs, whose cached state the
+plugin drops.
 """
 
 import os
@@ -12,6 +16,11 @@ import time
 from tb_gradlens.event_files import FileScan
 from tb_gradlens.event_files import overlaps
 from tb_gradlens.event_files import walk
+from tb_gradlens.serving import file_identity
+
+# What TensorBoard's own loader does with a changed file, and what to do (the ``runs`` route says it).
+CHANGED_NOTE = ("%s on disk after it was read: the GradLens tab reads it afresh, but TensorBoard's loader may "
+                "still show what it read before (the Python loader keeps it); restart TensorBoard to read it anew")
 
 
 class LogdirMonitor:
@@ -29,6 +38,9 @@ class LogdirMonitor:
         self.seconds = seconds  # and at most about this long (2,000 small files took 3 s)
         self.interval = interval
         self._scans = {}
+        self._identities = {}  # path -> file_identity.Identity at the last listing
+        self._changed = {}  # run -> {path: what happened} since the plugin started
+        self._unseen = set()  # runs changed since the last take_changed()
         self._notes = []
         self._listed_at = -float("inf")
         self._lock = threading.Lock()  # the listing
@@ -38,13 +50,7 @@ class LogdirMonitor:
         """The problems found so far, after checking at most ``budget`` new
         bytes.  The lock is held only to list and to report: while one request
         checks, another reports what is known without waiting for it."""
-        with self._lock:
-            now = time.monotonic()
-            if now - self._listed_at >= self.interval:
-                self._listed_at = now
-                files, self._notes = walk(self.logdir)
-                self._scans = {path: (run, self._scans.get(path, (run, FileScan(path)))[1]) for run, path in files}
-            scans = list(self._scans.values())
+        scans = self.refresh()
         if self._checking.acquire(blocking=False):
             try:
                 left, until = self.budget, time.monotonic() + self.seconds
@@ -55,7 +61,45 @@ class LogdirMonitor:
             finally:
                 self._checking.release()
         with self._lock:
+            self._remember()
             return self._report()
+
+    def refresh(self):
+        """List the logdir (at most every ``interval`` seconds) and notice changed
+        files; returns [(run, FileScan)]."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._listed_at >= self.interval:
+                self._listed_at = now
+                files, self._notes = walk(self.logdir)
+                listed = {path: run for run, path in files}
+                for path, old in list(self._identities.items()):
+                    what = file_identity.change(old, path)
+                    if what is not None:
+                        run = listed.get(path) or self._scans.get(path, (None,))[0]
+                        self._changed.setdefault(run, {})[path] = what
+                        self._unseen.add(run)
+                        self._scans.pop(path, None)
+                        self._identities.pop(path)
+                self._scans = {path: (run, self._scans.get(path, (run, FileScan(path)))[1]) for run, path in files}
+                self._remember()
+            return list(self._scans.values())
+
+    def _remember(self):
+        """Identify each file as checked so far (its seam at the end of the whole records checked)."""
+        for path, (_, scan) in self._scans.items():
+            known = self._identities.get(path)
+            if known is None or known.seam_end != scan.offset:
+                try:
+                    self._identities[path] = file_identity.identify(path, scan.offset)
+                except OSError:
+                    self._identities.pop(path, None)
+
+    def take_changed(self):
+        """The runs with a changed file since the last call (their cached state is stale)."""
+        with self._lock:
+            found, self._unseen = self._unseen, set()
+            return found
 
     def _report(self):
         out = {}
@@ -64,6 +108,10 @@ class LogdirMonitor:
                 out.setdefault(run, []).append({"file": self._relative(scan.path), "error": scan.damage})
         for run, a, _, message in overlaps(list(self._scans.values())):
             out.setdefault(run, []).append({"file": self._relative(a), "error": message})
+        for run, paths in self._changed.items():
+            words = sorted(set(paths.values()))
+            out.setdefault(run, []).append({"file": ", ".join(self._relative(p) for p in sorted(paths)),
+                                            "error": CHANGED_NOTE % " and ".join(words).capitalize()})
         for note in self._notes:
             out.setdefault("", []).append({"file": None, "error": note})
         return out

@@ -23,8 +23,18 @@ DEFAULT_DERIVED_BYTES = 64 * 1024 * 1024
 DEFAULT_ANSWER_BYTES = 64 * 1024 * 1024
 
 
+def key_bytes(key):
+    """About what a cache key holds in memory: its strings' bytes and 64 per part.  Counted in
+    its pool's size, so keys from requests (a 1,000-character row pattern) cannot outgrow it."""
+    if isinstance(key, (tuple, list, frozenset)):
+        return 64 + sum(key_bytes(k) for k in key)
+    if isinstance(key, (str, bytes)):
+        return 64 + len(key)
+    return 64
+
+
 class _LRU:
-    """A thread-safe LRU of (version, value, size), bounded in bytes."""
+    """A thread-safe LRU of (version, value, size), bounded in bytes (the value's and its key's)."""
 
     def __init__(self, max_bytes):
         self.max_bytes = max_bytes
@@ -52,8 +62,16 @@ class _LRU:
             hit = self._entries.get(key)
             return hit is not None and (version is None or hit[0] == version)
 
+    def __len__(self):
+        return len(self._entries)
+
+    @property
+    def nbytes(self):
+        """The bytes counted for what is stored (values and keys)."""
+        return self._bytes
+
     def store(self, key, version, value):
-        size = int(getattr(value, "nbytes", 1024))
+        size = int(getattr(value, "nbytes", 1024)) + key_bytes(key) + key_bytes(version)
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
@@ -64,6 +82,12 @@ class _LRU:
             while self._bytes > self.max_bytes and self._entries:
                 _, (_, _, s) = self._entries.popitem(last=False)
                 self._bytes -= s
+
+    def forget(self, keep):
+        """Drop every entry whose key ``keep(key)`` refuses."""
+        with self._lock:
+            for key in [k for k in self._entries if not keep(k)]:
+                self._bytes -= self._entries.pop(key)[2]
 
     def clear(self):
         with self._lock:
@@ -91,7 +115,7 @@ class Cache:
     def __init__(self, max_bytes=None, derived_max_bytes=DEFAULT_DERIVED_BYTES,
                  answer_max_bytes=DEFAULT_ANSWER_BYTES):
         if max_bytes is None:
-            max_bytes = _env_cache_bytes()
+            max_bytes = env_cache_bytes()
         self._pools = {"data": _LRU(max_bytes), "derived": _LRU(derived_max_bytes),
                        "answers": _LRU(answer_max_bytes)}
         self._computing = {}  # (pool, key) -> Lock held while one request computes it
@@ -129,12 +153,22 @@ class Cache:
         """Store ``value`` under ``key`` for ``version`` (a read made for several keys at once)."""
         self._pools[pool].store(key, version, value)
 
+    def forget_run(self, run):
+        """Drop everything read or computed from ``run`` (keys are (what, location, run, tag)):
+        its event files changed, so what was read of them is not what they hold."""
+        for lru in self._pools.values():
+            lru.forget(lambda key: not (isinstance(key, tuple) and len(key) > 2 and key[2] == run))
+
+    def sizes(self):
+        """{pool: (entries, bytes counted, max bytes)}."""
+        return {name: (len(lru), lru.nbytes, lru.max_bytes) for name, lru in self._pools.items()}
+
     def clear(self):
         for lru in self._pools.values():
             lru.clear()
 
 
-def _env_cache_bytes():
+def env_cache_bytes():
     value = os.environ.get("TB_GRADLENS_CACHE_MB")
     try:
         return int(float(value) * 1024 * 1024) if value else DEFAULT_CACHE_BYTES

@@ -126,10 +126,11 @@ class Source:
                 pass
         return self._location
 
-    def cached(self, name, entry, compute, pool="derived"):
-        """``compute()`` memoized under (name, data location, run, tag) until the tag grows."""
+    def cached(self, name, entry, compute, pool="derived", reads=()):
+        """``compute()`` memoized under (name, data location, run, tag) until the tag, or
+        one of the other entries ``compute`` reads (``reads``), changes."""
         key = (name, self.location, entry.run, entry.tag)
-        return self.cache.get(key, entry.version, compute, pool)
+        return self.cache.get(key, read_version(entry, reads), compute, pool)
 
     def series(self, run, tag):
         """The Series of a float record (cached).
@@ -240,6 +241,14 @@ class Source:
                 self.ctx, experiment_id=self.experiment_id, plugin_name=SCALARS_PLUGIN
             )
         return self._scalars
+
+
+def read_version(entry, reads=()):
+    """The cache version of what is computed from ``entry`` and the entries ``reads``:
+    the versions of every record read (a judgment read again when any of them changes)."""
+    if not reads:
+        return entry.version
+    return (entry.version,) + tuple(sorted((e.tag, e.version) for e in reads))
 
 
 def read_scalars(source, run, tag):
