@@ -51,6 +51,7 @@ setuptools.setup(
         "protobuf>=3.20",
         "werkzeug>=1.0.1",
         "numpy>=1.22",
+        "google-re2>=1.1",  # name patterns in linear time (tb_gradlens/patterns)
     ],
     extras_require={
         # The logging side.  GPU users install `tensorflow` themselves instead.
