@@ -52,6 +52,7 @@ setuptools.setup(
         "werkzeug>=1.0.1",
         "numpy>=1.22",
         "google-re2>=1.1",  # name patterns in linear time (tb_gradlens/patterns)
+        "google-crc32c>=1.5",  # event files' checksums (tb_gradlens/crc32c.py)
     ],
     extras_require={
         # The logging side.  GPU users install `tensorflow` themselves instead.

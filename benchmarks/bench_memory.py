@@ -17,7 +17,7 @@ memory (RSS, tensorboard and its children) of:
   histogram view  (with --histograms) after the tab's histogram request:
                one variable, max_steps=2000
 
-and the bytes of each answer.  Event files are framed here with NumPy CRCs
+and the bytes of each answer.  Event files are framed here with batched CRCs
 (tb_gradlens.crc32c): TensorBoard's pure-Python writer takes minutes.
 
     python benchmarks/bench_memory.py                      # 50,000 x 50, grad_stats
