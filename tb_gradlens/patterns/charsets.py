@@ -150,14 +150,8 @@ def _plain_set(name, av, flags):
     raise PatternError("unsupported pattern item %s" % name)
 
 
-def char_set(name, av, flags, ascii_only=False):
-    """The code points ``re`` matches with one character item under ``flags``
-    (``ascii_only``: those below 128)."""
-    found = _char_set(name, av, flags)
-    return _subtract(found, [(0x80, _MAX_CODE)]) if ascii_only else found
-
-
-def _char_set(name, av, flags):
+def char_set(name, av, flags):
+    """The code points ``re`` matches with one character item under ``flags``."""
     found = _merge(_plain_set(name, av, flags))
     if not flags & re.IGNORECASE:
         return found

@@ -78,7 +78,6 @@ def _compiled(source, written_out):
     if regexp.ok():
         return regexp
     error = regexp.error()
-    error = error.decode("utf-8", "replace") if isinstance(error, bytes) else str(error)
     if "repetition" in error and not written_out:
         return None
     raise PatternError("pattern too large for the matcher (RE2: %s)" % error)
@@ -92,20 +91,16 @@ class Matcher:
         self.pattern = pattern
         self._markers = translation.markers
         self._translation = translation
-        self._regexps = {}
-        self._size = self._regexp(False, False).ProgramSize()  # compiled now: a refusal is the pattern's
+        self._regexp = self._make(translation.source, empty=False)
+        self._empty = self._regexp if translation.empty_source == translation.source else None
+        self._size = self._regexp.ProgramSize()
 
-    def _regexp(self, empty, ascii_only):
-        """RE2 for names that are empty or not, ASCII or not (made once each)."""
-        key = (empty, ascii_only)
-        found = self._regexps.get(key)
-        if found is None:
-            prefix = ("\\A(?s:...)*?" if self._markers else "")  # a search starts between two characters' markers
-            found = _compiled(prefix + self._translation.source(empty, ascii_only, True), False)
-            if found is None:
-                found = _compiled(prefix + self._translation.source(empty, ascii_only, False), True)
-            self._regexps[key] = found
-        return found
+    def _make(self, source, empty):
+        prefix = ("\\A(?s:...)*?" if self._markers else "")  # a search starts between two characters' markers
+        regexp = _compiled(prefix + source, False)
+        if regexp is None:
+            regexp = _compiled(prefix + self._translation.written_out(empty), True)
+        return regexp
 
     # -- public --------------------------------------------------------------
 
@@ -127,7 +122,11 @@ class Matcher:
 
     def _search(self, text, counter):
         data = (self._marked(text) if self._markers else text).encode("utf-8", "surrogatepass")
-        regexp = self._regexp(not text, text.isascii())
+        regexp = self._regexp
+        if not text:
+            if self._empty is None:
+                self._empty = self._make(self._translation.empty_source, empty=True)
+            regexp = self._empty
         counter.spend(regexp.ProgramSize() * (len(data) + 1))
         return regexp.Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH
 

@@ -48,8 +48,8 @@ _CHAR_FLAGS = re.IGNORECASE | re.DOTALL | re.ASCII
 class Translation:
     """A pattern in RE2 syntax and what its names need.
 
-    ``source(empty, ascii_only, counted)``: the RE2 pattern (for the empty
-    name Python's ``\\b`` and ``\\B`` never hold; RE2's ``\\B`` does).
+    ``source``: the RE2 pattern; ``empty_source``: the same for the empty name
+    (Python's ``\\b`` and ``\\B`` never hold there; RE2's ``\\B`` does).
     ``markers``: None (the name is searched as it is) or a tuple
     ``(newline_after, dollar, boundary)`` saying what the markers between
     characters encode: ``newline_after`` (multiline ``^``), ``dollar`` (None,
@@ -88,41 +88,40 @@ class Translation:
             context = self._newline_after or self._dollars or self._boundaries
             self.markers = (self._newline_after, min(self._dollars, default=None),
                             min(self._boundaries, default=None)) if context else None
+            self.source = self._sequence(parsed.data, flags, empty=False, counted=True)
             self._parsed = parsed
+            self.empty_source = (self._sequence(parsed.data, flags, empty=True, counted=True)
+                                 if self._boundaries else self.source)
         except RecursionError:
             raise PatternError("pattern nested too deeply") from None
 
-    def source(self, empty, ascii_only, counted):
-        """The RE2 pattern for names that are empty or not, ASCII or not
-        (``ascii_only``: every class cut to ASCII, exact on ASCII names, a far
-        smaller program where a class is large, as Unicode ``\\w``), with
-        counted repeats as RE2 counts or written out (``counted=False``: RE2
-        refuses counts over 1,000, nested ones multiplied)."""
-        empty = empty and bool(self._boundaries)  # only \b and \B differ there
+    def written_out(self, empty):
+        """The source with every counted repeat written out (RE2 refuses counts
+        over 1,000, nested ones included)."""
         try:
-            return self._sequence(self._parsed.data, self._parsed.state.flags, (empty, ascii_only), counted)
+            return self._sequence(self._parsed.data, self._parsed.state.flags, empty=empty, counted=False)
         except RecursionError:
             raise PatternError("pattern nested too deeply") from None
 
     # -- writing RE2 -----------------------------------------------------------
 
-    def _sequence(self, items, flags, variant, counted):
-        return "".join(self._item(op, av, flags, variant, counted) for op, av in items)
+    def _sequence(self, items, flags, empty, counted):
+        return "".join(self._item(op, av, flags, empty, counted) for op, av in items)
 
-    def _item(self, op, av, flags, variant, counted):
+    def _item(self, op, av, flags, empty, counted):
         name = str(op)
         if name in ("LITERAL", "NOT_LITERAL", "ANY", "IN"):
-            found = self._class(name, av, flags, variant[1])
+            found = self._class(name, av, flags)
             return (MARKER_CLASS + found + MARKER_CLASS) if self.markers else found
         if name == "AT":
-            return _assertion(str(av), flags, variant[0])
+            return _assertion(str(av), flags, empty)
         if name == "BRANCH":
-            return "(?:%s)" % "|".join(self._sequence(alt, flags, variant, counted) for alt in av[1])
+            return "(?:%s)" % "|".join(self._sequence(alt, flags, empty, counted) for alt in av[1])
         if name == "SUBPATTERN":
             _group, add_flags, del_flags, items = av
-            return "(?:%s)" % self._sequence(items, (flags | add_flags) & ~del_flags, variant, counted)
+            return "(?:%s)" % self._sequence(items, (flags | add_flags) & ~del_flags, empty, counted)
         low, high, items = av  # MAX_REPEAT / MIN_REPEAT: greedy or not, a search finds the same names
-        body = "(?:%s)" % self._sequence(items, flags, variant, counted)
+        body = "(?:%s)" % self._sequence(items, flags, empty, counted)
         unbounded = high == _sre.MAXREPEAT
         if counted:
             if unbounded:
@@ -136,12 +135,12 @@ class Translation:
             optional = "(?:%s%s)?" % (body, optional)
         return out + optional
 
-    def _class(self, name, av, flags, ascii_only):
+    def _class(self, name, av, flags):
         char_flags = flags & _CHAR_FLAGS
-        key = (name, repr(av), char_flags, ascii_only)
+        key = (name, repr(av), char_flags)
         found = self._classes.get(key)
         if found is None:
-            found = self._classes[key] = write_class(char_set(name, av, char_flags, ascii_only))
+            found = self._classes[key] = write_class(char_set(name, av, char_flags))
         return found
 
 
