@@ -51,7 +51,6 @@ setuptools.setup(
         "protobuf>=3.20",
         "werkzeug>=1.0.1",
         "numpy>=1.22",
-        "google-re2>=1.1",  # name patterns in linear time (tb_gradlens/patterns)
         "google-crc32c>=1.5",  # event files' checksums (tb_gradlens/crc32c.py)
     ],
     extras_require={

@@ -119,36 +119,3 @@ def test_callback_variables_pattern_is_the_safe_matcher():
     assert _select(variables, r"^(k+)+$") == [0]
     with safety.strict(), pytest.raises(ValueError, match="backreferences"):
         _select(variables, "(k)\\1")
-
-
-def test_names_re2_could_misread_answer_like_re():
-    """What RE2 alone would answer otherwise: Python's ``$`` before a final
-    newline, Unicode ``\\b``, ``\\B`` in an empty name, case folding under
-    ``(?a)`` (RE2 widens a class ``[Kk]`` beside another class to the Kelvin
-    sign), and names holding lone surrogates (a directory name TensorBoard
-    decoded with ``surrogateescape``)."""
-    cases = {
-        "b$": ["a\nb\n", "b\n\n", "b"],
-        "(?m)b$": ["b\nx", "bx"],
-        "é\\b": ["éa", "é/", "é"],
-        "\\Bé": ["aé", "/é"],
-        "(?a)(?:(?i:k)|x)": ["\u212a", "K", "k"],
-        "(?i)(?:k|x)": ["\u212a", "\u017f"],
-        "(?i)(?:s|x)": ["\u017f", "S"],
-        "[\\ud800-\\udfff]": ["run_\udcff", "run"],
-        ".\\Z": ["\udc80", ""],
-    }
-    for pattern, texts in cases.items():
-        matcher = patterns.compile(pattern)
-        for text in texts:
-            assert matcher.search(text) == (re.search(pattern, text) is not None), (pattern, text)
-
-
-@pytest.mark.parametrize("pattern, message", [
-    ("a$(?m:$)", "'$' both with and without the multiline flag"),
-    ("\\b(?a:\\b)", "both with and without the ASCII flag"),
-])
-def test_mixed_anchor_rules_are_refused(pattern, message):
-    """One pattern's ``$`` (or ``\\b``) under two rules cannot share the markers the matcher reads."""
-    with pytest.raises(patterns.PatternError, match=re.escape(message)):
-        patterns.compile(pattern)

@@ -1,24 +1,27 @@
-"""Name patterns, part two: searching names with RE2 within a budget.
+"""Name patterns, part two: matching an NFA against names within a budget.
 
-``Matcher`` compiles ``translate.Translation``'s RE2 pattern once and
-searches each name with it (RE2 runs in time linear in the name: at most
-its program's size per byte); ``Budget`` bounds that work for one request.
+``Matcher`` simulates ``nfa.Builder``'s NFA one character at a time, the
+set of live states being the state of a lazily built DFA; ``Budget``
+bounds the steps one request may take.
 """
 
-from re2 import _re2
+import re
+import warnings
 
-from tb_gradlens.patterns.translate import PatternError, PatternTooComplex, Translation  # noqa: F401 - re-exported
+try:  # Python >= 3.11
+    from re import _parser as _sre_parse
+except ImportError:  # pragma: no cover - Python 3.9/3.10
+    import sre_parse as _sre_parse
 
-# Matching steps one request may take, a step being one RE2 instruction on one
-# byte of a name (with its markers): the worst case RE2 can be driven to (its
-# DFA giving up, its NFA run over every instruction per byte): measured at up
-# to 7 ns a step here (``(.?){999}!`` on CJK names), so at most about 0.7 s.
-# Charged before a name is searched.
-DEFAULT_BUDGET = 100_000_000
-# RE2's memory per pattern (its default): a larger program is refused.
-_MAX_MEM = 8 << 20
-_UNANCHORED = _re2.RE2.Anchor.UNANCHORED
-_NO_MATCH = (-1, -1)
+from tb_gradlens.patterns.nfa import ASSERT, CHAR, MATCH, MAX_PATTERN_LENGTH, SPLIT, Builder, CharClass
+from tb_gradlens.patterns.nfa import PatternError
+from tb_gradlens.patterns.nfa import PatternTooComplex
+
+# NFA steps one search call may take (a step: one NFA state visited, or one
+# cached DFA transition); ~1 s of pure Python at worst.
+DEFAULT_BUDGET = 3_000_000
+# Lazily built DFA: cleared (not grown) past this many transitions.
+_MAX_TRANSITIONS = 100_000
 
 
 def compile(pattern):  # noqa: A001 - mirrors re.compile
@@ -64,43 +67,38 @@ class NameFilter:
         return out
 
 
-def _options():
-    options = _re2.RE2.Options()
-    options.max_mem = _MAX_MEM
-    options.log_errors = False
-    return options
-
-
-def _compiled(source, written_out):
-    """RE2 of ``source`` (a string), or None where RE2 refuses a counted
-    repeat (over 1,000, nested ones multiplied) that writing out may fix."""
-    regexp = _re2.RE2(source.encode("utf-8"), _options())
-    if regexp.ok():
-        return regexp
-    error = regexp.error()
-    if "repetition" in error and not written_out:
-        return None
-    raise PatternError("pattern too large for the matcher (RE2: %s)" % error)
-
 
 class Matcher:
     """A compiled pattern: ``search(text)`` answers like ``re.search(...) is not None``."""
 
     def __init__(self, pattern):
-        translation = Translation(pattern)
+        if not isinstance(pattern, str):
+            raise PatternError("a pattern must be text")
+        if len(pattern) > MAX_PATTERN_LENGTH:
+            raise PatternError(
+                "pattern of %d characters; at most %d are accepted" % (len(pattern), MAX_PATTERN_LENGTH)
+            )
         self.pattern = pattern
-        self._markers = translation.markers
-        self._translation = translation
-        self._regexp = self._make(translation.source, empty=False)
-        self._empty = self._regexp if translation.empty_source == translation.source else None
-        self._size = self._regexp.ProgramSize()
-
-    def _make(self, source, empty):
-        prefix = ("\\A(?s:...)*?" if self._markers else "")  # a search starts between two characters' markers
-        regexp = _compiled(prefix + source, False)
-        if regexp is None:
-            regexp = _compiled(prefix + self._translation.written_out(empty), True)
-        return regexp
+        try:
+            with warnings.catch_warnings():  # "possible set union" FutureWarnings: the meaning is Python's today
+                warnings.simplefilter("ignore", FutureWarning)
+                parsed = _sre_parse.parse(pattern, 0)
+        except re.error as e:
+            raise PatternError("invalid pattern: %s" % e) from None
+        except (OverflowError, RecursionError, ValueError) as e:
+            raise PatternError("invalid pattern: %s" % e) from None
+        builder = Builder()
+        try:
+            start = builder.sequence(parsed.data, parsed.state.flags, builder.node(MATCH))
+        except RecursionError:
+            raise PatternError("pattern nested too deeply") from None
+        self._nodes = builder.nodes
+        self._start = start
+        self._word = CharClass(r"\w", re.ASCII if parsed.state.flags & re.ASCII else 0)
+        self._state_ids = {}
+        self._states = []
+        self._closures = {}
+        self._transitions = {}
 
     # -- public --------------------------------------------------------------
 
@@ -118,68 +116,112 @@ class Matcher:
         """``search`` spending from ``budget`` (a ``Budget`` shared by several calls)."""
         return self._search(str(text), budget)
 
-    # -- searching -----------------------------------------------------------
+    # -- simulation ----------------------------------------------------------
+
+    def _context(self, text, i):
+        """What the zero-width assertions at position ``i`` of ``text`` depend on."""
+        n = len(text)
+        prev = text[i - 1] if i > 0 else None
+        nxt = text[i] if i < n else None
+        return (
+            n == 0,
+            prev is None,
+            prev == "\n",
+            prev is not None and self._word(prev),
+            nxt is None,
+            nxt == "\n",
+            nxt == "\n" and i == n - 1,
+            nxt is not None and self._word(nxt),
+        )
 
     def _search(self, text, counter):
-        data = (self._marked(text) if self._markers else text).encode("utf-8", "surrogatepass")
-        regexp = self._regexp
-        if not text:
-            if self._empty is None:
-                self._empty = self._make(self._translation.empty_source, empty=True)
-            regexp = self._empty
-        counter.spend(regexp.ProgramSize() * (len(data) + 1))
-        return regexp.Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH
+        state = self._closure((self._start,), self._context(text, 0), counter)
+        for i, char in enumerate(text):
+            if self._states[state][1]:
+                return True
+            context = self._context(text, i + 1)
+            key = (state, char, context)
+            counter.spend(1)
+            following = self._transitions.get(key)
+            if following is None:
+                nodes = self._nodes
+                targets = [self._start]
+                for index in self._states[state][0]:
+                    node = nodes[index]
+                    counter.spend(1)
+                    if node[0] == CHAR and node[1](char):
+                        targets.append(node[2])
+                following = self._closure(tuple(targets), context, counter)
+                if len(self._transitions) >= _MAX_TRANSITIONS:
+                    self._transitions.clear()
+                self._transitions[key] = following
+            state = following
+        return self._states[state][1]
 
-    def _marked(self, text):
-        """``text`` with two markers between characters (one at either end):
-        before position p a marker that is a newline where multiline ``^``
-        holds at p, after it one that is a newline where the pattern's ``$``
-        holds at p, and of such word-ness that RE2's ``\\b`` between them is
-        Python's at p.  The markers are ``translate.MARKER_CLASS``'s characters."""
-        newline_after, dollar, boundary = self._markers
-        n = len(text)
-        if boundary:
-            word = _word_flags(text, boundary == "ascii")
-        out = []
-        for p in range(n + 1):
-            before = text[p - 1] if p else None
-            after = text[p] if p < n else None
-            left = "\n" if (newline_after and before == "\n") else None
-            if dollar == "m":
-                right = "\n" if after == "\n" else None
-            elif dollar == "single":
-                right = "\n" if (p == n - 1 and after == "\n") else None
+    def _closure(self, roots, context, counter):
+        """The DFA state (id) of the NFA states reachable from ``roots`` by
+        epsilon moves whose assertions hold in ``context``."""
+        key = (roots, context)
+        found = self._closures.get(key)
+        if found is not None:
+            counter.spend(1)
+            return found
+        nodes = self._nodes
+        seen = set()
+        stack = list(roots)
+        chars = []
+        matched = False
+        while stack:
+            index = stack.pop()
+            if index in seen:
+                continue
+            seen.add(index)
+            counter.spend(1)
+            node = nodes[index]
+            kind = node[0]
+            if kind == CHAR:
+                chars.append(index)
+            elif kind == SPLIT:
+                stack.extend(node[1])
+            elif kind == ASSERT:
+                if _holds(node[1], node[3], context):
+                    stack.append(node[2])
             else:
-                right = None
-            cut = bool(boundary) and (p > 0 and word[p - 1]) != (p < n and word[p])
-            if p == 0:
-                if right is None:
-                    right = "a" if cut else "!"
-            elif p == n:
-                if left is None:
-                    left = "a" if cut else "!"
-            elif left is None and right is None:
-                left, right = "!", ("a" if cut else "!")
-            elif left is None:  # right is a newline (not a word character)
-                left = "a" if cut else "!"
-            elif right is None:  # left is a newline
-                right = "a" if cut else "!"
-            if p:
-                out.append(left)
-            if p < n:
-                out.append(right)
-                out.append(after)
-        return "".join(out)
+                matched = True
+        state = (tuple(sorted(chars)), matched)
+        sid = self._state_ids.get(state)
+        if sid is None:
+            if len(self._states) >= _MAX_TRANSITIONS:
+                self._state_ids.clear()
+                self._states.clear()
+                self._closures.clear()
+                self._transitions.clear()
+            sid = len(self._states)
+            self._state_ids[state] = sid
+            self._states.append(state)
+        if len(self._closures) >= _MAX_TRANSITIONS:
+            self._closures.clear()
+        self._closures[key] = sid
+        return sid
 
 
-def _word_flags(text, ascii_only):
-    import re
 
-    flags = [False] * len(text)
-    for m in re.finditer(r"\w+", text, re.ASCII if ascii_only else 0):
-        for i in range(m.start(), m.end()):
-            flags[i] = True
-    return flags
+def _holds(at, multiline, context):
+    """Whether the zero-width assertion ``at`` holds in ``context``."""
+    empty, at_start, after_newline, after_word, at_end, before_newline, before_last_newline, before_word = context
+    if at == "AT_BEGINNING_STRING":
+        return at_start
+    if at == "AT_END_STRING":
+        return at_end
+    if at == "AT_BEGINNING":
+        return at_start or (multiline and after_newline)
+    if at == "AT_END":
+        return at_end or (before_newline if multiline else before_last_newline)
+    if at == "AT_BOUNDARY":
+        return not empty and after_word != before_word
+    if at == "AT_NON_BOUNDARY":
+        return not empty and after_word == before_word
+    raise PatternError("unsupported anchor %s" % at)  # pragma: no cover
 
 
 class Budget:
