@@ -51,6 +51,7 @@ setuptools.setup(
         "protobuf>=3.20",
         "werkzeug>=1.0.1",
         "numpy>=1.22",
+        "google-crc32c>=1.5",  # event files' checksums (tb_gradlens/crc32c.py)
     ],
     extras_require={
         # The logging side.  GPU users install `tensorflow` themselves instead.

@@ -25,7 +25,7 @@ buster), ``spellings`` (``step_min`` spelled with 2,000-4,000 leading
 zeros: one number), ``patterns`` (a distinct 1,000-character ``rows``
 pattern: distinct answers), against the pools it is configured with
 ($TB_GRADLENS_CACHE_MB for the data, 64 MB derived, 64 MB answers) and a
-fixed margin.  Event files are framed here with NumPy CRCs
+fixed margin.  Event files are framed here with batched CRCs
 (tb_gradlens.crc32c): TensorBoard's pure-Python writer takes minutes.
 
     python benchmarks/bench_memory.py                      # 50,000 x 50, grad_stats

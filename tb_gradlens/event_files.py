@@ -12,7 +12,7 @@ different data; this module says so, naming the file:
 * ``FileScan``: one pass over a file's TFRecord frames (``uint64 length,
   masked_crc32c(length), data, masked_crc32c(data)``), incremental (it
   resumes where it stopped when the file grows).  Both CRCs are checked
-  (``tb_gradlens.crc32c``, ~200 MB/s); a record longer than
+  (``tb_gradlens.crc32c``: google-crc32c); a record longer than
   a block is checked a block at a time, within the same budget; the steps of the summary events are
   read from each record's first bytes.
 * ``overlaps``: files of one run whose summary steps overlap: two writers

@@ -154,7 +154,7 @@ def test_report_reads_a_crafted_huge_record_in_bounded_memory(tmp_path):
 
 @pytest.mark.slow
 def test_crc32c_of_long_and_pieced_data_equals_tensorboards():
-    """The NumPy CRC-32C (batched, and continued over pieces as a long record
+    """The CRC-32C (batched, and continued over pieces as a long record
     is checked) equals TensorBoard's byte-by-byte reference."""
     import numpy as np
     from tensorboard.compat.tensorflow_stub import pywrap_tensorflow as reference

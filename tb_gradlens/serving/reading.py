@@ -126,11 +126,16 @@ class Source:
                 pass
         return self._location
 
+    def key(self, name, run, tag):
+        """The cache key of ``name`` (what is kept) for one tag of one run of
+        this source's data: (name, data location, run, tag).  Every key of a
+        tag's cache entries is made here."""
+        return (name, self.location, run, tag)
+
     def cached(self, name, entry, compute, pool="derived", reads=()):
-        """``compute()`` memoized under (name, data location, run, tag) until the tag, or
+        """``compute()`` memoized under ``key(name, run, tag)`` until the tag, or
         one of the other entries ``compute`` reads (``reads``), changes."""
-        key = (name, self.location, entry.run, entry.tag)
-        return self.cache.get(key, read_version(entry, reads), compute, pool)
+        return self.cache.get(self.key(name, entry.run, entry.tag), read_version(entry, reads), compute, pool)
 
     def series(self, run, tag):
         """The Series of a float record (cached).
@@ -145,7 +150,7 @@ class Source:
             raise errors.InvalidArgumentError(
                 "tag %r holds %s JSON, not a series" % (tag, entry.kind)
             )
-        key = ("series", self.location, entry.run, entry.tag)
+        key = self.key("series", entry.run, entry.tag)
         if not self.cache.holds(key, entry.version, "data"):
             if self.tails is not None and self.cache.holds(key, None, "data"):  # read before: it grows
                 found = self.tails.series(entry, Series)
@@ -154,8 +159,8 @@ class Source:
                     return found
             batch_reading.read_alike(
                 self, entry,
-                lambda e: not self.cache.holds(("series", self.location, e.run, e.tag), e.version, "data"),
-                lambda e, series: self.cache.put(("series", self.location, e.run, e.tag), e.version, series, "data"),
+                lambda e: not self.cache.holds(self.key("series", e.run, e.tag), e.version, "data"),
+                lambda e, series: self.cache.put(self.key("series", e.run, e.tag), e.version, series, "data"),
                 Series)
         return self.cached("series", entry, lambda: self._read_series(entry), "data")
 

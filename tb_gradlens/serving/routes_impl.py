@@ -169,7 +169,7 @@ def status_table(source, series):
 
 
 def _status_table_key(source, series):
-    return ("status table", source.location, series.run, series.tag)
+    return source.key("status table", series.run, series.tag)
 
 
 def dtypes_impl(source, run, tag, pattern):
