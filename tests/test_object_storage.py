@@ -152,3 +152,40 @@ def test_another_scheme_goes_through_fsspec(tmp_path):
     assert (scan.records, scan.step_max, scan.damage) == (11, 9, None)
     with pytest.raises(file_system.CannotRead, match="cannot read"):
         event_files.walk("nosuchscheme://bucket/logs")
+
+
+def _upload(local, prefix):
+    client = boto3.client("s3")
+    if BUCKET not in [b["Name"] for b in client.list_buckets().get("Buckets", [])]:
+        client.create_bucket(Bucket=BUCKET)
+    for directory, _, names in os.walk(local):
+        for name in names:
+            path = os.path.join(directory, name)
+            client.upload_file(path, BUCKET, prefix + "/" + os.path.relpath(path, local).replace(os.sep, "/"))
+    return "s3://%s/%s" % (BUCKET, prefix)
+
+
+def test_the_tabs_file_checks_name_damage_and_two_writers_in_a_bucket_as_on_disk(s3_env, tmp_path):
+    """The plugin's checks behind the runs and alerts routes on a logdir synced
+    to a bucket: a flipped byte and two overlapping writers are named there
+    with the same files and words as on the directory (the plugin checked
+    local logdirs only)."""
+    from tensorboard.plugins import base_plugin
+
+    from tb_gradlens.serving.gradlens_plugin import GradLensPlugin
+    from tests.support import hostile_logs
+
+    local = tmp_path / "logs"
+    hostile_logs.flipped_run(str(local / "flipped"))
+    hostile_logs.two_writers_run(str(local / "two"))
+    url = _upload(str(local), "damaged")
+
+    def problems(logdir):
+        plugin = GradLensPlugin(base_plugin.TBContext(logdir=logdir, data_provider=None))
+        plugin._monitor.interval = 0
+        return plugin._file_problems()
+
+    on_disk, in_bucket = problems(str(local)), problems(url)
+    assert sorted(on_disk) == ["flipped", "two"]
+    assert json.dumps(in_bucket, sort_keys=True) == json.dumps(on_disk, sort_keys=True).replace(str(local), url)
+    assert "both hold steps" in in_bucket["two"][0]["error"]

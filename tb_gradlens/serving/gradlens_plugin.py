@@ -20,6 +20,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tb_gradlens import analysis
+from tb_gradlens import file_system
 from tb_gradlens import metadata
 from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens.serving import filtered_source
@@ -189,7 +190,8 @@ class GradLensPlugin(base_plugin.TBPlugin):
         self._thresholds = thresholds
         logdir = getattr(context, "logdir", None)
         local = bool(logdir) and os.path.isdir(logdir)
-        self._monitor = logdir_monitor.LogdirMonitor(logdir) if local else None
+        remote = bool(logdir) and file_system.is_remote(logdir)  # checked alike; its tags not tailed
+        self._monitor = logdir_monitor.LogdirMonitor(logdir) if local or remote else None
         # Growing tags of a local logdir are read incrementally, unless TensorBoard
         # keeps only a sample of the steps (--samples_per_plugin=gradlens=N).
         samples = getattr(getattr(context, "flags", None), "samples_per_plugin", None)
@@ -253,7 +255,8 @@ class GradLensPlugin(base_plugin.TBPlugin):
     def _file_problems(self):
         """{run: [{"file", "error"}]}: damaged event files and overlapping
         writers of the logdir (``logdir_monitor.LogdirMonitor``, a bounded
-        amount of checking per request); {} for a non-local logdir."""
+        amount of checking per request); {} without a logdir, or where its
+        listing cannot be read (``file_system.CannotRead``)."""
         if self._monitor is None:
             return {}
         try:

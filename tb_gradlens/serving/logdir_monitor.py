@@ -1,4 +1,4 @@
-"""The plugin's check of a local logdir's event files, a bounded amount per request.
+"""The plugin's check of a logdir's event files, a bounded amount per request.
 
 TensorFlow-free.  ``LogdirMonitor.problems()`` is what the ``runs`` and
 ``alerts`` routes list as event-file problems (``event_files``: damage,
@@ -6,17 +6,23 @@ overlapping writers, skipped directories, files changed under TensorBoard).
 ``refresh()`` notices files that are no longer the ones read
 (``file_identity``: truncated, rewritten, replaced, removed): their checks
 start again, and ``take_changed()`` names their runs, whose cached state the
-plugin drops.
+plugin drops.  A logdir in object storage (``s3://``, ``gs://``) is checked
+through ``file_system`` alike (damage, overlapping writers); an object's
+identity there is not followed (objects are replaced whole, not changed in
+place).
 """
 
 import os
 import threading
 import time
 
+from tb_gradlens import file_system
 from tb_gradlens.event_files import FileScan
 from tb_gradlens.event_files import overlaps
 from tb_gradlens.event_files import walk
 from tb_gradlens.serving import file_identity
+
+REMOTE_BUDGET = 8 * 1024 * 1024  # bytes checked per request in object storage
 
 # What TensorBoard's own loader does with a changed file, and what to do (the ``runs`` route says it).
 CHANGED_NOTE = ("%s on disk after it was read: the GradLens tab reads it afresh, but TensorBoard's loader may "
@@ -24,7 +30,7 @@ CHANGED_NOTE = ("%s on disk after it was read: the GradLens tab reads it afresh,
 
 
 class LogdirMonitor:
-    """Checks the event files of a local logdir, a bounded amount per call.
+    """Checks the event files of a logdir, a bounded amount per call.
 
     ``problems()`` re-lists the logdir at most every ``interval`` seconds,
     checks at most ``budget`` new bytes for at most about ``seconds``, and returns {run: [{"file",
@@ -34,7 +40,9 @@ class LogdirMonitor:
 
     def __init__(self, logdir, budget=64 * 1024 * 1024, interval=1.0, seconds=0.5):
         self.logdir = logdir
-        self.budget = budget
+        self.remote = file_system.is_remote(logdir)
+        # Object storage is read by ranged requests: less per request, so that one stays short.
+        self.budget = min(budget, REMOTE_BUDGET) if self.remote else budget
         self.seconds = seconds  # and at most about this long (2,000 small files took 3 s)
         self.interval = interval
         self._scans = {}
@@ -87,6 +95,8 @@ class LogdirMonitor:
 
     def _remember(self):
         """Identify each file as checked so far (its seam at the end of the whole records checked)."""
+        if self.remote:
+            return
         for path, (_, scan) in self._scans.items():
             known = self._identities.get(path)
             if known is None or known.seam_end != scan.offset:
@@ -117,4 +127,6 @@ class LogdirMonitor:
         return out
 
     def _relative(self, path):
+        if self.remote:
+            return path[len(self.logdir.rstrip("/")):].lstrip("/")
         return os.path.relpath(path, self.logdir)
