@@ -154,7 +154,11 @@ _READERS = {
 
 
 def validate(record, tag=None):
-    """Raise FormatError unless the extras of ``record`` are readable."""
+    """Raise FormatError unless ``record`` is a well-formed known record
+    (``metadata.validate``: kind, rows, columns) whose extras are readable.
+    The one check of a record: readers call it on what they list, writers on
+    what they write, so a writer never writes what a reader refuses."""
+    metadata.validate(record, tag)
     reader = _READERS.get(record.kind)
     if reader is not None:
         reader(record, tag)

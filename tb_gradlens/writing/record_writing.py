@@ -19,6 +19,8 @@ from tb_gradlens import records
 from tb_gradlens import safety
 from tb_gradlens.numerics import tf_internals
 
+validate_record = records.validate  # the readers' check (``record_entries`` takes a parameter named records)
+
 
 class MetadataOnce:
     """Writes a tag's metadata with its first event to each writer only.
@@ -150,7 +152,7 @@ def record_entries(records):
     ``(name, RecordMetadata, value_fn)`` records, each validated."""
     entries = []
     for name, record, value_fn in records:
-        metadata.validate(record)
+        validate_record(record)
         serialized = metadata.create_summary_metadata(record).SerializeToString()
         entries.append((metadata.tag_for(name, record), serialized, record, value_fn))
     return entries
@@ -325,7 +327,7 @@ def write_json_record(record, payload, step, name):
 
 def write_float_record(name, record, values, step):
     """Write a float32 [rows, columns] record when recording; checks the shape."""
-    metadata.validate(record)
+    validate_record(record)
     maybe, _ = recording()
     if not maybe:
         return tf.constant(False)
