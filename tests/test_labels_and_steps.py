@@ -71,7 +71,8 @@ def test_report_names_a_tied_mixed_model_by_its_16_bit_policy(tmp_path):
     assert [r.extras["candidate"]["label"] for r in divergence] == ["mixed_bfloat16"]
     said = answers.logdir_answers(source_of(str(tmp_path)))["runs"][0]
     line = [t for t in report_command._answer_lines(said) if "compared: " in t][0]
-    assert line == "  compared: mixed_bfloat16 vs float32", line
+    # The label names the 16-bit policy; what the reference was follows (issue 39: IEEE float32 on this CPU).
+    assert line.startswith("  compared: mixed_bfloat16 vs float32 (float32 reference: "), line
 
 
 
