@@ -45,20 +45,25 @@ def s3_env(endpoint, monkeypatch, tmp_path):
     return endpoint
 
 
-@pytest.fixture
-def synced(s3_env, tmp_path):
-    """A local logdir of two runs, and the same synced to s3://BUCKET/logs (as `aws s3 sync` does)."""
-    local = tmp_path / "logs"
-    for i, run in enumerate(["bf16", "f32"]):
-        bench_memory.write_run(str(local / run), 30, 3, False, seed=i)
+def _upload(local, prefix):
+    """Sync the directory ``local`` to s3://BUCKET/prefix (as `aws s3 sync` does); the URL."""
     client = boto3.client("s3")
     if BUCKET not in [b["Name"] for b in client.list_buckets().get("Buckets", [])]:
         client.create_bucket(Bucket=BUCKET)
     for directory, _, names in os.walk(local):
         for name in names:
             path = os.path.join(directory, name)
-            client.upload_file(path, BUCKET, "logs/" + os.path.relpath(path, local).replace(os.sep, "/"))
-    return str(local), "s3://%s/logs" % BUCKET
+            client.upload_file(path, BUCKET, prefix + "/" + os.path.relpath(path, local).replace(os.sep, "/"))
+    return "s3://%s/%s" % (BUCKET, prefix)
+
+
+@pytest.fixture
+def synced(s3_env, tmp_path):
+    """A local logdir of two runs, and the same synced to s3://BUCKET/logs (as `aws s3 sync` does)."""
+    local = tmp_path / "logs"
+    for i, run in enumerate(["bf16", "f32"]):
+        bench_memory.write_run(str(local / run), 30, 3, False, seed=i)
+    return str(local), _upload(str(local), "logs")
 
 
 _RUN = """
@@ -152,17 +157,6 @@ def test_another_scheme_goes_through_fsspec(tmp_path):
     assert (scan.records, scan.step_max, scan.damage) == (11, 9, None)
     with pytest.raises(file_system.CannotRead, match="cannot read"):
         event_files.walk("nosuchscheme://bucket/logs")
-
-
-def _upload(local, prefix):
-    client = boto3.client("s3")
-    if BUCKET not in [b["Name"] for b in client.list_buckets().get("Buckets", [])]:
-        client.create_bucket(Bucket=BUCKET)
-    for directory, _, names in os.walk(local):
-        for name in names:
-            path = os.path.join(directory, name)
-            client.upload_file(path, BUCKET, prefix + "/" + os.path.relpath(path, local).replace(os.sep, "/"))
-    return "s3://%s/%s" % (BUCKET, prefix)
 
 
 def test_the_tabs_file_checks_name_damage_and_two_writers_in_a_bucket_as_on_disk(s3_env, tmp_path):
