@@ -139,15 +139,18 @@ def _answer_lines(run_answer):
         out.append("  %d. %s %s" % (i, a["question"], printable(a["text"])))
         if a.get("code"):
             out.append("       %s" % printable(a["code"]))
-    def said(c):  # the label, and what its reference was where recorded
-        return printable(c["label"]) + (" (%s)" % printable(c["reference"]) if c.get("reference") else "")
-
     if len(run_answer["comparisons"]) > 1:
         out.append("  compared: %s" % "; ".join(
-            "%s, %s" % (said(c), printable(c["answer"]["short"])) for c in run_answer["comparisons"]))
+            "%s, %s" % (_compared_text(c), printable(c["answer"]["short"])) for c in run_answer["comparisons"]))
     elif run_answer["comparisons"]:
-        out.append("  compared: %s" % said(run_answer["comparisons"][0]))
+        out.append("  compared: %s" % _compared_text(run_answer["comparisons"][0]))
     return out
+
+
+def _compared_text(comparison):
+    """A comparison's label, and what its reference was where its record says."""
+    said = comparison.get("reference")
+    return printable(comparison["label"]) + (" (%s)" % printable(said) if said else "")
 
 
 def _headline_text(h):

@@ -231,7 +231,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
     def _notice_changes(self):
         """Drop what was read of runs whose event files changed on disk (truncated, rewritten,
         replaced: ``file_identity``), so they are read afresh, never mixed with what they held."""
-        if self._monitor is None:
+        if self._monitor is None or self._monitor.remote:  # a bucket's objects are not followed: no listing here
             return
         try:
             self._monitor.refresh()  # the listing, at most every second: no new bytes checked here
