@@ -219,6 +219,9 @@ def test_tab_in_tensorboard_follows_reload_hash_and_dark_mode_live(tensorboard, 
     frame.wait_for_function("document.documentElement.dataset.theme === 'dark'")
     background = frame.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(32, 33, 36)"
+    # Every chart drawn again (a chart drawing when the theme changed has no data-plot for a moment).
+    frame.wait_for_function("[...document.querySelectorAll('figure.gl-chart .gl-plot canvas')]"
+                            ".every(c => c.dataset.plot && JSON.parse(c.dataset.plot).theme === 'dark')")
     themes = frame.eval_on_selector_all("figure.gl-chart .gl-plot canvas", "cs => cs.map(c => JSON.parse(c.dataset.plot).theme)")
     assert set(themes) == {"dark"}
     screenshot(page, "tensorboard-divergence-dark")
