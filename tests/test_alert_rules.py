@@ -14,6 +14,7 @@ from tb_gradlens import float_formats
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import tolerances
+from tb_gradlens.serving import routes_impl
 from tb_gradlens.writing import summary_ops
 
 from test_analysis import make_series
@@ -156,7 +157,7 @@ def test_a_gradient_whose_true_value_is_zero_is_not_judged_nor_the_headline(tmp_
     (headline,) = analysis.overview(source)
     assert headline["worst_divergence"]["row"] == "mha/key/kernel"
     tag = source.entries("bf16")[0].tag
-    limits = analysis.limits(source, "bf16", tag)
+    limits = routes_impl.limits_impl(source, "bf16", tag)
     assert limits["limits"][1] == [None] * 5 and "rounding noise" in limits["basis"][1]
     assert limits["limits"][0] == pytest.approx([T.gradient_rounding * U * np.sqrt(2)] * 5)
 
@@ -263,7 +264,7 @@ def test_a_display_filter_never_changes_a_limit_or_a_verdict(tmp_path):
                      comparison_extras(["bfloat16"] * 4))
     source = source_of(str(tmp_path))
     tag = source.entries("bf16")[0].tag
-    whole = analysis.limits(source, "bf16", tag)
+    whole = routes_impl.limits_impl(source, "bf16", tag)
     assert analysis.run_alerts(source)[0] == []
     for pattern, step_min in (("dense_4", None), ("dense_[34]", 20), (None, 30)):
         shown = filtered_source.FilteredSource(source, pattern, step_min)
@@ -359,5 +360,5 @@ def test_a_transient_has_its_verdict_in_the_headline_and_no_alert(tmp_path):
     assert (worst["row"], worst["step"], worst["verdict"], worst["above_steps"]) == ("naive_norm", 0, "transient", [0])
     assert worst["ratio"] == pytest.approx(5.5, rel=1e-4)
     assert worst["verdict_text"].startswith("above its limit once, at step 0")
-    limits = analysis.limits(source, "fading", source.entries("fading")[0].tag)["limits"][0]
+    limits = routes_impl.limits_impl(source, "fading", source.entries("fading")[0].tag)["limits"][0]
     assert limits[1] == pytest.approx(T.stable_factor * U)  # not 4 x the faulty step's 2 roundings

@@ -19,6 +19,7 @@ from tb_gradlens import records
 from tb_gradlens.analysis import answers
 from tb_gradlens.analysis import tolerances
 from tb_gradlens.analysis.codes import DEFAULT_THRESHOLDS
+from tb_gradlens.serving import routes_impl
 from test_analysis import source_of
 from tests.support import hostile_logs
 
@@ -127,7 +128,7 @@ def ratios(logdir, run):
     for entry in source.entries(run):
         if entry.kind not in tolerances.STABLE_COLUMN:
             continue
-        limits = tolerances.limits(source, run, entry.tag)
+        limits = routes_impl.limits_impl(source, run, entry.tag)
         series = source.series(run, entry.tag)
         values = series.column("rel_l2").astype(np.float64)
         for r, row in enumerate(limits["rows"]):
@@ -151,7 +152,7 @@ def test_the_part_harmed_is_named_with_its_step_and_harm_index(logdir, said):
     expected = ratios(logdir, "harmed_bf16")
     source = source_of(logdir)
     tag = next(e.tag for e in source.entries("harmed_bf16") if e.kind == metadata.DIVERGENCE)
-    limits = tolerances.limits(source, "harmed_bf16", tag)
+    limits = routes_impl.limits_impl(source, "harmed_bf16", tag)
     first_harmed = limits["harmed"][limits["rows"].index(HARMED_ROW)][0]
     assert q2["verdict"] == "harmed" and q2["row"] == HARMED_ROW and q2["kind"] == metadata.DIVERGENCE
     assert q2["step"] == first_harmed == HARMED_FROM

@@ -15,6 +15,7 @@ from tb_gradlens import float_formats
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.serving import reading
+from tb_gradlens.serving import routes_impl
 from tb_gradlens.writing import summary_ops
 
 from tests.support.readback import multiplexer_provider
@@ -201,7 +202,7 @@ def test_records_written_the_old_way_are_analysed_without_guessing(tmp_path):
     assert by_run["exact"].code == "bf16_divergence" and "bfloat16 rounding" in by_run["exact"].explanation
     assert by_run["free"].code == "divergence" and "compute dtype not recorded" in by_run["free"].explanation
     (entry,) = source.entries("free")
-    assert "not recorded" in analysis.limits(source, "free", entry.tag)["basis"][0]
+    assert "not recorded" in routes_impl.limits_impl(source, "free", entry.tag)["basis"][0]
 
 
 def test_histogram_extras_are_validated_and_default():

@@ -18,6 +18,8 @@ afterwards): a display filter never changes a limit or a verdict.
 
 import collections
 import dataclasses
+from typing import NamedTuple
+from typing import Tuple
 
 import numpy as np
 from tensorboard import errors
@@ -320,20 +322,25 @@ def restrict(judgement, rows, steps):
     )
 
 
-def json_limits(judgement):
-    """[R][S] limits, JSON-ready (None where a row is not judged at a step)."""
-    return [[None if not np.isfinite(v) else float(v) for v in judgement.limits[:, r]]
-            for r in range(judgement.limits.shape[1])]
+class TagLimits(NamedTuple):
+    """The tolerances of one divergence-like tag: its Judgement at each step it logged.
+
+    ``rows`` (the record's) and ``steps`` ([S]) index the judgement's ``[S, R]`` arrays."""
+
+    run: str
+    tag: str
+    kind: str
+    rows: Tuple[str, ...]
+    steps: np.ndarray
+    judgement: Judgement
 
 
-def limits(source, run, tag, thresholds=codes.DEFAULT_THRESHOLDS):
-    """The tolerances route: the limit of each row of a divergence-like tag at each step.
-
-    Returns ``{"run", "tag", "kind", "column", "rows", "steps", "limits",
-    "above", "harmed", "basis", "measured", "rule"}`` (``limits[r][s]``;
-    ``above`` and ``harmed``: the steps at which each row is above its
-    limit, and harmed); NotFoundError for an unknown run or tag,
-    InvalidArgumentError for a kind without tolerances (or an unreadable tag).
+def limits(source, run, tag, thresholds=codes.DEFAULT_THRESHOLDS) -> TagLimits:
+    """The tolerances of a divergence-like tag: the limit of each row at each
+    step, and the steps each row is above it and harmed at (its Judgement;
+    the tolerances route shapes it, ``serving.judgment_json.limits_json``).
+    NotFoundError for an unknown run or tag, InvalidArgumentError for a kind
+    without tolerances (or an unreadable tag).
     """
     entry = source.entry(run, tag)
     if entry.record is None:
@@ -343,18 +350,4 @@ def limits(source, run, tag, thresholds=codes.DEFAULT_THRESHOLDS):
             "tag %r is a %s record: tolerances exist for %s" % (tag, entry.kind, ", ".join(codes.DIVERGENCE_KINDS))
         )
     judgement = judge_entry(source, entry, thresholds)
-    steps = source.series(run, tag).steps
-    return {
-        "run": run,
-        "tag": tag,
-        "kind": entry.kind,
-        "column": judgement.column,
-        "rows": list(entry.record.rows),
-        "steps": [int(s) for s in steps],
-        "limits": json_limits(judgement),
-        "above": [[int(steps[i]) for i in np.nonzero(judgement.above[:, r])[0]] for r in range(len(entry.record.rows))],
-        "harmed": [[int(steps[i]) for i in np.nonzero(judgement.hit[:, r])[0]] for r in range(len(entry.record.rows))],
-        "basis": list(judgement.basis),
-        "measured": [bool(m) for m in judgement.measured],
-        "rule": judgement.rule,
-    }
+    return TagLimits(run, tag, entry.kind, tuple(entry.record.rows), source.series(run, tag).steps, judgement)

@@ -355,7 +355,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
     def _serve_limits(self, request):
         run = _arg(request, "run", required=True)
         tag = _arg(request, "tag", required=True)
-        return respond_json(request, analysis.limits(self._source(request), run, tag, self._thresholds))
+        return respond_json(request, routes_impl.limits_impl(self._source(request), run, tag, self._thresholds))
 
     @wrappers.Request.application
     def _serve_answers(self, request):

@@ -18,6 +18,7 @@ from tb_gradlens import analysis
 from tb_gradlens import metadata
 from tb_gradlens.analysis import answers
 from tb_gradlens.serving import health
+from tb_gradlens.serving import judgment_json
 from tb_gradlens.serving import reading
 
 # What one ``series`` answer may hold.  Steps are evenly thinned to
@@ -256,3 +257,8 @@ def answers_impl(source, run, thresholds):
     if run is not None and run not in source.runs():
         raise errors.NotFoundError("no run %r" % (run,))
     return answers.logdir_answers(source, None if run is None else [run], thresholds)
+
+
+def limits_impl(source, run, tag, thresholds=analysis.DEFAULT_THRESHOLDS):
+    """The ``limits`` answer: the tolerances of a divergence-like tag (``analysis.limits``)."""
+    return judgment_json.limits_json(analysis.limits(source, run, tag, thresholds))
