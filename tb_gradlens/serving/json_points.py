@@ -8,25 +8,14 @@ of each tag).
 import json
 
 import numpy as np
-from tensorboard import errors
 
 from tb_gradlens import metadata
-from tb_gradlens.serving.entries import require_readable
 
 
-def read_json_points(source, run, tag, kind, key, parse):
-    """[{"step", "wall_time", key[, "error"]}] of a ``kind`` tag, oldest first,
-    ``key`` holding ``parse(JSON)`` of each point (cached per tag version)."""
-    entry = source.entry(run, tag)
-    require_readable(entry)
-    if entry.kind != kind:
-        raise errors.InvalidArgumentError("tag %r is not a %s record" % (tag, kind))
-
-    def read():
-        points = source.read_tensor_points(entry, source.DOWNSAMPLE_ALL)
-        return _JsonPoints(_decode_json_point(p, key, parse) for p in points)
-
-    return list(source.cached(kind, entry, read))
+def json_points(points, key, parse):
+    """[{"step", "wall_time", key[, "error"]}] of a JSON record's tensor
+    ``points``, ``key`` holding ``parse(JSON)`` of each (sized for the cache)."""
+    return _JsonPoints(_decode_json_point(p, key, parse) for p in points)
 
 
 def unreadable_points(source, runs=None):

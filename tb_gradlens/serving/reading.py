@@ -12,9 +12,12 @@ tag) and invalidated when the tag's ``max_step``/``max_wall_time`` changes,
 so a logdir that is not growing is fetched once (with the Rust data server
 every ``read_tensors`` ships each tensor over gRPC), whatever the
 experiment id (URL prefix) it is asked under.
-"""
 
-import logging
+The ``Source`` holds the listing and the cache; what it reads from the
+data provider it reads with the pure functions of ``batch_reading`` (and
+``read_scalar_arrays`` here), given where to read and the entries, which
+return what they read and never call back into it.
+"""
 
 import numpy as np
 from tensorboard import context as tb_context
@@ -34,18 +37,11 @@ from tb_gradlens.serving.selection import select_rows  # noqa: F401
 from tb_gradlens.serving.selection import select_steps  # noqa: F401
 from tb_gradlens.serving.selection import thin_indices  # noqa: F401
 
-logger = logging.getLogger(__name__)
-
-# ``downsample`` for "every stored point": 0 would return nothing.
-DOWNSAMPLE_ALL = 10**9
+# ``downsample`` for "every stored point" (batch_reading's).
+DOWNSAMPLE_ALL = batch_reading.DOWNSAMPLE_ALL
 
 # TensorBoard's own plugin name for tf.summary.scalar data.
 SCALARS_PLUGIN = "scalars"
-
-# A gRPC answer of the Rust data server holds at most 256 MiB; a record
-# larger than this many bytes in total is read downsampled (see _read_series).
-MAX_READ_BYTES = 192 * 1024 * 1024
-
 
 
 class Source:
@@ -54,8 +50,6 @@ class Source:
     Build one per request (it memoizes the tag listing for its lifetime)
     and share one ``Cache`` between requests.
     """
-
-    DOWNSAMPLE_ALL = DOWNSAMPLE_ALL
 
     def __init__(self, data_provider, ctx=None, experiment_id="", cache=None, tails=None):
         self.data_provider = data_provider
@@ -66,6 +60,11 @@ class Source:
         self._records = None
         self._scalars = None
         self._location = None
+
+    @property
+    def where(self):
+        """Where this source's reads go (``batch_reading.ProviderRequest``)."""
+        return batch_reading.ProviderRequest(self.data_provider, self.ctx, self.experiment_id)
 
     @classmethod
     def from_request(cls, data_provider, request, cache=None, tails=None):
@@ -157,12 +156,16 @@ class Source:
                 if found is not None:  # the new records only (live_tail)
                     self.cache.put(key, entry.version, found, "data")
                     return found
-            batch_reading.read_alike(
-                self, entry,
-                lambda e: not self.cache.holds(self.key("series", e.run, e.tag), e.version, "data"),
-                lambda e, series: self.cache.put(self.key("series", e.run, e.tag), e.version, series, "data"),
-                Series)
-        return self.cached("series", entry, lambda: self._read_series(entry), "data")
+            self._read_alike(entry)
+        return self.cached("series", entry, lambda: batch_reading.read_series(self.where, entry), "data")
+
+    def _read_alike(self, entry):
+        """Read ``entry`` with the same tag of the other runs whose Series the
+        cache lacks, a batch per provider call, into the cache."""
+        others = [e for e in batch_reading.alike(entry, self.records())
+                  if not self.cache.holds(self.key("series", e.run, e.tag), e.version, "data")]
+        for e, series in batch_reading.read_alike(self.where, entry, others):
+            self.cache.put(self.key("series", e.run, e.tag), e.version, series, "data")
 
     def sampled_series(self, run, tag, max_steps):
         """A Series of at most ``max_steps`` steps of a float record, read with
@@ -179,56 +182,32 @@ class Source:
             )
         return self.cached(
             ("sampled_series", int(max_steps)), entry,
-            lambda: self._read_series(entry, int(max_steps)), "data",
+            lambda: batch_reading.read_series(self.where, entry, int(max_steps)), "data",
         )
-
-    def read_tensor_points(self, entry, downsample):
-        """The data provider's tensor points of ``entry`` (``downsample`` of them at most)."""
-        flt = tb_provider.RunTagFilter(runs=[entry.run], tags=[entry.tag])
-        data = self.data_provider.read_tensors(
-            self.ctx,
-            experiment_id=self.experiment_id,
-            plugin_name=metadata.PLUGIN_NAME,
-            downsample=downsample,
-            run_tag_filter=flt,
-        )
-        points = data.get(entry.run, {}).get(entry.tag)
-        if points is None:
-            raise errors.NotFoundError("run %r has no gradlens tag %r" % (entry.run, entry.tag))
-        return points
-
-    def _read_series(self, entry, downsample=DOWNSAMPLE_ALL):
-        record = entry.record
-        n_rows, n_cols = len(record.rows), len(record.columns)
-        try:
-            points = self.read_tensor_points(entry, downsample)
-            sampled = downsample != DOWNSAMPLE_ALL and len(points) >= downsample
-        except errors.PublicError:
-            raise
-        except Exception as e:  # noqa: BLE001 - e.g. a gRPC answer over its size limit
-            per_point = max(1, n_rows * n_cols * 4)
-            budget = min(downsample, max(2, MAX_READ_BYTES // per_point))
-            logger.warning(
-                "gradlens: reading %s/%s in full failed (%s); reading %d sampled steps",
-                entry.run, entry.tag, e, budget,
-            )
-            points = self.read_tensor_points(entry, budget)
-            sampled = True
-        return batch_reading.series_of_points(entry, points, sampled, Series)
 
     def dtype_maps(self, run, tag):
         """[{"step","wall_time","map"[, "error"]}] of a ``dtypes`` tag, oldest first."""
-        return json_points.read_json_points(self, run, tag, metadata.DTYPES, "map", records.read_dtype_map)
+        return self._json_points(run, tag, metadata.DTYPES, "map", records.read_dtype_map)
 
     def lens_statuses(self, run, tag):
         """[{"step","wall_time","status"[, "error"]}] of a ``lens_status`` tag,
         oldest first; ``status`` is a ``records.LensStatus``."""
-        return json_points.read_json_points(self, run, tag, metadata.LENS_STATUS, "status", records.read_lens_status)
+        return self._json_points(run, tag, metadata.LENS_STATUS, "status", records.read_lens_status)
 
     def advice(self, run, tag):
         """[{"step","wall_time","advice"[, "error"]}] of an ``advice`` tag,
         oldest first; ``advice`` is a ``records.Advice``."""
-        return json_points.read_json_points(self, run, tag, metadata.ADVICE, "advice", records.read_advice)
+        return self._json_points(run, tag, metadata.ADVICE, "advice", records.read_advice)
+
+    def _json_points(self, run, tag, kind, key, parse):
+        """[{"step", "wall_time", key[, "error"]}] of a ``kind`` tag, oldest first,
+        ``key`` holding ``parse(JSON)`` of each point (cached per tag version)."""
+        entry = self.entry(run, tag)
+        require_readable(entry)
+        if entry.kind != kind:
+            raise errors.InvalidArgumentError("tag %r is not a %s record" % (tag, kind))
+        return list(self.cached(kind, entry, lambda: json_points.json_points(
+            batch_reading.read_tensor_points(self.where, entry, DOWNSAMPLE_ALL), key, parse)))
 
     def point_errors(self, runs=None):
         """[{"run","tag","error"}] of the dtype maps, lens statuses and advice of
@@ -237,7 +216,11 @@ class Source:
 
     def scalars(self, run, tag):
         """(steps int64, wall_times float64, values float64) of a scalar tag."""
-        return read_scalars(self, run, tag)
+        ts = self.scalar_listing().get(run, {}).get(tag)
+        if ts is None:
+            raise errors.NotFoundError("run %r has no scalar tag %r" % (run, tag))
+        entry = TagEntry(run, tag, max_step=ts.max_step, last_wall_time=ts.max_wall_time)
+        return tuple(self.cached("scalars", entry, lambda: read_scalar_arrays(self.where, run, tag), "data"))
 
     def scalar_listing(self):
         """{run: {tag: ScalarTimeSeries}} of TensorBoard's scalar summaries."""
@@ -256,32 +239,25 @@ def read_version(entry, reads=()):
     return (entry.version,) + tuple(sorted((e.tag, e.version) for e in reads))
 
 
-def read_scalars(source, run, tag):
-    """(steps int64, wall_times float64, values float64) of a scalar tag."""
-    ts = source.scalar_listing().get(run, {}).get(tag)
-    if ts is None:
-        raise errors.NotFoundError("run %r has no scalar tag %r" % (run, tag))
-    entry = TagEntry(run, tag, max_step=ts.max_step, last_wall_time=ts.max_wall_time)
-
-    def read():
-        flt = tb_provider.RunTagFilter(runs=[run], tags=[tag])
-        data = source.data_provider.read_scalars(
-            source.ctx,
-            experiment_id=source.experiment_id,
-            plugin_name=SCALARS_PLUGIN,
-            downsample=DOWNSAMPLE_ALL,
-            run_tag_filter=flt,
+def read_scalar_arrays(where, run, tag):
+    """(steps int64, wall_times float64, values float64) of a TensorBoard scalar
+    tag, read from the data provider (``where``: a ``batch_reading.ProviderRequest``)."""
+    flt = tb_provider.RunTagFilter(runs=[run], tags=[tag])
+    data = where.data_provider.read_scalars(
+        where.ctx,
+        experiment_id=where.experiment_id,
+        plugin_name=SCALARS_PLUGIN,
+        downsample=DOWNSAMPLE_ALL,
+        run_tag_filter=flt,
+    )
+    points = data.get(run, {}).get(tag, [])
+    return _Arrays(
+        (
+            np.fromiter((p.step for p in points), np.int64, len(points)),
+            np.fromiter((p.wall_time for p in points), np.float64, len(points)),
+            np.fromiter((p.value for p in points), np.float64, len(points)),
         )
-        points = data.get(run, {}).get(tag, [])
-        return _Arrays(
-            (
-                np.fromiter((p.step for p in points), np.int64, len(points)),
-                np.fromiter((p.wall_time for p in points), np.float64, len(points)),
-                np.fromiter((p.value for p in points), np.float64, len(points)),
-            )
-        )
-
-    return tuple(source.cached("scalars", entry, read, "data"))
+    )
 
 
 class _Arrays(tuple):
