@@ -29,6 +29,7 @@ from tb_gradlens.advisor import api
 from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens.keras import GradLensCallback
 from tb_gradlens.serving import reading
+from tb_gradlens.serving import routes_impl
 
 pytestmark = [pytest.mark.slow]  # trains Keras models
 
@@ -303,7 +304,7 @@ def _source(logdir):
 def test_callback_rounds_reach_the_route_and_the_cli(trained):
     logdir = trained[0]
     source, provider = _source(logdir)
-    answer = advice_analysis.run_advice(source, "with_advisor")
+    answer = routes_impl.advice_impl(source, "with_advisor")
     # 8 steps, comparisons at 0, 2, 4, 6; 5 units (Dropout computes in bfloat16 too),
     # 3 per step: the rounds end at steps 2 and 6
     assert [h["step"] for h in answer["history"]] == [2, 6]

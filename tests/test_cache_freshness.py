@@ -26,6 +26,7 @@ from tb_gradlens import records
 from tb_gradlens.serving import file_identity
 from tb_gradlens.serving import gradlens_plugin
 from tb_gradlens.serving import reading
+from tb_gradlens.serving import routes_impl
 from tb_gradlens.writing import summary_ops
 
 REFERENCE = records.variant("float32", "float32", "float32", "float32")
@@ -70,15 +71,15 @@ def test_a_loss_limit_read_before_its_steps_activation_record_is_judged_again_af
     writer.flush()
     multiplexer, provider = loaded(logdir)
     cache = reading.Cache()
-    before = analysis.limits(reading.Source(provider, cache=cache), "bf16", loss_tag)
+    before = routes_impl.limits_impl(reading.Source(provider, cache=cache), "bf16", loss_tag)
     worst_before = analysis.worst_divergence(reading.Source(provider, cache=cache), "bf16")
     with writer.as_default():
         summary_ops.write_record("model_vs_float32", act_record, tf.constant(_activation_rows()), 100)
     writer.close()
     multiplexer.Reload()
 
-    kept = analysis.limits(reading.Source(provider, cache=cache), "bf16", loss_tag)
-    fresh = analysis.limits(reading.Source(loaded(logdir)[1]), "bf16", loss_tag)
+    kept = routes_impl.limits_impl(reading.Source(provider, cache=cache), "bf16", loss_tag)
+    fresh = routes_impl.limits_impl(reading.Source(loaded(logdir)[1]), "bf16", loss_tag)
     assert fresh["limits"] != before["limits"]  # the activation record changes the loss's limit
     assert kept == fresh
     worst = analysis.worst_divergence(reading.Source(provider, cache=cache), "bf16")

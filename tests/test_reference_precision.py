@@ -30,6 +30,7 @@ from tb_gradlens import demo
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import environments
+from tb_gradlens.serving import routes_impl
 from tb_gradlens.compare import float32_probe
 from tb_gradlens.keras import GradLensCallback
 
@@ -145,7 +146,7 @@ def test_the_report_says_what_the_reference_was_and_where_the_run_trained(tf32_l
     source = source_of(str(tf32_logdir))
     # every limit basis of the comparison says what the reference was
     for entry in source.entries_of_kind("tf32", metadata.DIVERGENCE):
-        basis = analysis.limits(source, "tf32", entry.tag)["basis"]
+        basis = routes_impl.limits_impl(source, "tf32", entry.tag)["basis"]
         assert basis and all(b.endswith("; float32 reference: TF32 in matmul/conv, 11 bits") for b in basis)
     (headline,) = [h for h in analysis.overview(source) if h["run"] == "tf32_ieee"]
     assert headline["environment"]["float32"]["bits"] == 11
@@ -198,7 +199,7 @@ def test_where_float32_does_not_repeat_itself_a_float32_difference_is_judged_aga
     repeat = series.column(metadata.STABLE_REL_L2)
     assert (values > codes.DEFAULT_THRESHOLDS.float32_rel_l2).any()  # above the formula's float32 floor
     assert (repeat > 0).all()  # the reference computed twice differs
-    limits = np.asarray(analysis.limits(source, "run", entry.tag)["limits"], np.float64)
+    limits = np.asarray(routes_impl.limits_impl(source, "run", entry.tag)["limits"], np.float64)
     assert (limits.T >= codes.DEFAULT_THRESHOLDS.stable_factor * repeat - 1e-12).all()
     alerts, problems = analysis.run_alerts(source)
     assert problems == [] and [a for a in alerts if a.code.endswith("divergence")] == []

@@ -1,18 +1,18 @@
 """The precision advisor's records, read for the tab, the route and the CLI.
 
-TensorFlow-free.  ``run_advice`` is the answer of the ``advice`` route
-(docs/ROUTES.md) and what ``tb-gradlens advise`` and ``report`` print: the
-latest advice of a run (its units ranked by the error each causes alone,
-the recommendation with the divergence before and after, the code that
-applies it) and every earlier round's per-unit attribution (the bar chart
-over steps).
+TensorFlow-free.  ``run_advice`` is what the ``advice`` route answers
+(docs/ROUTES.md; shaped by ``serving.judgment_json.advice_json``) and what
+``tb-gradlens advise`` and ``report`` print: the latest advice of a run
+(its units ranked by the error each causes alone, the recommendation with
+the divergence before and after, the code that applies it) and every
+earlier round's per-unit attribution (the bar chart over steps).
 """
 
 import json
-from typing import Any
-from typing import Dict
 from typing import List
+from typing import NamedTuple
 from typing import Optional
+from typing import Tuple
 
 from tensorboard import errors
 
@@ -34,7 +34,7 @@ def _points(source, run):
     return out
 
 
-def _alone(unit, advice):
+def alone_in_16_bits(unit, advice):
     """What a unit does alone in 16 bits: its harm index (older advice: its
     gradient divergence)."""
     value = unit.get("harm_alone") if advice.metric == HARM_INDEX else unit["one_at_a_time"]
@@ -46,7 +46,7 @@ def ranked_units(advice):
     does alone in 16 bits), units not attributable last."""
     def key(k):
         u = advice.units[k]
-        alone = _alone(u, advice)
+        alone = alone_in_16_bits(u, advice)
         return (not u["attributable"], -(alone if alone is not None else float("inf")), k)
 
     return sorted(range(len(advice.units)), key=key)
@@ -170,7 +170,7 @@ def text_lines(advice: Advice, step: Optional[int] = None) -> List[str]:
             lines.append("  %-24s not attributable: %s" % (u["name"], u["reason"]))
             continue
         lines.append("  %-24s alone in 16 bits %s, alone in float32 %s; output: born %s, inherited %s"
-                     % (u["name"], _num(_alone(u, advice)),
+                     % (u["name"], _num(alone_in_16_bits(u, advice)),
                         _num(u.get("harm_without") if harm else u["leave_one_out"]),
                         _num(u["output_born"]), _num(u["output_inherited"])))
     return lines
@@ -188,21 +188,28 @@ def float32_text(advice: Advice) -> Optional[str]:
     return "'keep in float32' computes here in %s (measured); %s" % (records.measured_text(precision), reference)
 
 
-def _advice_json(advice):
-    return {"writer": advice.writer, "metric": advice.metric, "reference": advice.reference,
-            "candidate": advice.candidate, "tolerance": advice.tolerance,
-            "gradient_before": advice.gradient_before, "worst_before": advice.worst_before,
-            "tolerance_basis": advice.tolerance_basis, "before": advice.before,
-            "loss_rel_error": advice.loss_rel_error, "units": [dict(u) for u in advice.units],
-            "ranking": ranked_units(advice), "recommendation": advice.recommendation, "named": named(advice),
-            "not_attributable": list(advice.not_attributable), "cost": dict(advice.cost),
-            "float32": advice.float32, "float32_text": float32_text(advice)}
+class LatestAdvice(NamedTuple):
+    """A run's latest readable advice: the record, the step and tag it was
+    logged at, and the code that applies it (``apply_code``)."""
+
+    advice: Advice
+    step: int
+    tag: str
+    code: str
 
 
-def run_advice(source: RecordSource, run: str) -> Dict[str, Any]:
-    """The ``advice`` route: ``{"run", "latest": {..., "step", "tag", "code"}
-    or null, "history": [{"step", "units": {name: one_at_a_time}}],
-    "errors": [text]}``.  NotFoundError for an unknown run."""
+class RunAdvice(NamedTuple):
+    """The advice of a run: its latest (None: none readable), every readable
+    round as (step, Advice), oldest first, and the points that cannot be read."""
+
+    run: str
+    latest: Optional[LatestAdvice]
+    history: List[Tuple[int, Advice]]
+    errors: List[str]
+
+
+def run_advice(source: RecordSource, run: str) -> RunAdvice:
+    """The advice of ``run`` (see ``RunAdvice``).  NotFoundError for an unknown run."""
     if run not in source.runs():
         raise errors.NotFoundError("no run %r" % (run,))
     points = _points(source, run)
@@ -210,12 +217,9 @@ def run_advice(source: RecordSource, run: str) -> Dict[str, Any]:
     latest = None
     if good:
         tag, point = good[-1]
-        latest = dict(_advice_json(point["advice"]), step=point["step"], tag=tag,
-                      code=apply_code(point["advice"]))
-    history = [{"step": p["step"], "metric": p["advice"].metric,
-                "units": {u["name"]: _alone(u, p["advice"]) for u in p["advice"].units}} for _, p in good]
-    return {"run": run, "latest": latest, "history": history,
-            "errors": [p["error"] for _, p in points if "error" in p]}
+        latest = LatestAdvice(point["advice"], point["step"], tag, apply_code(point["advice"]))
+    return RunAdvice(run, latest, [(p["step"], p["advice"]) for _, p in good],
+                     [p["error"] for _, p in points if "error" in p])
 
 
 def report_lines(source: RecordSource, run: str) -> List[str]:

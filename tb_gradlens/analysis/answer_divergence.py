@@ -15,6 +15,7 @@ from typing import Optional
 
 from tb_gradlens import metadata
 from tb_gradlens.analysis import codes
+from tb_gradlens.analysis.advice import LatestAdvice
 from tb_gradlens.analysis import sentences
 from tb_gradlens.analysis.sentences import answer
 from tb_gradlens.analysis.sentences import capital
@@ -129,7 +130,7 @@ def _section(kind, verdict, parts, facts):
 def diverges_most(source: RecordSource, run: str, group: Optional[Dict[str, Any]],
                   thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS,
                   judged: Optional[Dict[str, Judged]] = None, why_none: Optional[str] = None,
-                  advice_latest: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                  advice_latest: Optional[LatestAdvice] = None) -> Dict[str, Any]:
     """Q2 of one comparison of ``run`` (``group``, from ``comparisons.run_comparisons``),
     with the sentence of each of its records (``sections``)."""
     qid = "diverges_most"
@@ -198,10 +199,11 @@ def _no_comparison(why, advice_latest):
     qid = "diverges_most"
     if advice_latest is not None:
         # The advisor measured a batch: bfloat16 against float32, judged by the same limits.
-        before, worst = advice_latest.get("before"), advice_latest.get("worst_before")
-        harm_index = advice_latest.get("metric") == HARM_INDEX
-        parts = ["No comparison during training. The advisor's batch at step %d " % advice_latest["step"]]
-        if harm_index and worst and before is not None and before > (advice_latest.get("tolerance") or 1):
+        advice = advice_latest.advice
+        before, worst = advice.before, advice.worst_before
+        harm_index = advice.metric == HARM_INDEX
+        parts = ["No comparison during training. The advisor's batch at step %d " % advice_latest.step]
+        if harm_index and worst and before is not None and before > (advice.tolerance or 1):
             parts += ["is beyond its limits, worst in %s at " % what(worst["kind"], worst["row"]),
                       segment(fmt_ratio(before) + "×", "ratio"), " its limit. The advisor's answer says what to keep "
                       "in float32."]

@@ -121,7 +121,7 @@ def broken(source: RecordSource, run: str, headline: Dict[str, Any]) -> Dict[str
 # ---------------------------------------------------------------------------
 
 
-def keep_float32(latest: Optional[Dict[str, Any]], precision: Optional[str]) -> Dict[str, Any]:
+def keep_float32(latest: Optional[advice_analysis.LatestAdvice], precision: Optional[str]) -> Dict[str, Any]:
     """Q4 from the run's latest advice (``advice.run_advice``'s ``latest``)."""
     qid = "keep_float32"
     if latest is None:
@@ -129,27 +129,28 @@ def keep_float32(latest: Optional[Dict[str, Any]], precision: Optional[str]) -> 
             return answer(qid, "not_applicable", "–", ["Nothing. This run computes in float32."])
         return answer(qid, "no_advice", "not measured", [
             segment("Not measured", "verdict"), ". To find out, %s." % sentences.HOW_TO_ADVISE])
-    rec = latest.get("recommendation")
-    harm_index = latest.get("metric") == HARM_INDEX
+    advice, step = latest.advice, latest.step
+    rec = advice.recommendation
+    harm_index = advice.metric == HARM_INDEX
     metric = "harm index" if harm_index else "gradient rel L2"
-    before = latest.get("before")
-    tolerance = latest.get("tolerance")
+    before = advice.before
+    tolerance = advice.tolerance
     details = ["Measured by the precision advisor at step %d on one batch, %s of %s against %s; its goal is %s %s "
-               "(%s)." % (latest["step"], metric, latest.get("candidate"), latest.get("reference"), metric,
-                          fmt(tolerance), latest.get("tolerance_basis") or "")]
-    details += advice_analysis.code_lines(latest["code"])
+               "(%s)." % (step, metric, advice.candidate, advice.reference, metric,
+                          fmt(tolerance), advice.tolerance_basis or "")]
+    details += advice_analysis.code_lines(latest.code)
     if not rec:
-        reasons = "; ".join("%s, %s" % (n["what"], n["reason"]) for n in latest.get("not_attributable") or [])
+        reasons = "; ".join("%s, %s" % (n["what"], n["reason"]) for n in advice.not_attributable or [])
         return answer(qid, "unattributable", "not attributable", [
             "The advisor could not attribute the error to layers%s." % (" (%s)" % reasons if reasons else "")],
-            details, step=latest["step"])
+            details, step=step)
     if not rec["float32"]:
         return answer(qid, "nothing", "nothing to keep", [
             segment("Nothing", "verdict"), ". At step %d the advisor's batch stays within every limit, %s %s "
-            "(the goal is %s or less)." % (latest["step"], metric, fmt(before), fmt(tolerance))],
-            details, step=latest["step"], code=None)
+            "(the goal is %s or less)." % (step, metric, fmt(before), fmt(tolerance))],
+            details, step=step, code=None)
     layers = rec.get("layers") or rec["float32"]
-    line = advice_analysis.apply_line(latest["code"])
+    line = advice_analysis.apply_line(latest.code)
     parts = [segment("Keep ", "verdict"), segment(", ".join(layers), "advice-layers"), " in float32. "]
     if rec.get("met"):
         parts.append("That brings the %s from %s to %s, within the goal of %s (checked by %d pass%s). Paste the line "
@@ -159,7 +160,7 @@ def keep_float32(latest: Optional[Dict[str, Any]], precision: Optional[str]) -> 
     else:
         parts.append("Even then the %s is %s, above the goal of %s; it is the best the advisor found." % (
             metric, fmt(rec["after"]), fmt(tolerance)))
-    return answer(qid, "keep", "keep %s in float32" % names(layers, 3), parts, details, step=latest["step"],
+    return answer(qid, "keep", "keep %s in float32" % names(layers, 3), parts, details, step=step,
                   code=line, layers=list(layers))
 
 
@@ -184,7 +185,7 @@ def run_answers(source: RecordSource, run: str, thresholds: codes.Thresholds = c
     headline = headline or run_headline(source, run, thresholds)
     groups = comparisons.run_comparisons(source, run)
     try:
-        latest = advice_analysis.run_advice(whole, run)["latest"]
+        latest = advice_analysis.run_advice(whole, run).latest
     except errors.NotFoundError:
         latest = None
     per_comparison = []

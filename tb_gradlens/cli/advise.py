@@ -35,22 +35,23 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 def run(args: argparse.Namespace) -> int:
     """Print each run's latest advice; ``EXIT_OK``, or CommandError when no run has any."""
     from tb_gradlens.analysis import advice as advice_analysis
+    from tb_gradlens.serving import judgment_json
 
     source, loaded = common.open_source(args)
     runs = common.select_runs(source, args.run)
     answers = [advice_analysis.run_advice(source, run) for run in runs]
-    found = [a for a in answers if a["latest"] is not None]
+    found = [a for a in answers if a.latest is not None]
     if args.json:
-        print(common.dumps({"logdir": args.logdir, "runs": found,
-                      "errors": [e for a in answers for e in a["errors"]] + common.read_problems(loaded)}))
+        print(common.dumps({"logdir": args.logdir, "runs": [judgment_json.advice_json(a) for a in found],
+                      "errors": [e for a in answers for e in a.errors] + common.read_problems(loaded)}))
     else:
-        for a in found:
-            latest = a["latest"]
-            print("run %s" % printable(a["run"]))
-            for line in advice_analysis.text_lines(source.advice(a["run"], latest["tag"])[-1]["advice"],
-                                                   latest["step"]):
+        for run, latest in [(a.run, a.latest) for a in found]:
+            if latest is None:
+                continue
+            print("run %s" % printable(run))
+            for line in advice_analysis.text_lines(latest.advice, latest.step):
                 print("  " + printable(line))
-            print("\n".join("    " + printable(line) for line in latest["code"].splitlines()))
+            print("\n".join("    " + printable(line) for line in latest.code.splitlines()))
             print("")
     if not found:
         raise CommandError("no run with precision advisor records (advice)%s in %s; measure with "

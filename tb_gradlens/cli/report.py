@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from tb_gradlens.analysis import advice as advice_analysis
     from tb_gradlens.analysis import answers
     from tb_gradlens.analysis import environments
+    from tb_gradlens.serving import judgment_json
 
     source, loaded = common.open_source(args)
     runs = common.select_runs(source, args.run)
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     alerts, problems = analysis.run_alerts(source, runs)
     dtypes = {run: _dtype_summary(source, run) for run in runs}
     lens = {run: analysis.coverage(source, run) for run in runs}
-    advice = {run: advice_analysis.run_advice(source, run)["latest"] for run in runs}
+    advice = {run: judgment_json.latest_advice_json(advice_analysis.run_advice(source, run).latest) for run in runs}
     hardware = {run: environments.run_environment(source, run) for run in runs}
     fail_levels = {"error": ("error",), "warning": ("error", "warning")}.get(args.fail_on, ())
     failing = [a for a in alerts if a.severity in fail_levels]

@@ -366,4 +366,4 @@ class GradLensPlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     def _serve_advice(self, request):
         run = _arg(request, "run", required=True)
-        return respond_json(request, advice_analysis.run_advice(self._source(request), run))
+        return respond_json(request, routes_impl.advice_impl(self._source(request), run))

@@ -44,3 +44,33 @@ def row_limits_json(judgement: tolerances.Judgement) -> List[List[Optional[float
     """[R][S] limits, JSON-ready (None where a row is not judged at a step)."""
     return [[None if not np.isfinite(v) else float(v) for v in judgement.limits[:, r]]
             for r in range(judgement.limits.shape[1])]
+
+
+def advice_json(found: advice_analysis.RunAdvice) -> Dict[str, Any]:
+    """The advice route: ``{"run", "latest": {..., "step", "tag", "code"} or
+    null, "history": [{"step", "metric", "units": {name: alone}}], "errors": [text]}``."""
+    return {
+        "run": found.run,
+        "latest": latest_advice_json(found.latest),
+        "history": [{"step": step, "metric": advice.metric,
+                     "units": {u["name"]: advice_analysis.alone_in_16_bits(u, advice) for u in advice.units}}
+                    for step, advice in found.history],
+        "errors": list(found.errors),
+    }
+
+
+def latest_advice_json(latest: Optional[advice_analysis.LatestAdvice]) -> Optional[Dict[str, Any]]:
+    """A run's latest advice as the advice route and ``report --json`` give it (None: none)."""
+    if latest is None:
+        return None
+    advice = latest.advice
+    return {"writer": advice.writer, "metric": advice.metric, "reference": advice.reference,
+            "candidate": advice.candidate, "tolerance": advice.tolerance,
+            "gradient_before": advice.gradient_before, "worst_before": advice.worst_before,
+            "tolerance_basis": advice.tolerance_basis, "before": advice.before,
+            "loss_rel_error": advice.loss_rel_error, "units": [dict(u) for u in advice.units],
+            "ranking": advice_analysis.ranked_units(advice), "recommendation": advice.recommendation,
+            "named": advice_analysis.named(advice), "not_attributable": list(advice.not_attributable),
+            "cost": dict(advice.cost), "float32": advice.float32,
+            "float32_text": advice_analysis.float32_text(advice),
+            "step": latest.step, "tag": latest.tag, "code": latest.code}

@@ -16,6 +16,7 @@ import numpy as np
 
 from tb_gradlens import analysis
 from tb_gradlens import metadata
+from tb_gradlens.analysis import advice
 from tb_gradlens.analysis import answers
 from tb_gradlens.serving import health
 from tb_gradlens.serving import judgment_json
@@ -257,6 +258,11 @@ def answers_impl(source, run, thresholds):
     if run is not None and run not in source.runs():
         raise errors.NotFoundError("no run %r" % (run,))
     return answers.logdir_answers(source, None if run is None else [run], thresholds)
+
+
+def advice_impl(source, run):
+    """The ``advice`` answer: the latest advice of ``run`` and its history (``analysis.advice.run_advice``)."""
+    return judgment_json.advice_json(advice.run_advice(source, run))
 
 
 def limits_impl(source, run, tag, thresholds=analysis.DEFAULT_THRESHOLDS):
