@@ -22,7 +22,6 @@ from werkzeug import wrappers
 from tb_gradlens import analysis
 from tb_gradlens import file_system
 from tb_gradlens import metadata
-from tb_gradlens.analysis import advice as advice_analysis
 from tb_gradlens.serving import filtered_source
 from tb_gradlens.serving import live_tail
 from tb_gradlens.serving import logdir_monitor
