@@ -34,6 +34,7 @@ for the next frame where the kit's draw waits for layout (its ResizeObserver); "
 Also prints the bytes each side ships as served (and gzip -9). Asserts nothing.
 
     python benchmarks/bench_charts.py [--runs 20] [--steps 10000] [--rounds 7]
+    python benchmarks/bench_charts.py --static DIR   # the kit of another tree (or a changed copy)
     python benchmarks/bench_charts.py --tiny     # seconds: what the test suite runs
 """
 
@@ -155,9 +156,9 @@ function uplotChart(width) {
   const opts = {
     width, height: HEIGHT, series, legend: {show: false},
     scales: {x: {time: false}, y: {distr: 3, log: 10, range: (u, lo, hi) => [lo / 1.25, hi * 1.25]}},
-    axes: [{...axis(false), size: 24, values: (u, ticks) => ticks.map(String),
+    axes: [{...axis(false), size: 24, values: (u, ticks) => ticks.map((t) => (t === null ? '' : String(t))),
       splits: (u, i, lo, hi) => stepTicks(lo, hi, Math.max(2, Math.floor(u.bbox.width / 90)))},
-    {...axis(true), label: 'l2_norm', labelSize: 14, values: (u, ticks) => ticks.map(tickText),
+    {...axis(true), label: 'l2_norm', labelSize: 14, values: (u, ticks) => ticks.map((t) => (t === null ? '' : tickText(t))),
       splits: (u, i, lo, hi) => logTicks(lo, hi, 6)}],
     cursor: {points: {show: false}, drag: {x: true, y: false}},
     hooks: {
@@ -202,7 +203,8 @@ async function measure(trigger) {
   requestAnimationFrame(() => { frame = performance.now(); });
   const drawn = trigger();
   const tSync = performance.now();
-  const canvas = await drawn;
+  const late = new Promise((resolve, reject) => setTimeout(() => reject(new Error('not drawn in 60 s')), 60000));
+  const canvas = await Promise.race([drawn, late]);
   flush(canvas);
   const t1 = performance.now();
   const idle = frame !== null && frame > tSync ? frame - tSync : 0;
@@ -322,10 +324,10 @@ def file_bytes(paths):
     return len(raw), len(gzip.compress(raw, 9))
 
 
-def shipped():
+def shipped(static=STATIC):
     """{name: (bytes, gzip -9 bytes)} of what each side would serve."""
-    kit = file_bytes([os.path.join(STATIC, f) for f in KIT_FILES])
-    lines = sum(open(os.path.join(STATIC, f)).read().count("\n") for f in KIT_FILES)
+    kit = file_bytes([os.path.join(static, f) for f in KIT_FILES])
+    lines = sum(open(os.path.join(static, f)).read().count("\n") for f in KIT_FILES)
     return {
         "kit (%d files, %d lines, unminified ES modules as served)" % (len(KIT_FILES), lines): kit,
         "uPlot.esm.js (the only ES module build; unminified)": file_bytes([os.path.join(UPLOT, "uPlot.esm.js")]),
@@ -356,6 +358,8 @@ def main(argv=None):
     parser.add_argument("--width", type=int, default=600, help="canvas width, CSS px")
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--json", help="write the raw timings here")
+    parser.add_argument("--static", default=STATIC,
+                        help="the tab's frontend_static/ to load the kit from (another tree's, or a changed copy)")
     parser.add_argument("--tiny", action="store_true", help="2 runs x 200 steps, 1 round: seconds")
     args = parser.parse_args(argv)
     if args.tiny:
@@ -369,7 +373,7 @@ def main(argv=None):
             route.fulfill(status=200, body=SCRIPT, content_type="text/javascript")
         elif path.startswith("/static/") or path.startswith("/uplot/"):
             base, name = path.split("/", 2)[1:]
-            base = STATIC if base == "static" else UPLOT
+            base = args.static if base == "static" else UPLOT
             kind = "text/css" if name.endswith(".css") else "text/javascript"
             with open(os.path.join(base, name), "rb") as f:
                 route.fulfill(status=200, body=f.read(), content_type=kind)
@@ -433,6 +437,8 @@ def main(argv=None):
     if errors:
         raise RuntimeError("page errors: %s" % errors[:3])
 
+    if os.path.abspath(args.static) != STATIC:
+        print("kit loaded from %s" % args.static)
     print("chart kit vs uPlot 1.6.32: %d runs x %d steps (%d lines with smoothing %.2f), log y, %d x 220 px, "
           "%d rounds alternated, Chromium %s" % (args.runs, args.steps, 2 * args.runs, args.smoothing, args.width,
                                                  args.rounds, browser_version))
@@ -455,7 +461,7 @@ def main(argv=None):
         "%s kit %.1f, uPlot %.1f" % (op, statistics.median(walls["kit"][op]), statistics.median(walls["uplot"][op]))
         for op in ("first", "resize", "theme", "zoom")))
     print("bytes shipped (raw / gzip -9):")
-    for name, (raw, packed) in shipped().items():
+    for name, (raw, packed) in shipped(args.static).items():
         print("  %s: %d / %d" % (name, raw, packed))
     if args.json:
         with open(args.json, "w") as f:
