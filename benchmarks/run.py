@@ -14,7 +14,8 @@ EfficientNetB0, ConvNeXtTiny, ResNet50, the transformer), whole 2,000-step
 runs at the defaults with the lens's cost by part (the conv net, ResNet50,
 the transformer, EfficientNetB0, the MLP), plugin load
 and route latency for 20 runs x 10,000 steps x 200 variables with both
-loaders, the 200 x 10,000 heatmap in headless Chromium, the tab's views until
+loaders, the 200 x 10,000 heatmap in headless Chromium, the tab's line-chart kit
+against uPlot on 20 runs x 10,000 steps, the tab's views until
 usable (cold and warm) on the demo, 128 x 3,000 and 200 x 10,000, and
 TensorBoard's memory on long runs (50,000 steps x 50 variables; 10,000 with
 histograms), the precision advisor's cost per comparison step (MLP,
@@ -64,10 +65,10 @@ def main(argv=None):
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
     parser.add_argument("--only", help="comma list of: logging,passes,fit,nonfinite,variables,real_models,short_fit,"
                                        "whole_run,plugin,"
-                                       "frontend,views,writer,memory,advisor,reference,gpu_check")
+                                       "frontend,charts,views,writer,memory,advisor,reference,gpu_check")
     args = parser.parse_args(argv)
-    every = ("logging,passes,fit,nonfinite,variables,real_models,short_fit,whole_run,plugin,frontend,views,writer,memory,"
-             "advisor,"
+    every = ("logging,passes,fit,nonfinite,variables,real_models,short_fit,whole_run,plugin,frontend,charts,views,"
+             "writer,memory,advisor,"
              "reference,gpu_check")
     only = set((args.only or every).split(","))
     print("machine: " + machine(), flush=True)
@@ -88,6 +89,7 @@ def main(argv=None):
         "plugin": ["bench_plugin.py"] + (["--runs", "2", "--steps", "30", "--variables", "4", "--repeats", "2",
                                           "--loaders", "true"] if tiny else []),
         "frontend": ["frontend_heatmap.py"] + (["--rows", "20", "--steps", "100", "--repeat", "1"] if tiny else []),
+        "charts": ["bench_charts.py"] + (["--tiny"] if tiny else []),
         "views": ["frontend_views.py"] + (["--tiny"] if tiny else []),
         "writer": ["bench_writer.py"] + (["--rounds", "1", "--steps", "3"] if tiny else []),
         "memory": ["bench_memory.py"] + (["--steps", "200", "--variables", "4", "--loaders", "true"] if tiny else []),
