@@ -179,13 +179,33 @@ function tracePath(ctx, s, values, x, yOf, domain, model, {alpha, width}) {
   ctx.lineWidth = width;
   setDash(ctx, s, model);
   ctx.beginPath();
+  // More logged steps than pixel columns (a 10,000-step run): one vertical stroke per column, as uPlot
+  // draws, instead of every point (docs/benchmarks-history.md §21).
+  if (!s.stepped && i1 - i0 > 2 * Math.abs(x(domain[1]) - x(domain[0]))) {
+    traceDense(ctx, s, values, x, yOf, from, to, model);
+  } else {
+    traceEach(ctx, s, values, x, yOf, from, to, i1 - i0, model);
+  }
+  ctx.stroke();
+  ctx.setLineDash([]);
+  ctx.lineDashOffset = 0;
+  ctx.globalAlpha = 1;
+}
+
+/** Whether point ``i`` (value ``v``) of series ``s`` is on the line: finite, not None, positive on a log axis. */
+function onLine(s, v, i, model) {
+  return Number.isFinite(v) && !(s.none && s.none[i]) && (model.yScale !== 'log' || v > 0);
+}
+
+/** Every point of ``values[from, to)`` on the path (``n`` of them in the domain). */
+function traceEach(ctx, s, values, x, yOf, from, to, n, model) {
   let pen = false;
   let lastY = 0;
-  const dots = i1 - i0 < 60;
-  const single = i1 - i0 === 1 && !s.stepped; // one logged step: a square, not a dot lost on an edge
+  const dots = n < 60;
+  const single = n === 1 && !s.stepped; // one logged step: a square, not a dot lost on an edge
   for (let i = from; i < to; i++) {
     const v = values[i];
-    const ok = Number.isFinite(v) && !(s.none && s.none[i]) && (model.yScale !== 'log' || v > 0);
+    const ok = onLine(s, v, i, model);
     if (!ok) {
       pen = false;
       continue;
@@ -200,10 +220,50 @@ function tracePath(ctx, s, values, x, yOf, domain, model, {alpha, width}) {
     if (single) ctx.fillRect(px - 3.5, py - 3.5, 7, 7);
     else if (dots && !s.stepped) ctx.fillRect(px - 1.5, py - 1.5, 3, 3);
   }
-  ctx.stroke();
-  ctx.setLineDash([]);
-  ctx.lineDashOffset = 0;
-  ctx.globalAlpha = 1;
+}
+
+/**
+ * More points than pixel columns: each column's points as one vertical
+ * stroke (first, lowest, highest, last), the line between columns as drawn.
+ */
+function traceDense(ctx, s, values, x, yOf, from, to, model) {
+  let col = NaN;
+  let lo = 0;
+  let hi = 0;
+  let last = 0;
+  let pen = false;
+  const end = () => {
+    if (!pen) return;
+    ctx.lineTo(col, lo);
+    ctx.lineTo(col, hi);
+    ctx.lineTo(col, last);
+  };
+  for (let i = from; i < to; i++) {
+    const v = values[i];
+    const ok = onLine(s, v, i, model);
+    if (!ok) {
+      end();
+      pen = false;
+      continue;
+    }
+    const px = Math.round(x(s.steps[i]));
+    const py = yOf(v);
+    if (pen && px === col) {
+      if (py < lo) lo = py;
+      else if (py > hi) hi = py;
+      last = py;
+      continue;
+    }
+    end();
+    if (pen) ctx.lineTo(px, py);
+    else ctx.moveTo(px, py);
+    pen = true;
+    col = px;
+    lo = py;
+    hi = py;
+    last = py;
+  }
+  end();
 }
 
 /**

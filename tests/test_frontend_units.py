@@ -280,3 +280,34 @@ def test_a_heatmap_of_up_to_100_named_rows_labels_every_row(js):
         else:
             assert row == max(2, min(18, 560 // n)) and labelled < n
         assert by_ticks == max(2, min(18, 560 // n))  # rows labelled by ticks (a histogram's bins) keep their height
+
+
+def test_a_dense_line_keeps_each_pixel_columns_extremes(js):
+    """10,000 steps on a 600-pixel chart are drawn one stroke per pixel column (history §21), so a
+    one-step spike and a one-step dip must still reach their heights, and the line covers the same
+    rows as when every point is drawn (a 600-step series of the same shape)."""
+    out = js("""const d = await import('/static/line_draw.js');
+      const draw = (n) => {
+        const steps = Array.from({length: n}, (_, i) => i);
+        const values = steps.map((i) => 1 + 0.1 * Math.sin(i / n * 20));
+        values[Math.floor(n * 0.3)] = 3;
+        values[Math.floor(n * 0.7)] = -1;
+        const canvas = document.createElement('canvas');
+        document.body.appendChild(canvas);
+        const drawn = d.drawLines(canvas, {series: [{name: 'a', steps, values, color: '#ff0000'}],
+                                          hidden: new Set(), yScale: 'linear', smoothing: 0, height: 220}, 600);
+        const ctx = canvas.getContext('2d');
+        const image = ctx.getImageData(0, 0, canvas.width, canvas.height);
+        const red = (x, y) => { const k = 4 * (y * canvas.width + x); const p = image.data;
+                                return p[k] > 150 && p[k + 1] < 90 && p[k + 2] < 90; };
+        const rows = (step) => { const x = Math.round(drawn.x(step)); const found = [];
+          for (let y = 0; y < canvas.height; y++) if (red(x, y)) found.push(y); return found; };
+        canvas.remove();
+        return {spike: rows(Math.floor(n * 0.3)), dip: rows(Math.floor(n * 0.7)),
+                top: Math.round(drawn.y(3)), bottom: Math.round(drawn.y(-1))};
+      };
+      return {dense: draw(10000), sparse: draw(600)};""")
+    for name in ("dense", "sparse"):
+        found = out[name]
+        assert found["spike"] and min(found["spike"]) <= found["top"] + 2, (name, found)
+        assert found["dip"] and max(found["dip"]) >= found["bottom"] - 2, (name, found)
