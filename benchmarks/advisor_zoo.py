@@ -46,7 +46,7 @@ def alerts_then_advice(workload, policy, log_dir):
     import tb_gradlens
     from tb_gradlens import analysis
     from tb_gradlens.keras import GradLens
-    from tests.test_analysis import source_of
+    from tests.support.readback import source_of
 
     model = workload.build(policy)
     model.compile(optimizer="adam", loss=workload.loss)

@@ -68,7 +68,7 @@ def gradlens_logdir(tmp_path_factory):
 def cli_logdir(tmp_path_factory):
     """test_cli.py's training logdir (a healthy and a broken run), written once per
     session: test_cli.py and test_cli_gate.py read it, none writes to it."""
-    from test_cli import write_training_logdir
+    from tests.support.cli_logs import write_training_logdir
 
     path = str(tmp_path_factory.mktemp("cli") / "logs")
     write_training_logdir(path)

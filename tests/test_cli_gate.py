@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from test_cli import run_cli
+from tests.support.cli_logs import run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -14,10 +14,8 @@ import pytest
 
 from tests.support import other_hardware
 from tests.support import real_models
-from test_analysis import source_of
-from test_nonfinite_steps import BATCH
-from test_nonfinite_steps import _state
-from test_nonfinite_steps import _unscaled_attention
+from tests.support.readback import source_of
+from tests.support.twin_step import model_state
 from tb_gradlens import analysis
 from tb_gradlens import safety
 from tb_gradlens.analysis import replays
@@ -26,6 +24,7 @@ from tb_gradlens.keras import GradLensCallback
 pytestmark = [pytest.mark.usefixtures("fresh_safety"), pytest.mark.slow]  # trains Keras models under XLA
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+BATCH = 8
 
 
 def _overflow():
@@ -33,7 +32,8 @@ def _overflow():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(6 * BATCH, 4, 16)).astype(np.float32)
     x[3 * BATCH:4 * BATCH] *= 300.0
-    return (lambda: _unscaled_attention("mixed_float16")), x, rng.integers(0, 3, 6 * BATCH).astype(np.int32)
+    y = rng.integers(0, 3, 6 * BATCH).astype(np.int32)
+    return (lambda: real_models.unscaled_attention_logits("mixed_float16")), x, y
 
 
 def _negative():
@@ -71,7 +71,7 @@ def test_a_nonfinite_step_under_xla_is_replayed_with_its_verdict(tmp_path, fault
                                 callbacks=callbacks).history["loss"])
         models.append(model)
     np.testing.assert_array_equal(losses[0], losses[1])  # (NaN equals NaN here)
-    for a, b in zip(_state(models[0]), _state(models[1])):
+    for a, b in zip(model_state(models[0]), model_state(models[1])):
         np.testing.assert_array_equal(a, b)
     source = source_of(str(tmp_path))
     (found,) = replays.run_replays(source, "run")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.support.frontend_page import browser, open_tab, page, require_browser, route  # noqa: F401 (fixtures)
-from test_analysis import source_of
+from tests.support.readback import source_of
 from tb_gradlens import analysis
 from tb_gradlens import cli
 

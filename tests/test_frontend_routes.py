@@ -14,7 +14,7 @@ from tests.support import gradlens_logs as logs
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.serving import filtered_source
-from test_plugin_routes import client, get, get_json, logdir, number, provider, tag_of  # noqa: F401
+from tests.support.plugin_client import client, get, get_json, logdir, number, provider, tag_of  # noqa: F401
 
 
 def test_overview_honours_the_row_regex(client):  # noqa: F811

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from tests.support import other_hardware
 from tests.support.readback import read_records
-from test_analysis import source_of
+from tests.support.readback import source_of
 from tb_gradlens import analysis
 from tb_gradlens import cli
 from tb_gradlens.analysis import codes

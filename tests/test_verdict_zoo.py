@@ -19,7 +19,7 @@ import tb_gradlens
 from tb_gradlens import analysis
 from tb_gradlens.keras import GradLens
 
-from test_analysis import source_of
+from tests.support.readback import source_of
 
 import alert_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)
 import verdict_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)

@@ -80,7 +80,7 @@ def test_the_model_output_is_what_a_sub_model_train_step_ends_with(name, tmp_pat
     from tb_gradlens import analysis
     from tb_gradlens.keras import GradLensCallback
     from tests.support.readback import read_records
-    from test_analysis import source_of
+    from tests.support.readback import source_of
 
     fault = zoo_faults.FAULTS.get(name)
     workload = fault.workload if fault else zoo_models.HEALTHY[name]
