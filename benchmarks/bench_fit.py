@@ -33,7 +33,7 @@ Variants:
   in_step_gradients     what gradients_every_step costs when written inside the train step
                         (tb_gradlens.summary in the traced step; a prototype for the callback)
 
-Run: python benchmarks/bench_fit.py [--models mlp,convnet,transformer,resnet50,mobilenet_v2]
+Run: python -m benchmarks.bench_fit [--models mlp,convnet,transformer,resnet50,mobilenet_v2]
        [--variants callback_not_logging,gradients_every_step,...] [--tiny]
 """
 
@@ -48,12 +48,11 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import models  # noqa: E402
-from bench_logging import _cell  # noqa: E402
-from bench_logging import spread  # noqa: E402
-from bench_logging import write_json  # noqa: E402
+from evaluation import benchmark_models  # noqa: E402
+from benchmarks.bench_logging import _cell  # noqa: E402
+from benchmarks.bench_logging import spread  # noqa: E402
+from benchmarks.bench_logging import write_json  # noqa: E402
 
 
 class BatchTimer:
@@ -163,7 +162,7 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     from tb_gradlens.keras import GradLensCallback
 
     rng = np.random.default_rng(0)
-    x, y = models.batch(name, batch_size * batches, rng, tiny)
+    x, y = benchmark_models.batch(name, batch_size * batches, rng, tiny)
     tmp = tempfile.mkdtemp(prefix="gradlens_fit_bench_")
     variants = {
         "plain": lambda: [],
@@ -198,7 +197,7 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     fitted = {}
     for v in variants:
         keras.utils.set_random_seed(0)
-        model = models.build(name, "float32" if v == "float32_step" else "mixed_bfloat16", tiny=tiny)
+        model = benchmark_models.build(name, "float32" if v == "float32_step" else "mixed_bfloat16", tiny=tiny)
         model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
         fitted[v] = model
     per_round = {v: [] for v in variants if v != "gradients_every_4"}
@@ -232,18 +231,18 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(models.NAMES))
+    parser.add_argument("--models", default=",".join(benchmark_models.NAMES))
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, help="batches per fit call (default: 2 + models.DEFAULT_STEPS)")
-    parser.add_argument("--batch", type=int, help="batch size (default: models.DEFAULT_BATCH)")
+    parser.add_argument("--batches", type=int, help="batches per fit call (default: 2 + benchmark_models.DEFAULT_STEPS)")
+    parser.add_argument("--batch", type=int, help="batch size (default: benchmark_models.DEFAULT_BATCH)")
     parser.add_argument("--variants", help="comma list of the variants to run beside plain (default: all)")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     results = []
     for name in args.models.split(","):
-        r = bench_model(name, args.tiny, args.rounds, args.batches or 2 + models.DEFAULT_STEPS[name],
-                        args.batch or models.DEFAULT_BATCH[name],
+        r = bench_model(name, args.tiny, args.rounds, args.batches or 2 + benchmark_models.DEFAULT_STEPS[name],
+                        args.batch or benchmark_models.DEFAULT_BATCH[name],
                         args.variants.split(",") if args.variants else None)
         results.append(r)
         print(json.dumps(r), flush=True)

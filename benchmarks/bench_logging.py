@@ -22,7 +22,7 @@ backend against a floor measured in the same rounds, one read of the same
 gradients (a reduce_sum of each, added up); and the event-file bytes per
 logged step of each writing variant.
 
-Run: python benchmarks/bench_logging.py [--models mlp,convnet,transformer,resnet50,mobilenet_v2] [--tiny]
+Run: python -m benchmarks.bench_logging [--models mlp,convnet,transformer,resnet50,mobilenet_v2] [--tiny]
 """
 
 import argparse
@@ -35,9 +35,8 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import models  # noqa: E402
+from evaluation import benchmark_models  # noqa: E402
 
 VARIANTS = ["lens_every_step", "lens_stats_only", "lens_not_logged", "scalars_per_variable", "histogram_per_var"]
 PASS_BACKENDS = ("kernel", "tf", "xla")
@@ -187,13 +186,13 @@ def bench_model(name, tiny, rounds, steps_per_round, batch_size, pass_rounds):
 
     policy = "mixed_bfloat16"
     keras.utils.set_random_seed(0)
-    model = models.build(name, policy, tiny=tiny)
+    model = benchmark_models.build(name, policy, tiny=tiny)
     n_params = int(sum(np.prod(v.shape) for v in model.trainable_variables))
     loss_fn = keras.losses.SparseCategoricalCrossentropy()
     optimizer = keras.optimizers.SGD(1e-3)
     rng = np.random.default_rng(0)
     batches = [
-        tuple(tf.constant(a) for a in models.batch(name, batch_size, rng, tiny))
+        tuple(tf.constant(a) for a in benchmark_models.batch(name, batch_size, rng, tiny))
         for _ in range(steps_per_round)
     ]
     tmp = tempfile.mkdtemp(prefix="gradlens_bench_")
@@ -307,18 +306,18 @@ def format_table(results):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(models.NAMES))
+    parser.add_argument("--models", default=",".join(benchmark_models.NAMES))
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (for the test suite)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--pass-rounds", type=int, default=15, help="rounds of the pass-vs-floor timing")
-    parser.add_argument("--steps", type=int, help="steps per timed round (default: models.DEFAULT_STEPS)")
-    parser.add_argument("--batch", type=int, help="batch size (default: models.DEFAULT_BATCH)")
+    parser.add_argument("--steps", type=int, help="steps per timed round (default: benchmark_models.DEFAULT_STEPS)")
+    parser.add_argument("--batch", type=int, help="batch size (default: benchmark_models.DEFAULT_BATCH)")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     results = []
     for name in args.models.split(","):
-        batch = args.batch or models.DEFAULT_BATCH[name]
-        r = bench_model(name, args.tiny, args.rounds, args.steps or models.DEFAULT_STEPS[name], batch,
+        batch = args.batch or benchmark_models.DEFAULT_BATCH[name]
+        r = bench_model(name, args.tiny, args.rounds, args.steps or benchmark_models.DEFAULT_STEPS[name], batch,
                         args.pass_rounds)
         results.append(r)
         print(json.dumps(r), flush=True)

@@ -1,7 +1,7 @@
 """Run every benchmark and print their tables: the one benchmark command.
 
-    python benchmarks/run.py            # full sizes (about an hour on 2 cores)
-    python benchmarks/run.py --tiny     # seconds: checks that everything runs
+    python -m benchmarks.run            # full sizes (about an hour on 2 cores)
+    python -m benchmarks.run --tiny     # seconds: checks that everything runs
 
 Full sizes: logging overhead on the MLP, the 0.6M conv net, the ~5M
 transformer, ResNet50 and MobileNetV2 (custom loop and model.fit), the
@@ -31,7 +31,7 @@ import platform
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def machine():
@@ -102,7 +102,7 @@ def main(argv=None):
         if (name not in only and name.split("_")[0] not in only) or cmd is None:  # memory_histograms: memory
             continue
         print("\n## %s: %s" % (name, " ".join(cmd)), flush=True)
-        rc = subprocess.call([sys.executable, os.path.join(HERE, cmd[0])] + cmd[1:])
+        rc = subprocess.call([sys.executable, "-m", "benchmarks." + cmd[0][:-len(".py")]] + cmd[1:], cwd=ROOT)
         if rc:
             print("%s exited with %d" % (name, rc), flush=True)
             status = 1

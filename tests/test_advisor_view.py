@@ -17,7 +17,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.support import real_models
+from evaluation import real_models
 import tb_gradlens
 from tests.support.tb_server import TensorBoardProcess
 from tests.support.frontend_page import PREFIX

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import bench_memory  # benchmarks/: event files framed as the callback writes them, byte for byte per seed
+from benchmarks import bench_memory
 
 from tb_gradlens import analysis
 from tb_gradlens import metadata

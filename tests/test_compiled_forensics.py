@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.support import other_hardware
-from tests.support import real_models
+from evaluation import real_models
 from tests.support.readback import source_of
 from tests.support.twin_step import model_state
 from tb_gradlens import analysis

@@ -23,7 +23,7 @@ STEPS = 8
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
-    from tests.support import real_models
+    from evaluation import real_models
     from tb_gradlens.keras import GradLensCallback
 
     path = str(tmp_path_factory.mktemp("environments") / "logs")

@@ -21,7 +21,7 @@ def logdir(tmp_path_factory):
     require_browser()
     import keras
 
-    from tests.support import real_models
+    from evaluation import real_models
     from tb_gradlens.keras import GradLensCallback
 
     path = str(tmp_path_factory.mktemp("steps") / "logs")

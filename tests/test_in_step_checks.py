@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support import real_models
+from evaluation import real_models
 from tests.support import twin_step
 from tests.support.readback import read_records
 from tests.support.readback import source_of

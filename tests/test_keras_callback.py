@@ -359,7 +359,7 @@ def test_metadata_is_written_with_each_tags_first_event_only(data, tmp_path):
 # ---------------------------------------------------------------------------
 
 
-from tests.support import real_models  # noqa: E402
+from evaluation import real_models
 from tests.support import twin_step  # noqa: E402
 from tests.support.readback import only_tag  # noqa: E402
 

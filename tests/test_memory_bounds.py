@@ -6,7 +6,7 @@ provider; the cache's pools are read for what they hold.
 
 import json
 
-import bench_memory  # benchmarks/: event files framed as the callback writes them, byte for byte per seed
+from benchmarks import bench_memory
 import numpy as np
 import tensorflow as tf
 from tensorboard.backend import application

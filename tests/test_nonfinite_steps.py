@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support import real_models
+from evaluation import real_models
 from tests.support.readback import read_records
 from tests.support.readback import source_of
 from tests.support.twin_step import model_state

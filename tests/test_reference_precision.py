@@ -153,7 +153,7 @@ def test_the_report_says_what_the_reference_was_and_where_the_run_trained(tf32_l
 
 
 def _mlp_batches(steps, batch=16):
-    from tests.support import real_models
+    from evaluation import real_models
 
     x, y = real_models.digits(steps * batch, np.random.default_rng(0))
     return [(tf.constant(x[i * batch:(i + 1) * batch]), tf.constant(y[i * batch:(i + 1) * batch]))
@@ -164,7 +164,7 @@ def test_a_comparison_whose_sides_round_alike_computes_its_reference_twice(tmp_p
     """Nothing to round between two float32 sides: the stable-rounding
     column is the reference computed again, exactly 0 where float32 repeats
     itself (this CPU), and the limits are the depth formula's as before."""
-    from tests.support import real_models
+    from evaluation import real_models
 
     model = real_models.mlp("float32")
     model.compile(optimizer="adam", loss=real_models.SPARSE_CE)
@@ -181,7 +181,7 @@ def test_where_float32_does_not_repeat_itself_a_float32_difference_is_judged_aga
     exaggerated): float32 against float32 differs by about 1%, beyond the
     depth formula's float32 floor; the reference computed twice differs as
     much, and the limit is never below that repeat: no alert."""
-    from tests.support import real_models
+    from evaluation import real_models
     from tb_gradlens.keras import GradLens
 
     model = real_models.mlp("float32")

@@ -21,7 +21,7 @@ from tb_gradlens import demo
 from tb_gradlens import metadata
 from tb_gradlens.keras import GradLens
 
-from tests.support import real_models
+from evaluation import real_models
 
 pytestmark = [pytest.mark.slow]  # trains Keras models
 

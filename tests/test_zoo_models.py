@@ -1,4 +1,4 @@
-"""The zoo beyond real_models (benchmarks/zoo_models.py, zoo_faults.py): every model trains a step.
+"""The zoo beyond real_models (evaluation/zoo_models.py, zoo_faults.py): every model trains a step.
 
 What a user of the zoo needs: each healthy model builds under mixed_bfloat16,
 computes in bfloat16 with a float32 output, and one ``train_on_batch`` with
@@ -20,11 +20,11 @@ import pytest
 from tb_gradlens.analysis import codes
 from tb_gradlens.writing import keras_private
 
-from tests.support import real_models
+from evaluation import real_models
 
-import alert_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)
-import zoo_faults  # benchmarks/ (tests/conftest.py puts it on sys.path)
-import zoo_models  # benchmarks/ (tests/conftest.py puts it on sys.path)
+from evaluation import alert_zoo
+from evaluation import zoo_faults
+from evaluation import zoo_models
 
 pytestmark = [pytest.mark.slow]  # trains keras.applications models
 

@@ -40,7 +40,7 @@ def main(logdir, out):
 
     from tests.support.readback import source_of
     from tests.support import other_hardware
-    from tests.support import real_models
+    from evaluation import real_models
     from tb_gradlens import analysis
     from tb_gradlens.analysis import replays
     from tb_gradlens.keras import GradLensCallback

@@ -15,7 +15,7 @@ zoo); ``layer_classes()`` the layers they and the zoo's measurements use
 (float32-mask Dropout, a naive variance norm, a drifting offset, log of the
 inputs).
 
-Imported as ``tests.support.real_models`` by tests and by ``benchmarks/``
+Imported as ``evaluation.real_models`` by tests and by ``benchmarks/``
 (the repository root on sys.path: see tests/support/__init__.py).
 """
 
@@ -612,7 +612,7 @@ ZOO = {
                               "a shared Sequential block and a nested functional model"),
 }
 
-# Models with an injected fault (the alert zoo, benchmarks/alert_zoo.py): not
+# Models with an injected fault (the alert zoo, evaluation/alert_zoo.py): not
 # healthy, so apart from ZOO.
 FAULT_ZOO = {
     "naive_norm_mlp": Workload(naive_norm_mlp, offset_vectors(32), SPARSE_CE,
