@@ -29,7 +29,8 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from evaluation import benchmark_models  # noqa: E402
-from benchmarks.bench_fit import BatchTimer  # noqa: E402
+from benchmarks.harness import BatchTimer  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
 
 
 def bench_model(name, tiny, rounds, batches, batch_size, units_per_step):
@@ -109,9 +110,7 @@ def main(argv=None):
         print("| %s | %d | %.1f | %.1f | %.1f | %.2fx | %.2f (%d) |" % (
             r["model"], r["units"], r["plain_ms_per_step"], r["compare_ms_per_step"], r["advisor_ms_per_step"],
             r["advisor_over_compare"], r["one_off_seconds"], r["one_off_passes"]))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    write_json(args.json, results)
     return 0
 
 

@@ -43,40 +43,16 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from evaluation import benchmark_models  # noqa: E402
-from benchmarks.bench_logging import _cell  # noqa: E402
-from benchmarks.bench_logging import spread  # noqa: E402
-from benchmarks.bench_logging import write_json  # noqa: E402
-
-
-class BatchTimer:
-    """Per-batch wall time of one fit call."""
-
-    def __new__(cls):
-        import keras
-
-        class _Timer(keras.callbacks.Callback):
-            def __init__(self):
-                super().__init__()
-                self.times = []
-                self.first_step = 0
-
-            def on_train_begin(self, logs=None):
-                self.first_step = int(self.model.optimizer.iterations.numpy())
-
-            def on_train_batch_begin(self, batch, logs=None):
-                self._t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                self.times.append(time.perf_counter() - self._t)
-
-        return _Timer()
+from benchmarks.harness import BatchTimer  # noqa: E402
+from benchmarks.harness import cell  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
 
 
 def in_step_gradients(log_dir):
@@ -267,7 +243,7 @@ def main(argv=None):
     for r in results:
         q = r["spread"]
         print("| %s | %d | %.1f | %s |" % (r["model"], r["batch"], r["plain_ms_per_step"], " | ".join(
-            _cell(q[key]) if key in q else "–" for key, _ in columns)))
+            cell(q[key]) if key in q else "–" for key, _ in columns)))
     write_json(args.json, results)
     return 0
 

@@ -36,6 +36,9 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from benchmarks.harness import cell  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
 from evaluation import benchmark_models  # noqa: E402
 
 VARIANTS = ["lens_every_step", "lens_stats_only", "lens_not_logged", "scalars_per_variable", "histogram_per_var"]
@@ -119,20 +122,6 @@ def dir_bytes(path):
     return sum(
         os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files
     )
-
-
-def write_json(path, results):
-    """The results of a run as JSON (``--json``), for benchmarks/results/."""
-    if path:
-        with open(path, "w") as f:
-            json.dump(results, f, indent=1)
-
-
-def spread(ratios):
-    """{"median", "p25", "p75", "rounds"} of per-round ratios."""
-    r = np.asarray(ratios, np.float64)
-    return {"median": float(np.median(r)), "p25": float(np.percentile(r, 25)),
-            "p75": float(np.percentile(r, 75)), "rounds": int(r.size)}
 
 
 def pass_versus_floor(grads, rounds, reps):
@@ -260,10 +249,6 @@ def bench_model(name, tiny, rounds, steps_per_round, batch_size, pass_rounds):
     return result
 
 
-def _cell(s):
-    return "%.3fx (%.2f-%.2f)" % (s["median"], s["p25"], s["p75"])
-
-
 def format_table(results):
     lines = []
     header = "| model | params | vars | batch | base ms/step | " + " | ".join(
@@ -279,8 +264,8 @@ def format_table(results):
             "| %s | %d | %d | %d | %.1f | %s | %s | %s | %s | %s | %s | %d | %d | %d | %d |"
             % (
                 r["model"], r["parameters"], r["variables"], r["batch"], r["baseline_ms_per_step"],
-                _cell(q["lens_every_step"]), _cell(q["lens_stats_only"]), _cell(q["lens_not_logged"]),
-                _cell(q["scalars_per_variable"]), _cell(q["histogram_per_var"]), _cell(q["check_numerics"]),
+                cell(q["lens_every_step"]), cell(q["lens_stats_only"]), cell(q["lens_not_logged"]),
+                cell(q["scalars_per_variable"]), cell(q["histogram_per_var"]), cell(q["check_numerics"]),
                 b["lens_every_step"], b["lens_stats_only"], b["scalars_per_variable"], b["histogram_per_var"],
             )
         )
@@ -295,7 +280,7 @@ def format_table(results):
         cells = []
         for b in PASS_BACKENDS:
             s = p["pass"].get(b)
-            cells.append("%.2f, %s" % (s["ms"], _cell(s)) if s else "n/a")
+            cells.append("%.2f, %s" % (s["ms"], cell(s)) if s else "n/a")
         lines.append("| %s | %d | %.2f (%.2f) | %s |" % (
             r["model"], p["elements"], p["floor_ms"], p["floor_ns_per_element"], " | ".join(cells)))
     if results:

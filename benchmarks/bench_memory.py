@@ -226,7 +226,7 @@ def main_requests(args, logdir):
     write_run(os.path.join(logdir, RUN), args.steps, args.variables, False)
     sources = [("this tree", ROOT)] + ([("before", args.before)] if args.before else [])
     bound = cache_mb + DERIVED_MB + ANSWERS_MB
-    from benchmarks.run import machine  # the machine line of every result
+    from benchmarks.harness import machine  # the machine line of every result
     print("machine: %s" % machine(), flush=True)
     print("%d requests (%d of each kind); pools %d MB (data %d + derived %d + answers %d), margin %d MB"
           % (args.requests, args.requests // 3, bound, cache_mb, DERIVED_MB, ANSWERS_MB, MARGIN_MB), flush=True)

@@ -37,8 +37,8 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from evaluation import benchmark_models  # noqa: E402
-from benchmarks.bench_fit import BatchTimer  # noqa: E402
-from benchmarks.bench_logging import spread  # noqa: E402
+from benchmarks.harness import BatchTimer  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
 
 IDLE = dict(gradient_every=10**9, compare_every=10**9, start_step=10**9)
 

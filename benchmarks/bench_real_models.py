@@ -38,7 +38,7 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from evaluation import real_models  # noqa: E402
-from benchmarks.bench_fit import BatchTimer  # noqa: E402
+from benchmarks.harness import BatchTimer  # noqa: E402
 
 POLICY = "mixed_bfloat16"
 FAR = 10**9

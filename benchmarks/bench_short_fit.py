@@ -55,10 +55,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from evaluation import benchmark_models  # noqa: E402
 from evaluation import real_models  # noqa: E402
-from benchmarks.bench_fit import BatchTimer  # noqa: E402
-from benchmarks.bench_logging import _cell  # noqa: E402
-from benchmarks.bench_logging import spread  # noqa: E402
-from benchmarks.bench_logging import write_json  # noqa: E402
+from benchmarks.harness import BatchTimer  # noqa: E402
+from benchmarks.harness import cell  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
 
 POLICY = "mixed_bfloat16"
 APPLICATIONS = {"densenet121": "DenseNet121", "efficientnet_b0": "EfficientNetB0",
@@ -187,7 +187,7 @@ def main(argv=None):
     for r in results:
         for v, s in r["variants"].items():
             print("| %s | %s | %.1f | %s | %.2f | %.1f | %s | %.2f | %.2fx |" % (
-                r["model"], v, s["total_s"], "–" if v == "plain" else _cell(s["ratio"]), s["first_batch_s"],
+                r["model"], v, s["total_s"], "–" if v == "plain" else cell(s["ratio"]), s["first_batch_s"],
                 s["median_batch_ms"], " / ".join(",".join(map(str, b)) or "none" for b in s["slow_batches"]),
                 s["extra_first_batches_s"], s["extra_first_batches_s"] / r["plain_first_batch_s"]))
     write_json(args.json, results)

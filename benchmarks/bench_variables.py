@@ -32,7 +32,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from benchmarks.bench_logging import write_json  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
 
 StandIn = collections.namedtuple("StandIn", ("path", "dtype", "shape"))
 

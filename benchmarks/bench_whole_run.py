@@ -51,9 +51,9 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from benchmarks.bench_logging import _cell  # noqa: E402
-from benchmarks.bench_logging import spread  # noqa: E402
-from benchmarks.bench_logging import write_json  # noqa: E402
+from benchmarks.harness import cell  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
 from evaluation import real_models  # noqa: E402
 
 POLICY = "mixed_bfloat16"
@@ -190,7 +190,7 @@ def table(results, clock):
              + " | ".join("%s %%" % p for p in PARTS) + " |", "|" + "---|" * (6 + len(PARTS))]
     for r in (r[clock] for r in results):
         lines.append("| %s | %d | %d | %.1f | %.1f | %s | %s |" % (
-            r["model"], r["steps"], r["batch"], r["plain_s"], r["lens_s"], _cell(r["ratio"]),
+            r["model"], r["steps"], r["batch"], r["plain_s"], r["lens_s"], cell(r["ratio"]),
             " | ".join("%+.1f" % (100 * r["parts"][p]) for p in PARTS)))
     return "\n".join(lines)
 
