@@ -107,10 +107,9 @@ def test_a_nonfinite_step_under_mirrored_strategy_is_replayed_with_its_verdict(t
     check); the replay runs on the global batch (each replica keeps its
     share): a NaN in replica 1's share is found."""
     env = dict(os.environ, TB_GRADLENS_STRICT="1", TF_CPP_MIN_LOG_LEVEL="2")
-    env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, os.path.join(HERE, "support", "mirrored_nonfinite.py"),
+    done = subprocess.run([sys.executable, "-m", "tests.support.mirrored_nonfinite",
                            str(tmp_path / "logs"), str(tmp_path / "out.json")],
-                          capture_output=True, text=True, env=env, timeout=600)
+                          capture_output=True, text=True, env=env, timeout=600, cwd=os.path.dirname(HERE))
     assert done.returncode == 0, done.stderr[-4000:]
     found = json.loads((tmp_path / "out.json").read_text())
     for fault, (_, step, verdict, layer) in FAULTS.items():

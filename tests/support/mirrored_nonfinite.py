@@ -3,7 +3,7 @@
 Run as a subprocess by tests/test_compiled_forensics.py (logical devices
 must be configured before TensorFlow initializes them)::
 
-    python tests/support/mirrored_nonfinite.py LOGDIR OUT.json
+    python -m tests.support.mirrored_nonfinite LOGDIR OUT.json   # from the repository root
 
 Two faults, each trained twice on the same seed and data (without and with
 ``GradLensCallback`` at its defaults), global batch 16 (8 per replica),
@@ -25,8 +25,6 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # tb_gradlens and tests.support from this checkout
 
 GLOBAL_BATCH = 16
 
