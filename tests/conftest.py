@@ -65,7 +65,7 @@ def gradlens_logdir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cli_logdir(tmp_path_factory):
-    """test_cli.py's training logdir (a healthy and a broken run), written once per
+    """tests/support/cli_logs.py's training logdir (a healthy and a broken run), written once per
     session: test_cli.py and test_cli_gate.py read it, none writes to it."""
     from tests.support.cli_logs import write_training_logdir
 

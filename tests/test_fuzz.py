@@ -19,7 +19,7 @@ from tests.support import gradlens_logs as logs
 from tests.support.plugin_client import PREFIX
 from tb_gradlens import metadata
 
-# Fixtures of test_plugin_routes (a real provider over gradlens_logs' logdir).
+# Fixtures of tests/support/plugin_client.py (a real provider over gradlens_logs' logdir).
 from tests.support.plugin_client import client  # noqa: F401
 from tests.support.plugin_client import logdir  # noqa: F401
 from tests.support.plugin_client import provider  # noqa: F401

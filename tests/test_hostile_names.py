@@ -2,7 +2,7 @@
 path separators, 10,000 characters, unicode and control characters.
 
 They must be shown literally in the tab (Playwright + Chromium against a
-real tensorboard, helpers of test_frontend.py) and in the command line
+real tensorboard, helpers of tests/support/frontend_page.py) and in the command line
 (control characters escaped), travel JSON-escaped through the routes, and
 never run as code.  The static route refuses path traversal through a real
 tensorboard process.

@@ -2,7 +2,7 @@
 reshaped tensors, failing writers, and the strict mode that raises instead.
 
 Every statistic is compared with an independent float64 NumPy computation
-(test_gradient_stats.reference_statistics / reference_histogram); sparse
+(tests/support/gradient_reference.py: reference_statistics / reference_histogram); sparse
 gradients with the table densified by NumPy (np.add.at), never by TF.
 """
 
