@@ -210,7 +210,8 @@ def main(argv=None):
     parser.add_argument("--models", default=",".join(benchmark_models.NAMES))
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, help="batches per fit call (default: 2 + benchmark_models.DEFAULT_STEPS)")
+    parser.add_argument("--batches", type=int,
+                        help="batches per fit call (default: 2 + benchmark_models.DEFAULT_STEPS)")
     parser.add_argument("--batch", type=int, help="batch size (default: benchmark_models.DEFAULT_BATCH)")
     parser.add_argument("--variants", help="comma list of the variants to run beside plain (default: all)")
     parser.add_argument("--json")

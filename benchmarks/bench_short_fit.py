@@ -160,7 +160,8 @@ def main(argv=None):
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--rounds", type=int, help="default 3 (--tiny: 1)")
     parser.add_argument("--steps", type=int, help="batches per fit (default 50; --tiny: 4)")
-    parser.add_argument("--batch", type=int, help="batch size (default 16; transformer: benchmark_models.DEFAULT_BATCH)")
+    parser.add_argument("--batch", type=int,
+                        help="batch size (default 16; transformer: benchmark_models.DEFAULT_BATCH)")
     parser.add_argument("--variants", action="append",
                         help="variants beside plain: a comma list of %s, or NAME=JSON of GradLensCallback "
                              "kwargs (one per --variants); repeatable (default: all)"

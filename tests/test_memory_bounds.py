@@ -39,7 +39,8 @@ def _write_run(run_dir, steps=5):
 
 
 def _plugin(logdir):
-    plugin = gradlens_plugin.GradLensPlugin(base_plugin.TBContext(data_provider=make_provider(logdir)[1], logdir=logdir))
+    context = base_plugin.TBContext(data_provider=make_provider(logdir)[1], logdir=logdir)
+    plugin = gradlens_plugin.GradLensPlugin(context)
     return plugin, werkzeug_test.Client(application.TensorBoardWSGI([plugin]))
 
 
