@@ -14,7 +14,7 @@ Also a one-off ``tb_gradlens.advise`` (eager, every unit at once): wall time,
 passes and units (deep models: consecutive layers grouped into at most
 ``max_units`` blocks).
 
-Run: python benchmarks/bench_advisor.py [--models mlp,transformer] [--tiny]
+Run: python -m benchmarks.bench_advisor [--models mlp,transformer] [--tiny]
 """
 
 import argparse
@@ -27,10 +27,10 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import models  # noqa: E402
-from bench_fit import BatchTimer  # noqa: E402
+from evaluation import benchmark_models  # noqa: E402
+from benchmarks.harness import BatchTimer  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
 
 
 def bench_model(name, tiny, rounds, batches, batch_size, units_per_step):
@@ -40,8 +40,8 @@ def bench_model(name, tiny, rounds, batches, batch_size, units_per_step):
     from tb_gradlens.keras import GradLensCallback
 
     rng = np.random.default_rng(0)
-    x, y = models.batch(name, batch_size * batches, rng, tiny)
-    probe = models.batch(name, batch_size, rng, tiny)
+    x, y = benchmark_models.batch(name, batch_size * batches, rng, tiny)
+    probe = benchmark_models.batch(name, batch_size, rng, tiny)
     tmp = tempfile.mkdtemp(prefix="gradlens_advisor_bench_")
     advisor = tb_gradlens.Advisor(probe, units_per_step=units_per_step)
     variants = {
@@ -54,7 +54,7 @@ def bench_model(name, tiny, rounds, batches, batch_size, units_per_step):
     fitted, callbacks = {}, {}
     for v, make in variants.items():
         keras.utils.set_random_seed(0)
-        model = models.build(name, "mixed_bfloat16", tiny=tiny)
+        model = benchmark_models.build(name, "mixed_bfloat16", tiny=tiny)
         model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
         fitted[v], callbacks[v] = model, make()
     per_round = {v: [] for v in variants}
@@ -67,7 +67,7 @@ def bench_model(name, tiny, rounds, batches, batch_size, units_per_step):
                 per_round[v].append(float(np.median(timer.times[1:])))
     plain, compare, advised = (np.array(per_round[v]) for v in ("plain", "compare", "compare_advisor"))
     keras.utils.set_random_seed(0)
-    model = models.build(name, "mixed_bfloat16", tiny=tiny)
+    model = benchmark_models.build(name, "mixed_bfloat16", tiny=tiny)
     model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
     start = time.perf_counter()
     once = tb_gradlens.advise(model, probe)
@@ -110,9 +110,7 @@ def main(argv=None):
         print("| %s | %d | %.1f | %.1f | %.1f | %.2fx | %.2f (%d) |" % (
             r["model"], r["units"], r["plain_ms_per_step"], r["compare_ms_per_step"], r["advisor_ms_per_step"],
             r["advisor_over_compare"], r["one_off_seconds"], r["one_off_passes"]))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    write_json(args.json, results)
     return 0
 
 

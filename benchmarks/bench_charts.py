@@ -33,9 +33,9 @@ Draw times are the main thread's busy time: from the trigger to the read back, l
 for the next frame where the kit's draw waits for layout (its ResizeObserver); "wall" includes it.
 Also prints the bytes each side ships as served (and gzip -9). Asserts nothing.
 
-    python benchmarks/bench_charts.py [--runs 20] [--steps 10000] [--rounds 7]
-    python benchmarks/bench_charts.py --static DIR   # the kit of another tree (or a changed copy)
-    python benchmarks/bench_charts.py --tiny     # seconds: what the test suite runs
+    python -m benchmarks.bench_charts [--runs 20] [--steps 10000] [--rounds 7]
+    python -m benchmarks.bench_charts --static DIR   # the kit of another tree (or a changed copy)
+    python -m benchmarks.bench_charts --tiny     # seconds: what the test suite runs
 """
 
 import argparse

@@ -8,7 +8,7 @@ good without checking them again.  Each round runs ``report`` in a fresh process
 (TensorBoard's TensorFlow stub, as the console script runs), alternating the two
 ways; the figure is the median of the rounds' wall times.
 
-    python benchmarks/bench_cli.py --logdir DIR [--rounds 2]    # e.g. frontend_logdir.py's 128 x 3,000
+    python -m benchmarks.bench_cli --logdir DIR [--rounds 2]    # e.g. frontend_logdir.py's 128 x 3,000
 """
 
 import argparse

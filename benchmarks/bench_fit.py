@@ -33,7 +33,7 @@ Variants:
   in_step_gradients     what gradients_every_step costs when written inside the train step
                         (tb_gradlens.summary in the traced step; a prototype for the callback)
 
-Run: python benchmarks/bench_fit.py [--models mlp,convnet,transformer,resnet50,mobilenet_v2]
+Run: python -m benchmarks.bench_fit [--models mlp,convnet,transformer,resnet50,mobilenet_v2]
        [--variants callback_not_logging,gradients_every_step,...] [--tiny]
 """
 
@@ -43,41 +43,16 @@ import json
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import models  # noqa: E402
-from bench_logging import _cell  # noqa: E402
-from bench_logging import spread  # noqa: E402
-from bench_logging import write_json  # noqa: E402
-
-
-class BatchTimer:
-    """Per-batch wall time of one fit call."""
-
-    def __new__(cls):
-        import keras
-
-        class _Timer(keras.callbacks.Callback):
-            def __init__(self):
-                super().__init__()
-                self.times = []
-                self.first_step = 0
-
-            def on_train_begin(self, logs=None):
-                self.first_step = int(self.model.optimizer.iterations.numpy())
-
-            def on_train_batch_begin(self, batch, logs=None):
-                self._t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                self.times.append(time.perf_counter() - self._t)
-
-        return _Timer()
+from evaluation import benchmark_models  # noqa: E402
+from benchmarks.harness import BatchTimer  # noqa: E402
+from benchmarks.harness import cell  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
 
 
 def in_step_gradients(log_dir):
@@ -163,7 +138,7 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     from tb_gradlens.keras import GradLensCallback
 
     rng = np.random.default_rng(0)
-    x, y = models.batch(name, batch_size * batches, rng, tiny)
+    x, y = benchmark_models.batch(name, batch_size * batches, rng, tiny)
     tmp = tempfile.mkdtemp(prefix="gradlens_fit_bench_")
     variants = {
         "plain": lambda: [],
@@ -198,7 +173,7 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
     fitted = {}
     for v in variants:
         keras.utils.set_random_seed(0)
-        model = models.build(name, "float32" if v == "float32_step" else "mixed_bfloat16", tiny=tiny)
+        model = benchmark_models.build(name, "float32" if v == "float32_step" else "mixed_bfloat16", tiny=tiny)
         model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
         fitted[v] = model
     per_round = {v: [] for v in variants if v != "gradients_every_4"}
@@ -232,18 +207,19 @@ def bench_model(name, tiny, rounds, batches, batch_size, only=None):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(models.NAMES))
+    parser.add_argument("--models", default=",".join(benchmark_models.NAMES))
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, help="batches per fit call (default: 2 + models.DEFAULT_STEPS)")
-    parser.add_argument("--batch", type=int, help="batch size (default: models.DEFAULT_BATCH)")
+    parser.add_argument("--batches", type=int,
+                        help="batches per fit call (default: 2 + benchmark_models.DEFAULT_STEPS)")
+    parser.add_argument("--batch", type=int, help="batch size (default: benchmark_models.DEFAULT_BATCH)")
     parser.add_argument("--variants", help="comma list of the variants to run beside plain (default: all)")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     results = []
     for name in args.models.split(","):
-        r = bench_model(name, args.tiny, args.rounds, args.batches or 2 + models.DEFAULT_STEPS[name],
-                        args.batch or models.DEFAULT_BATCH[name],
+        r = bench_model(name, args.tiny, args.rounds, args.batches or 2 + benchmark_models.DEFAULT_STEPS[name],
+                        args.batch or benchmark_models.DEFAULT_BATCH[name],
                         args.variants.split(",") if args.variants else None)
         results.append(r)
         print(json.dumps(r), flush=True)
@@ -268,7 +244,7 @@ def main(argv=None):
     for r in results:
         q = r["spread"]
         print("| %s | %d | %.1f | %s |" % (r["model"], r["batch"], r["plain_ms_per_step"], " | ".join(
-            _cell(q[key]) if key in q else "–" for key, _ in columns)))
+            cell(q[key]) if key in q else "–" for key, _ in columns)))
     write_json(args.json, results)
     return 0
 

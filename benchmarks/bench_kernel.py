@@ -9,7 +9,7 @@ steps, comparisons every 100 from step 100): the first with its tracing,
 the second traced already.  Printed: the median of the rounds per model and
 side, the on/off ratio and the rounds' spread.
 
-    python benchmarks/bench_kernel.py [--models mlp,convnet,transformer] [--rounds 3] [--steps 120]
+    python -m benchmarks.bench_kernel [--models mlp,convnet,transformer] [--rounds 3] [--steps 120]
 """
 
 import argparse
@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-import _paths  # noqa: F401 - the repository root and benchmarks/ on sys.path
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Small real models, each step short enough for 2 x 120 steps per process.
 SIZES = {
@@ -37,7 +37,7 @@ def child(name, steps):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
 
-    import models
+    from evaluation import benchmark_models
     from tb_gradlens.keras import GradLensCallback
     from tb_gradlens.numerics import kernel
 
@@ -46,13 +46,13 @@ def child(name, steps):
     keras.utils.set_random_seed(0)
     policy = "mixed_bfloat16"
     if name == "mlp":
-        model = models.mlp(policy)
+        model = benchmark_models.mlp(policy)
     elif name == "convnet":
-        model = models.convnet(policy, width=size["width"])
+        model = benchmark_models.convnet(policy, width=size["width"])
     else:
-        model = models.transformer(policy, **size)
+        model = benchmark_models.transformer(policy, **size)
     rng = np.random.default_rng(0)
-    x, y = models.batch(name, batch_size * steps, rng)
+    x, y = benchmark_models.batch(name, batch_size * steps, rng)
     if name == "transformer":
         x = x[:, :size["seq"]] % size["vocab"]
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
@@ -72,8 +72,8 @@ def run_child(name, steps, on):
     env.pop("TB_GRADLENS_KERNEL", None)
     if not on:
         env["TB_GRADLENS_KERNEL"] = "0"
-    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, "--steps", str(steps)],
-                          env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_kernel", "--child", name, "--steps", str(steps)],
+                          env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     for line in done.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT "):])

@@ -12,7 +12,7 @@ the steps the live run reached.  ``--before DIR`` measures an older source
 tree the same way (tensorboard imports tb_gradlens from its working
 directory), one after the other on the same logdir layout.
 
-    python benchmarks/bench_live.py --before /tmp/old_tree
+    python -m benchmarks.bench_live --before /tmp/old_tree
 """
 
 import argparse
@@ -29,7 +29,6 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
@@ -38,7 +37,6 @@ TAG = "gradients/grad_stats/live"
 
 WRITER = textwrap.dedent('''
     import sys, time
-    sys.path.insert(0, sys.argv[5])
     import numpy as np
     from tests.support import hostile_logs
     from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -99,7 +97,8 @@ def bench(static, tree, args):
         tb.wait_for(lambda d: len(d.get("runs", [])) >= args.runs, PREFIX + "runs", timeout=600)
         tb.get(PREFIX + "overview", timeout=600)  # the static runs read once (warm)
         writer = subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(logdir, "live"), str(args.rate),
-                                   str(args.seconds), str(args.variables), ROOT], stdout=subprocess.PIPE, text=True)
+                                   str(args.seconds), str(args.variables)], stdout=subprocess.PIPE, text=True,
+                                  cwd=ROOT)  # tests.support imports from the repository root
         tb.wait_for(lambda d: any(r["run"] == "live" for r in d.get("runs", [])), PREFIX + "runs", timeout=120)
         stop, lock, latencies = threading.Event(), threading.Lock(), {}
         headers = {"Accept-Encoding": "gzip, deflate"} if args.gzip else None

@@ -22,7 +22,7 @@ backend against a floor measured in the same rounds, one read of the same
 gradients (a reduce_sum of each, added up); and the event-file bytes per
 logged step of each writing variant.
 
-Run: python benchmarks/bench_logging.py [--models mlp,convnet,transformer,resnet50,mobilenet_v2] [--tiny]
+Run: python -m benchmarks.bench_logging [--models mlp,convnet,transformer,resnet50,mobilenet_v2] [--tiny]
 """
 
 import argparse
@@ -35,9 +35,11 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import models  # noqa: E402
+from benchmarks.harness import cell  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
+from evaluation import benchmark_models  # noqa: E402
 
 VARIANTS = ["lens_every_step", "lens_stats_only", "lens_not_logged", "scalars_per_variable", "histogram_per_var"]
 PASS_BACKENDS = ("kernel", "tf", "xla")
@@ -122,20 +124,6 @@ def dir_bytes(path):
     )
 
 
-def write_json(path, results):
-    """The results of a run as JSON (``--json``), for benchmarks/results/."""
-    if path:
-        with open(path, "w") as f:
-            json.dump(results, f, indent=1)
-
-
-def spread(ratios):
-    """{"median", "p25", "p75", "rounds"} of per-round ratios."""
-    r = np.asarray(ratios, np.float64)
-    return {"median": float(np.median(r)), "p25": float(np.percentile(r, 25)),
-            "p75": float(np.percentile(r, 75)), "rounds": int(r.size)}
-
-
 def pass_versus_floor(grads, rounds, reps):
     """The statistics pass of each backend against one read of the same
     gradients, interleaved; ratios per round, and ns per element."""
@@ -187,13 +175,13 @@ def bench_model(name, tiny, rounds, steps_per_round, batch_size, pass_rounds):
 
     policy = "mixed_bfloat16"
     keras.utils.set_random_seed(0)
-    model = models.build(name, policy, tiny=tiny)
+    model = benchmark_models.build(name, policy, tiny=tiny)
     n_params = int(sum(np.prod(v.shape) for v in model.trainable_variables))
     loss_fn = keras.losses.SparseCategoricalCrossentropy()
     optimizer = keras.optimizers.SGD(1e-3)
     rng = np.random.default_rng(0)
     batches = [
-        tuple(tf.constant(a) for a in models.batch(name, batch_size, rng, tiny))
+        tuple(tf.constant(a) for a in benchmark_models.batch(name, batch_size, rng, tiny))
         for _ in range(steps_per_round)
     ]
     tmp = tempfile.mkdtemp(prefix="gradlens_bench_")
@@ -261,10 +249,6 @@ def bench_model(name, tiny, rounds, steps_per_round, batch_size, pass_rounds):
     return result
 
 
-def _cell(s):
-    return "%.3fx (%.2f-%.2f)" % (s["median"], s["p25"], s["p75"])
-
-
 def format_table(results):
     lines = []
     header = "| model | params | vars | batch | base ms/step | " + " | ".join(
@@ -280,8 +264,8 @@ def format_table(results):
             "| %s | %d | %d | %d | %.1f | %s | %s | %s | %s | %s | %s | %d | %d | %d | %d |"
             % (
                 r["model"], r["parameters"], r["variables"], r["batch"], r["baseline_ms_per_step"],
-                _cell(q["lens_every_step"]), _cell(q["lens_stats_only"]), _cell(q["lens_not_logged"]),
-                _cell(q["scalars_per_variable"]), _cell(q["histogram_per_var"]), _cell(q["check_numerics"]),
+                cell(q["lens_every_step"]), cell(q["lens_stats_only"]), cell(q["lens_not_logged"]),
+                cell(q["scalars_per_variable"]), cell(q["histogram_per_var"]), cell(q["check_numerics"]),
                 b["lens_every_step"], b["lens_stats_only"], b["scalars_per_variable"], b["histogram_per_var"],
             )
         )
@@ -296,7 +280,7 @@ def format_table(results):
         cells = []
         for b in PASS_BACKENDS:
             s = p["pass"].get(b)
-            cells.append("%.2f, %s" % (s["ms"], _cell(s)) if s else "n/a")
+            cells.append("%.2f, %s" % (s["ms"], cell(s)) if s else "n/a")
         lines.append("| %s | %d | %.2f (%.2f) | %s |" % (
             r["model"], p["elements"], p["floor_ms"], p["floor_ns_per_element"], " | ".join(cells)))
     if results:
@@ -307,18 +291,18 @@ def format_table(results):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--models", default=",".join(models.NAMES))
+    parser.add_argument("--models", default=",".join(benchmark_models.NAMES))
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (for the test suite)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--pass-rounds", type=int, default=15, help="rounds of the pass-vs-floor timing")
-    parser.add_argument("--steps", type=int, help="steps per timed round (default: models.DEFAULT_STEPS)")
-    parser.add_argument("--batch", type=int, help="batch size (default: models.DEFAULT_BATCH)")
+    parser.add_argument("--steps", type=int, help="steps per timed round (default: benchmark_models.DEFAULT_STEPS)")
+    parser.add_argument("--batch", type=int, help="batch size (default: benchmark_models.DEFAULT_BATCH)")
     parser.add_argument("--json", help="also write the results to this JSON file")
     args = parser.parse_args(argv)
     results = []
     for name in args.models.split(","):
-        batch = args.batch or models.DEFAULT_BATCH[name]
-        r = bench_model(name, args.tiny, args.rounds, args.steps or models.DEFAULT_STEPS[name], batch,
+        batch = args.batch or benchmark_models.DEFAULT_BATCH[name]
+        r = bench_model(name, args.tiny, args.rounds, args.steps or benchmark_models.DEFAULT_STEPS[name], batch,
                         args.pass_rounds)
         results.append(r)
         print(json.dumps(r), flush=True)

@@ -9,8 +9,8 @@ request) and warm, ``alerts``, ``runs``.  ``--before DIR`` runs the same
 against an older source tree (``git archive <commit> | tar -x -C DIR``:
 tensorboard imports tb_gradlens from its working directory), side by side.
 
-    python benchmarks/bench_many_runs.py --runs 2000
-    python benchmarks/bench_many_runs.py --runs 2000 --before /tmp/old_tree
+    python -m benchmarks.bench_many_runs --runs 2000
+    python -m benchmarks.bench_many_runs --runs 2000 --before /tmp/old_tree
 """
 
 import argparse
@@ -21,7 +21,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 

@@ -28,10 +28,10 @@ pattern: distinct answers), against the pools it is configured with
 fixed margin.  Event files are framed here with batched CRCs
 (tb_gradlens.crc32c): TensorBoard's pure-Python writer takes minutes.
 
-    python benchmarks/bench_memory.py                      # 50,000 x 50, grad_stats
-    python benchmarks/bench_memory.py --steps 10000 --histograms
-    python benchmarks/bench_memory.py --steps 200 --variables 5   # seconds
-    python benchmarks/bench_memory.py --steps 200 --variables 4 --requests 20000 --cache-mb 64
+    python -m benchmarks.bench_memory                      # 50,000 x 50, grad_stats
+    python -m benchmarks.bench_memory --steps 10000 --histograms
+    python -m benchmarks.bench_memory --steps 200 --variables 5   # seconds
+    python -m benchmarks.bench_memory --steps 200 --variables 4 --requests 20000 --cache-mb 64
 """
 
 import argparse
@@ -49,13 +49,12 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from tensorboard.compat.proto import event_pb2  # noqa: E402
 from tensorboard.compat.proto import summary_pb2  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
 
-from soak import rss_bytes  # noqa: E402
+from benchmarks.soak import rss_bytes  # noqa: E402
 from tb_gradlens import crc32c  # noqa: E402
 from tb_gradlens import metadata  # noqa: E402
 from tb_gradlens import records  # noqa: E402
@@ -227,7 +226,7 @@ def main_requests(args, logdir):
     write_run(os.path.join(logdir, RUN), args.steps, args.variables, False)
     sources = [("this tree", ROOT)] + ([("before", args.before)] if args.before else [])
     bound = cache_mb + DERIVED_MB + ANSWERS_MB
-    from run import machine  # noqa: E402 - benchmarks/run.py: the machine line of every result
+    from benchmarks.harness import machine  # the machine line of every result
     print("machine: %s" % machine(), flush=True)
     print("%d requests (%d of each kind); pools %d MB (data %d + derived %d + answers %d), margin %d MB"
           % (args.requests, args.requests // 3, bound, cache_mb, DERIVED_MB, ANSWERS_MB, MARGIN_MB), flush=True)

@@ -22,7 +22,7 @@ around the compiled step and holds the values its replay needs).
 ``--mirrored``: under MirroredStrategy over two logical CPUs (the check's
 sums all-reduced every step), global batch twice the default.
 
-Run: python benchmarks/bench_nonfinite.py [--models mlp,transformer] [--rounds 15] [--first] [--jit | --mirrored]
+Run: python -m benchmarks.bench_nonfinite [--models mlp,transformer] [--rounds 15] [--first] [--jit | --mirrored]
 """
 
 import argparse
@@ -35,11 +35,10 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import models  # noqa: E402
-from bench_fit import BatchTimer  # noqa: E402
-from bench_logging import spread  # noqa: E402
+from evaluation import benchmark_models  # noqa: E402
+from benchmarks.harness import BatchTimer  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
 
 IDLE = dict(gradient_every=10**9, compare_every=10**9, start_step=10**9)
 
@@ -71,14 +70,14 @@ def bench_model(name, rounds, batches, batch_size, tiny=False, jit=False, mirror
     import keras
 
     rng = np.random.default_rng(0)
-    x, y = models.batch(name, batch_size * batches, rng, tiny)
+    x, y = benchmark_models.batch(name, batch_size * batches, rng, tiny)
     tmp = tempfile.mkdtemp(prefix="gradlens_nonfinite_bench_")
     variants = ("plain", "checked", "unchecked")
     fitted, callbacks = {}, {}
     for v in variants:
         keras.utils.set_random_seed(0)
         with _strategy(mirrored):
-            model = models.build(name, "mixed_bfloat16", tiny=tiny)
+            model = benchmark_models.build(name, "mixed_bfloat16", tiny=tiny)
             model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy",
                           jit_compile=jit)
         fitted[v], callbacks[v] = model, _callbacks(v, tmp)
@@ -105,12 +104,12 @@ def first_call(name, batch_size, tiny=False):
     import keras
 
     rng = np.random.default_rng(0)
-    x, y = models.batch(name, 2 * batch_size, rng, tiny)
+    x, y = benchmark_models.batch(name, 2 * batch_size, rng, tiny)
     tmp = tempfile.mkdtemp(prefix="gradlens_nonfinite_first_")
     out = {}
     for v in ("plain", "checked", "unchecked"):
         keras.utils.set_random_seed(0)
-        model = models.build(name, "mixed_bfloat16", tiny=tiny)
+        model = benchmark_models.build(name, "mixed_bfloat16", tiny=tiny)
         model.compile(optimizer=keras.optimizers.SGD(1e-3), loss="sparse_categorical_crossentropy")
         start = time.perf_counter()
         model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, shuffle=False, callbacks=_callbacks(v, tmp))
@@ -134,10 +133,10 @@ def main(argv=None):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     for name in args.models.split(","):
-        batch = models.DEFAULT_BATCH[name] * (2 if args.mirrored else 1)
+        batch = benchmark_models.DEFAULT_BATCH[name] * (2 if args.mirrored else 1)
         result = bench_model(name, args.rounds, args.batches, batch, args.tiny, args.jit, args.mirrored)
         if args.first:
-            result["first_call_s"] = first_call(name, models.DEFAULT_BATCH[name], args.tiny)
+            result["first_call_s"] = first_call(name, benchmark_models.DEFAULT_BATCH[name], args.tiny)
         print(json.dumps(result), flush=True)
     return 0
 

@@ -12,7 +12,7 @@ after one warm-up, results read back to the host):
   divergence       numerics.divergence_metrics over every layer output of one
                    training forward pass against a float32 copy times 1.001
 
-Run: python benchmarks/bench_passes.py [--models transformer,resnet50] [--rounds 15] [--activations]
+Run: python -m benchmarks.bench_passes [--models transformer,resnet50] [--rounds 15] [--activations]
 """
 
 import argparse
@@ -24,9 +24,8 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import models  # noqa: E402
+from evaluation import benchmark_models  # noqa: E402
 
 
 def _median_ms(fn, rounds):
@@ -47,7 +46,7 @@ def bench_model(name, rounds, activations, tiny=False):
     from tb_gradlens import compare
     from tb_gradlens import numerics
 
-    model = models.build(name, "mixed_bfloat16", tiny=tiny)
+    model = benchmark_models.build(name, "mixed_bfloat16", tiny=tiny)
     variables = model.trainable_variables
     grads = [tf.random.normal(v.shape) * 1e-3 for v in variables]
     sizes = [int(np.prod(v.shape)) for v in variables]
@@ -73,7 +72,7 @@ def bench_model(name, rounds, activations, tiny=False):
         "update pass": _median_ms(lambda: update(grads), rounds),
     }}
     if activations:
-        x, _ = models.batch(name, models.DEFAULT_BATCH[name], np.random.default_rng(0), tiny)
+        x, _ = benchmark_models.batch(name, benchmark_models.DEFAULT_BATCH[name], np.random.default_rng(0), tiny)
         recorder = compare.ActivationRecorder(model, keep_tensors=True)
         with recorder:
             model(x, training=True)

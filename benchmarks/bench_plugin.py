@@ -12,7 +12,7 @@ scalars plugin serving the same numbers.
 Event files are written with TensorBoard's own EventFileWriter (no
 TensorFlow needed), in the gradlens format of tb_gradlens.metadata.
 
-Run: python benchmarks/bench_plugin.py [--runs 20 --steps 10000 --variables 200]
+Run: python -m benchmarks.bench_plugin [--runs 20 --steps 10000 --variables 200]
 """
 
 import argparse
@@ -28,7 +28,6 @@ import urllib.parse
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from tensorboard.compat.proto import event_pb2  # noqa: E402
 from tensorboard.compat.proto import summary_pb2  # noqa: E402

@@ -21,7 +21,7 @@ jit_compile=True.  Side by side in one process, interleaved:
                   comparison step: the lens's parts are traced then too) /
                   without.
 
-Run: python benchmarks/bench_real_models.py [--models mobilenet_v2,resnet50]
+Run: python -m benchmarks.bench_real_models [--models mobilenet_v2,resnet50]
      [--tiny] [--rounds R] [--first-rounds F] [--batches N] [--json PATH]
 --tiny runs the zoo's small BatchNorm+Dropout CNN for a few batches (what
 the test suite runs; no timing is asserted).
@@ -36,11 +36,9 @@ import tempfile
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-HERE = os.path.dirname(os.path.abspath(__file__))
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-from tests.support import real_models  # noqa: E402
-from bench_fit import BatchTimer  # noqa: E402
+from evaluation import real_models  # noqa: E402
+from benchmarks.harness import BatchTimer  # noqa: E402
 
 POLICY = "mixed_bfloat16"
 FAR = 10**9

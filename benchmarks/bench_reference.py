@@ -15,7 +15,7 @@ variables) against each, and ``tf32`` and ``float64`` as a ratio to
 ``ieee``.  Cost: the traced reference pass, median of ``--rounds`` calls
 after a warm-up, float64 against float32 on this CPU (no emulation).
 
-Run: python benchmarks/bench_reference.py [--models mlp,transformer,convnet] [--rounds 10] [--tiny]
+Run: python -m benchmarks.bench_reference [--models mlp,transformer,convnet] [--rounds 10] [--tiny]
 """
 
 import argparse
@@ -27,9 +27,8 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import models  # noqa: E402
+from evaluation import benchmark_models  # noqa: E402
 
 POLICIES = ("mixed_float16", "mixed_bfloat16")
 
@@ -61,9 +60,9 @@ def bench(name, policy, rounds, tiny):
     from tb_gradlens import compare
 
     keras.utils.set_random_seed(0)
-    model = models.build(name, policy, tiny=tiny)
+    model = benchmark_models.build(name, policy, tiny=tiny)
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-    x, y = models.batch(name, models.DEFAULT_BATCH[name], np.random.default_rng(0), tiny)
+    x, y = benchmark_models.batch(name, benchmark_models.DEFAULT_BATCH[name], np.random.default_rng(0), tiny)
     x, y = tf.constant(x), tf.constant(y)
     candidate = compare.KerasPass(model, compare.Variant(None), activations=False)
     cand_grads = [np.asarray(tf.convert_to_tensor(g)) for g in candidate(x, y)[1]]

@@ -2,9 +2,9 @@
 
 keras.applications DenseNet121, EfficientNetB0, ConvNeXtTiny and ResNet50
 (weights=None, 32x32 inputs, 10 classes, float32 softmax as in the zoo of
-tests/support/real_models.py) and the ~5M transformer of benchmarks/models.py;
+evaluation/real_models.py) and the ~5M transformer of evaluation/benchmark_models.py;
 mixed_bfloat16, Adam, sparse categorical crossentropy, jit_compile as Keras
-chooses ("auto": off on CPU), batch 16 (transformer: models.DEFAULT_BATCH).
+chooses ("auto": off on CPU), batch 16 (transformer: benchmark_models.DEFAULT_BATCH).
 Every fit is model.fit(epochs=1, verbose=0) of --steps batches on a fresh
 model, built with the same seed after keras.backend.clear_session(), so that
 every fit traces Keras' train function (and the lens's steps) anew.  The
@@ -35,7 +35,7 @@ batches' time beyond Keras' own first trace (it counts one ordinary step per
 slow batch after the first, a median batch each), shown beside plain's first
 batch.
 
-Run: python benchmarks/bench_short_fit.py --models densenet121 [--steps 50] [--rounds 3]
+Run: python -m benchmarks.bench_short_fit --models densenet121 [--steps 50] [--rounds 3]
        [--variants defaults,gradient_every_1] [--variants 'every_5={"gradient_every": 5}']
        [--no-warmup] [--tiny] [--json PATH]
 --tiny runs the zoo's small BatchNorm+Dropout CNN (or --models at their tiny
@@ -52,15 +52,13 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-HERE = os.path.dirname(os.path.abspath(__file__))
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import models  # noqa: E402
-from tests.support import real_models  # noqa: E402
-from bench_fit import BatchTimer  # noqa: E402
-from bench_logging import _cell  # noqa: E402
-from bench_logging import spread  # noqa: E402
-from bench_logging import write_json  # noqa: E402
+from evaluation import benchmark_models  # noqa: E402
+from evaluation import real_models  # noqa: E402
+from benchmarks.harness import BatchTimer  # noqa: E402
+from benchmarks.harness import cell  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
 
 POLICY = "mixed_bfloat16"
 APPLICATIONS = {"densenet121": "DenseNet121", "efficientnet_b0": "EfficientNetB0",
@@ -85,8 +83,8 @@ def build_and_data(name, rows, tiny):
     if name in APPLICATIONS:
         model = real_models._application(getattr(keras.applications, APPLICATIONS[name]), POLICY, 32, 0)
         data = real_models.images(32)(rows, rng)
-    elif name in models.NAMES:
-        model, data = models.build(name, POLICY, tiny=tiny), models.batch(name, rows, rng, tiny)
+    elif name in benchmark_models.NAMES:
+        model, data = benchmark_models.build(name, POLICY, tiny=tiny), benchmark_models.batch(name, rows, rng, tiny)
     else:
         model, data = real_models.ZOO[name].build(POLICY), real_models.ZOO[name].data(rows, rng)
     model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy")
@@ -162,7 +160,8 @@ def main(argv=None):
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--rounds", type=int, help="default 3 (--tiny: 1)")
     parser.add_argument("--steps", type=int, help="batches per fit (default 50; --tiny: 4)")
-    parser.add_argument("--batch", type=int, help="batch size (default 16; transformer: models.DEFAULT_BATCH)")
+    parser.add_argument("--batch", type=int,
+                        help="batch size (default 16; transformer: benchmark_models.DEFAULT_BATCH)")
     parser.add_argument("--variants", action="append",
                         help="variants beside plain: a comma list of %s, or NAME=JSON of GradLensCallback "
                              "kwargs (one per --variants); repeatable (default: all)"
@@ -180,7 +179,7 @@ def main(argv=None):
             one_fit(TINY_MODEL, kwargs, 2, 16, logdir, True)
     results = []
     for name in names:
-        batch_size = args.batch or (models.DEFAULT_BATCH["transformer"] if name == "transformer" else 16)
+        batch_size = args.batch or (benchmark_models.DEFAULT_BATCH["transformer"] if name == "transformer" else 16)
         results.append(bench_model(name, variants, rounds, steps, batch_size, logdir, args.tiny))
         print(json.dumps({k: v for k, v in results[-1].items() if k != "fits"}), flush=True)
     print("| model | variant | fit s | fit / plain | first batch s | median batch ms | slow batches "
@@ -189,7 +188,7 @@ def main(argv=None):
     for r in results:
         for v, s in r["variants"].items():
             print("| %s | %s | %.1f | %s | %.2f | %.1f | %s | %.2f | %.2fx |" % (
-                r["model"], v, s["total_s"], "–" if v == "plain" else _cell(s["ratio"]), s["first_batch_s"],
+                r["model"], v, s["total_s"], "–" if v == "plain" else cell(s["ratio"]), s["first_batch_s"],
                 s["median_batch_ms"], " / ".join(",".join(map(str, b)) or "none" for b in s["slow_batches"]),
                 s["extra_first_batches_s"], s["extra_first_batches_s"] / r["plain_first_batch_s"]))
     write_json(args.json, results)

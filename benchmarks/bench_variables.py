@@ -18,7 +18,7 @@ takes tens of minutes and gigabytes (10^5: killed after 22 minutes at
 8 GB).  The histogram runs stop at ``--histogram-max`` (default 10^5): its
 record alone is 1,124 bytes per variable and step.
 
-Run: python benchmarks/bench_variables.py [--counts 10000,100000,1000000] [--tiny]
+Run: python -m benchmarks.bench_variables [--counts 10000,100000,1000000] [--tiny]
 """
 
 import argparse
@@ -31,9 +31,8 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-from bench_logging import write_json  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
 
 StandIn = collections.namedtuple("StandIn", ("path", "dtype", "shape"))
 

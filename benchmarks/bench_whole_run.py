@@ -12,7 +12,7 @@ CPU).
 Models: ``convnet`` (three Conv2D+BatchNorm+ReLU blocks, 32x32, batch 32),
 ``resnet50`` and ``efficientnet_b0`` (keras.applications, weights=None,
 32x32, batch 16), ``transformer`` (the keras-io text classifier with Dropout
-of tests/support/real_models.py, batch 16), ``mlp`` (the README demo's MLP
+of evaluation/real_models.py, batch 16), ``mlp`` (the README demo's MLP
 on digits, batch 64).
 
 Measured per fit: the wall time of the whole ``model.fit`` call, and the
@@ -35,7 +35,7 @@ ratio with its interquartile range over rounds (bench_logging.spread).  Both
 clocks: wall time, and the process's CPU time (all threads), which other
 tenants of a loaded machine disturb less (a table each).
 
-Run: python benchmarks/bench_whole_run.py [--models convnet,mlp] [--steps 2000] [--rounds 3]
+Run: python -m benchmarks.bench_whole_run [--models convnet,mlp] [--steps 2000] [--rounds 3]
        [--tiny] [--json PATH]
 --tiny: the MLP and the conv net at 24 steps, 1 round (no timing asserted).
 """
@@ -50,12 +50,11 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-from bench_logging import _cell  # noqa: E402
-from bench_logging import spread  # noqa: E402
-from bench_logging import write_json  # noqa: E402
-from tests.support import real_models  # noqa: E402
+from benchmarks.harness import cell  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_json  # noqa: E402
+from evaluation import real_models  # noqa: E402
 
 POLICY = "mixed_bfloat16"
 NAMES = ("convnet", "resnet50", "transformer", "efficientnet_b0", "mlp")
@@ -191,7 +190,7 @@ def table(results, clock):
              + " | ".join("%s %%" % p for p in PARTS) + " |", "|" + "---|" * (6 + len(PARTS))]
     for r in (r[clock] for r in results):
         lines.append("| %s | %d | %d | %.1f | %.1f | %s | %s |" % (
-            r["model"], r["steps"], r["batch"], r["plain_s"], r["lens_s"], _cell(r["ratio"]),
+            r["model"], r["steps"], r["batch"], r["plain_s"], r["lens_s"], cell(r["ratio"]),
             " | ".join("%+.1f" % (100 * r["parts"][p]) for p in PARTS)))
     return "\n".join(lines)
 

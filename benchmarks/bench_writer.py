@@ -12,7 +12,7 @@ Variants, interleaved in rounds in one process, on the same batches:
 
 Prints ms per step and the ratio to ``plain`` (median over rounds).
 
-    python benchmarks/bench_writer.py [--rounds 7 --steps 40]
+    python -m benchmarks.bench_writer [--rounds 7 --steps 40]
 """
 
 import argparse
@@ -24,7 +24,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -38,7 +37,7 @@ def main(argv=None):
     import tensorflow as tf
     import keras
 
-    from tests.support import real_models
+    from evaluation import real_models
     import tb_gradlens
 
     logdir = tempfile.mkdtemp(prefix="gradlens_writer_")

@@ -1,7 +1,7 @@
 """docs/tab.png: the GradLens tab inside TensorBoard on a real demo logdir.
 
     python -m tb_gradlens demo --no-serve --logdir /tmp/gl_shot --steps 60
-    python benchmarks/docs_screenshot.py /tmp/gl_shot docs/tab.png [VIEW, default divergence]
+    python -m benchmarks.docs_screenshot /tmp/gl_shot docs/tab.png [VIEW, default divergence]
 
 Starts TensorBoard on 127.0.0.1 (a free port), opens the tab at 1400x900 in
 Chromium (/usr/bin/chromium), waits until the view is drawn, saves a PNG.
@@ -9,7 +9,6 @@ Chromium (/usr/bin/chromium), waits until the view is drawn, saves a PNG.
 
 import sys
 
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 

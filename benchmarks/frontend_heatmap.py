@@ -6,7 +6,7 @@ NaN/Inf cells, and times heatmap() - colors anchored at a tolerance, ImageData p
 step value, axes, row labels and legend - until the canvas is drawn.  Prints the times; asserts
 nothing.
 
-    python benchmarks/frontend_heatmap.py [--rows 200] [--steps 10000] [--repeat 5]
+    python -m benchmarks.frontend_heatmap [--rows 200] [--steps 10000] [--repeat 5]
 """
 
 import argparse

@@ -13,7 +13,7 @@ Runs:
   float32          grad_stats every step and the ``loss`` scalar.
   float32_seed1    the ``loss`` scalar only (the noise floor of Compare).
 
-    python benchmarks/frontend_logdir.py DIR [--variables 128 --steps 3000]
+    python -m benchmarks.frontend_logdir DIR [--variables 128 --steps 3000]
 """
 
 import argparse
@@ -25,7 +25,6 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from tensorboard.compat.proto import event_pb2  # noqa: E402
 from tensorboard.compat.proto import summary_pb2  # noqa: E402

@@ -16,8 +16,8 @@ histogram drawn), in ms since the page started loading.
 
 Prints one table per size and loader; asserts nothing.
 
-    python benchmarks/frontend_views.py [--sizes demo,128x3000,200x10000] [--loaders false,true]
-    python benchmarks/frontend_views.py --tiny      # seconds, one TensorBoard: what the test suite runs
+    python -m benchmarks.frontend_views [--sizes demo,128x3000,200x10000] [--loaders false,true]
+    python -m benchmarks.frontend_views --tiny      # seconds, one TensorBoard: what the test suite runs
 """
 
 import argparse
@@ -30,9 +30,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-import frontend_logdir  # noqa: E402
+from benchmarks import frontend_logdir  # noqa: E402
 from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"

@@ -18,7 +18,7 @@ On one GPU (and on this CPU, where the GPU rows are marked "not run"):
   fresh process: determinism cannot be switched off): the largest relative
   difference between the two.
 
-Run: python benchmarks/gpu_check.py [--tiny]    (rows go to BENCHMARKS.md by hand, naming the card)
+Run: python -m benchmarks.gpu_check [--tiny]    (rows go to BENCHMARKS.md by hand, naming the card)
 """
 
 import argparse
@@ -31,9 +31,8 @@ import tempfile
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOT_RUN = "not run (no GPU here)"
 
 
@@ -122,7 +121,7 @@ def demo_rows(devices, batch):
 def nan_rows(devices, batch):
     import keras
 
-    from tests.support import real_models
+    from evaluation import real_models
     from tests.support.readback import multiplexer_provider
     from tb_gradlens.analysis import replays
     from tb_gradlens.serving import reading
@@ -186,8 +185,9 @@ def twice_rows(devices, batch):
             if device not in devices:
                 rows.append(("float32 step twice", setting, device, NOT_RUN))
                 continue
-            done = subprocess.run([sys.executable, __file__, "--twice", device, str(int(deterministic)),
-                                   "--batch", str(batch)], capture_output=True, text=True, timeout=600)
+            done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--twice", device,
+                                   str(int(deterministic)), "--batch", str(batch)],
+                                  capture_output=True, text=True, timeout=600, cwd=ROOT)
             if done.returncode:
                 rows.append(("float32 step twice", setting, device, "failed: %s" % done.stderr.strip()[-200:]))
                 continue

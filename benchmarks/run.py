@@ -1,7 +1,8 @@
 """Run every benchmark and print their tables: the one benchmark command.
 
-    python benchmarks/run.py            # full sizes (about an hour on 2 cores)
-    python benchmarks/run.py --tiny     # seconds: checks that everything runs
+    python -m benchmarks.run            # full sizes (about an hour on 2 cores)
+    python -m benchmarks.run --tiny     # seconds: checks that everything runs
+    python -m benchmarks.run --tiny --json results.json   # and every result as JSON
 
 Full sizes: logging overhead on the MLP, the 0.6M conv net, the ~5M
 transformer, ResNet50 and MobileNetV2 (custom loop and model.fit), the
@@ -26,43 +27,26 @@ BENCHMARKS.md by hand, with the machine, versions and date this prints.
 """
 
 import argparse
-import datetime
+import json
 import os
-import platform
 import subprocess
 import sys
+import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from benchmarks.harness import machine
 
-
-def machine():
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    import numpy
-    import tensorboard
-
-    versions = "python %s, numpy %s, tensorboard %s" % (platform.python_version(), numpy.__version__,
-                                                        tensorboard.__version__)
-    try:
-        import keras
-        import tensorflow as tf
-
-        versions += ", tensorflow %s, keras %s" % (tf.__version__, keras.__version__)
-    except ImportError:
-        pass
-    return "%s, %d cores; %s; %s" % (cpu, os.cpu_count(), versions, datetime.date.today().isoformat())
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The benchmarks that write their results with --json (benchmarks.harness.write_json).
+WRITES_JSON = {"bench_logging", "bench_fit", "bench_variables", "bench_short_fit", "bench_whole_run",
+               "bench_advisor"}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes, for the test suite")
+    parser.add_argument("--json", help="also write every benchmark's results to this JSON file: the machine line, "
+                                       "and per benchmark its command, exit code and results (those that write "
+                                       "JSON)")
     parser.add_argument("--only", help="comma list of: logging,passes,fit,nonfinite,variables,real_models,short_fit,"
                                        "whole_run,plugin,"
                                        "frontend,charts,views,writer,memory,advisor,reference,gpu_check")
@@ -71,7 +55,8 @@ def main(argv=None):
              "writer,memory,advisor,"
              "reference,gpu_check")
     only = set((args.only or every).split(","))
-    print("machine: " + machine(), flush=True)
+    machine_line = machine()
+    print("machine: " + machine_line, flush=True)
     tiny = args.tiny
     jobs = {
         "logging": ["bench_logging.py"] + (["--tiny", "--models", "mlp,transformer", "--rounds", "1", "--steps", "2",
@@ -100,14 +85,27 @@ def main(argv=None):
         "gpu_check": ["gpu_check.py"] + (["--tiny"] if tiny else []),
     }
     status = 0
+    gathered = {"machine": machine_line, "tiny": tiny, "benchmarks": {}}
+    scratch = tempfile.mkdtemp(prefix="gradlens_run_")
     for name, cmd in jobs.items():
         if (name not in only and name.split("_")[0] not in only) or cmd is None:  # memory_histograms: memory
             continue
         print("\n## %s: %s" % (name, " ".join(cmd)), flush=True)
-        rc = subprocess.call([sys.executable, os.path.join(HERE, cmd[0])] + cmd[1:])
+        module = cmd[0][:-len(".py")]
+        results_path = os.path.join(scratch, name + ".json")
+        extra = ["--json", results_path] if args.json and module in WRITES_JSON else []
+        rc = subprocess.call([sys.executable, "-m", "benchmarks." + module] + cmd[1:] + extra, cwd=ROOT)
         if rc:
             print("%s exited with %d" % (name, rc), flush=True)
             status = 1
+        results = None
+        if extra and os.path.exists(results_path):
+            with open(results_path) as f:
+                results = json.load(f)
+        gathered["benchmarks"][name] = {"command": " ".join(cmd), "exit_code": rc, "results": results}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(gathered, f, indent=1)
     return status
 
 

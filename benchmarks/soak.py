@@ -16,8 +16,8 @@ children (the Rust data server) over time.  Bounded in time
 tests/test_soak.py runs a short form and asserts on errors and memory,
 never on timing.
 
-    python benchmarks/soak.py                # the full 60 s form, 4 clients
-    python benchmarks/soak.py --seconds 20 --load-fast false --clients 8
+    python -m benchmarks.soak                # the full 60 s form, 4 clients
+    python -m benchmarks.soak --seconds 20 --load-fast false --clients 8
 """
 
 import argparse
@@ -33,7 +33,6 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
 from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 

@@ -2,9 +2,10 @@
 fixtures more than one test module uses.
 
 Imports: the repository root is first on ``sys.path`` (``tb_gradlens`` is the
-source tree; the helpers are ``tests.support.<module>``), and benchmarks/ is on it
-for the tests that run a benchmark's quick form (``import alert_zoo``).  pytest
-itself puts tests/ on the path (the ``from test_analysis import ...`` helpers).
+source tree), so the helpers import as ``tests.support.<module>``, the model zoo
+and the judges as ``evaluation.<module>`` and a benchmark as
+``benchmarks.<module>``.  No test module imports another: what several share is
+in tests/support/.
 
 Markers (``pytest --strict-markers`` knows them): ``browser`` needs Chromium,
 ``tensorboard`` starts a real TensorBoard process, ``slow`` takes more than about
@@ -17,10 +18,8 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCHMARKS = os.path.join(ROOT, "benchmarks")
-for _path in (BENCHMARKS, ROOT):  # ROOT ends up first
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
+if sys.path[:1] != [ROOT]:
+    sys.path.insert(0, ROOT)
 
 
 import pytest  # noqa: E402
@@ -66,9 +65,9 @@ def gradlens_logdir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cli_logdir(tmp_path_factory):
-    """test_cli.py's training logdir (a healthy and a broken run), written once per
+    """tests/support/cli_logs.py's training logdir (a healthy and a broken run), written once per
     session: test_cli.py and test_cli_gate.py read it, none writes to it."""
-    from test_cli import write_training_logdir
+    from tests.support.cli_logs import write_training_logdir
 
     path = str(tmp_path_factory.mktemp("cli") / "logs")
     write_training_logdir(path)

@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 from werkzeug import test as werkzeug_test
 
-from tests.support import real_models
+from evaluation import real_models
 from tests.support import readback
 import tb_gradlens
 from tb_gradlens import metadata
@@ -409,7 +409,7 @@ def test_a_large_residual_stream_is_recommended_and_named_as_the_stream():
     Dense that makes it and its Add layers), verified within the limits, and the advice names it as the
     stream.  Switched to float32, the stream turns the attention key bias's gradient (zero by the
     softmax's symmetry) from an exact 0 into 16-bit noise around 0, which is no harm."""
-    import zoo_faults  # benchmarks/ (tests/conftest.py puts it on sys.path)
+    from evaluation import zoo_faults
 
     from tb_gradlens.analysis import advice as advice_analysis
 

@@ -17,15 +17,15 @@ import os
 import numpy as np
 import pytest
 
-from tests.support import real_models
+from evaluation import real_models
 import tb_gradlens
 from tests.support.tb_server import TensorBoardProcess
-from test_frontend import PREFIX
-from test_frontend import Page
-from test_frontend import browser  # noqa: F401 (the fixture)
-from test_frontend import navigate
-from test_frontend import open_tab
-from test_frontend import screenshot
+from tests.support.frontend_page import PREFIX
+from tests.support.frontend_page import Page
+from tests.support.frontend_page import browser  # noqa: F401 (the fixture)
+from tests.support.frontend_page import navigate
+from tests.support.frontend_page import open_tab
+from tests.support.frontend_page import screenshot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.tensorboard]  # advises on a real model, in Chromium
 

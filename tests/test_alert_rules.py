@@ -17,8 +17,8 @@ from tb_gradlens.analysis import tolerances
 from tb_gradlens.serving import routes_impl
 from tb_gradlens.writing import summary_ops
 
-from test_analysis import make_series
-from test_analysis import source_of
+from tests.support.readback import make_series
+from tests.support.readback import source_of
 
 U = float_formats.unit_roundoff("bfloat16")  # 2^-8
 T = analysis.DEFAULT_THRESHOLDS

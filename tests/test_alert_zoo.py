@@ -1,4 +1,4 @@
-"""The alert zoo's subset (benchmarks/alert_zoo.py --tiny): real trainings, real alerts.
+"""The alert zoo's subset (evaluation/alert_zoo.py --tiny): real trainings, real alerts.
 
 What a user needs: the README demo's MLP in the recommended mixed_bfloat16 setup
 (and in float32) raises no warning and no error; each injected fault raises its
@@ -9,7 +9,7 @@ LSTM, a BatchNorm+Dropout CNN) is the benchmark's: BENCHMARKS.md.
 
 import pytest
 
-import alert_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)
+from evaluation import alert_zoo
 
 pytestmark = [pytest.mark.slow]  # trains real models
 

@@ -6,24 +6,14 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorboard.backend.event_processing import data_provider as mux_provider
-from tensorboard.backend.event_processing import plugin_event_multiplexer
 
 from tb_gradlens import analysis
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens import summary
-from tb_gradlens.serving import reading
 from tb_gradlens.writing import summary_ops
-
-
-def source_of(logdir):
-    multiplexer = plugin_event_multiplexer.EventMultiplexer(
-        tensor_size_guidance={metadata.PLUGIN_NAME: 0}
-    )
-    multiplexer.AddRunsFromDirectory(logdir)
-    multiplexer.Reload()
-    return reading.Source(mux_provider.MultiplexerDataProvider(multiplexer, logdir))
+from tests.support.readback import make_series
+from tests.support.readback import source_of
 
 
 def alerts_of(logdir, code, **thresholds):
@@ -32,18 +22,6 @@ def alerts_of(logdir, code, **thresholds):
     )
     assert problems == []
     return [a for a in found if a.code == code]
-
-
-def make_series(kind, table, extras=None, steps=None, rows=None):
-    """A reading.Series of ``table`` float32 [S, R, C] with the kind's columns
-    (a table with the columns of format version 1, without the stable-rounding
-    column, is a version 1 record: judged by the depth formula)."""
-    table = np.asarray(table, np.float32)
-    rows = rows or ["v%d" % i for i in range(table.shape[1])]
-    version = 1 if table.shape[-1] == len(metadata.kind_columns(kind, 1)) != len(metadata.KIND_COLUMNS[kind]) else 2
-    record = metadata.RecordMetadata(kind, rows, metadata.kind_columns(kind, version), extras, version)
-    steps = np.arange(len(table), dtype=np.int64) * 10 if steps is None else np.asarray(steps)
-    return reading.Series("run", "tag/" + kind, record, steps, steps.astype(np.float64), table)
 
 
 # ---------------------------------------------------------------------------

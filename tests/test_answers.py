@@ -20,7 +20,7 @@ from tb_gradlens.analysis import answers
 from tb_gradlens.analysis import tolerances
 from tb_gradlens.analysis.codes import DEFAULT_THRESHOLDS
 from tb_gradlens.serving import routes_impl
-from test_analysis import source_of
+from tests.support.readback import source_of
 from tests.support import hostile_logs
 
 STEPS = list(range(0, 120, 10))

@@ -1,5 +1,8 @@
-"""The benchmark command runs at a tiny size and prints its tables (no timing asserts)."""
+"""The benchmark command runs at a tiny size, prints its tables and writes its results
+as JSON (``--json``): the machine line, every benchmark's exit code and, for those
+that write JSON, the rows of their tables (no timing asserts)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -11,9 +14,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.tensorboard]  # every benchmark's ti
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_benchmark_command_runs_at_tiny_size():
+def test_benchmark_command_runs_at_tiny_size(tmp_path):
+    results_path = str(tmp_path / "results.json")
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "run.py"), "--tiny"],
+        [sys.executable, "-m", "benchmarks.run", "--tiny", "--json", results_path],
         capture_output=True, text=True, timeout=900, cwd=ROOT,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
     )
@@ -48,3 +52,28 @@ def test_benchmark_command_runs_at_tiny_size():
     assert "| float32 probe | TF32 switch on | CPU | IEEE float32, 24 bits;" in hardware
     assert "| float32 probe | TF32 switch on | GPU | not run (no GPU here) |" in hardware
     assert "| NaN model, defaults | jit_compile='auto' -> False | CPU | replayed step 2: not precision" in hardware
+
+    # The same run's --json: what the tables above print, as numbers.
+    with open(results_path) as f:
+        gathered = json.load(f)
+    assert out.startswith("machine: " + gathered["machine"] + "\n") and gathered["tiny"] is True
+    benchmarks = gathered["benchmarks"]
+    assert {name: b["exit_code"] for name, b in benchmarks.items()} == dict.fromkeys(
+        ["logging", "passes", "fit", "nonfinite", "variables", "real_models", "short_fit", "whole_run", "plugin",
+         "frontend", "views", "writer", "memory", "advisor", "reference", "gpu_check"], 0)
+    logging_rows = {r["model"]: r for r in benchmarks["logging"]["results"]}
+    assert sorted(logging_rows) == ["mlp", "transformer"]
+    assert (logging_rows["mlp"]["parameters"], logging_rows["mlp"]["variables"], logging_rows["mlp"]["batch"]) == (
+        55050, 6, 64)
+    assert all(s["p25"] <= s["median"] <= s["p75"] for s in logging_rows["mlp"]["spread"].values())
+    assert [(r["model"], r["batch"]) for r in benchmarks["fit"]["results"]] == [("mlp", 64)]
+    assert {(r["variables"], r["histogram"]) for r in benchmarks["variables"]["results"]} >= {(1000, True),
+                                                                                            (100, False)}
+    short_fit = {r["model"]: r for r in benchmarks["short_fit"]["results"]}
+    assert "defaults" in short_fit["bn_dropout_cnn"]["variants"]
+    whole_run_mlp = benchmarks["whole_run"]["results"][0]
+    assert {c: (r["model"], r["steps"], r["batch"]) for c, r in whole_run_mlp.items()} == {
+        "wall": ("mlp", 24, 64), "cpu": ("mlp", 24, 64)}
+    assert {r["model"]: r["units"] for r in benchmarks["advisor"]["results"]} == {"mlp": 3, "transformer": 8}
+    assert all(b["results"] is None for name, b in benchmarks.items()
+               if name not in ("logging", "fit", "variables", "short_fit", "whole_run", "advisor"))

@@ -12,33 +12,23 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorboard.backend import application
-from tensorboard.backend.event_processing import data_provider as mux_provider
-from tensorboard.backend.event_processing import plugin_event_multiplexer
-from tensorboard.plugins import base_plugin
-from werkzeug import test as werkzeug_test
 
-import bench_memory  # benchmarks/: event files framed as the callback writes them, byte for byte per seed
+from benchmarks import bench_memory
 
 from tb_gradlens import analysis
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.serving import file_identity
-from tb_gradlens.serving import gradlens_plugin
 from tb_gradlens.serving import reading
 from tb_gradlens.serving import routes_impl
 from tb_gradlens.writing import summary_ops
+from tests.support.plugin_client import RereadProvider
+from tests.support.plugin_client import make_provider
+from tests.support.plugin_client import plugin_over
 
 REFERENCE = records.variant("float32", "float32", "float32", "float32")
 CANDIDATE = records.variant("mixed_bfloat16", "mixed_bfloat16", "bfloat16", "float32")
 LAYERS = ["dense", "dense_1", "softmax"]
-
-
-def loaded(logdir):
-    multiplexer = plugin_event_multiplexer.EventMultiplexer(tensor_size_guidance={metadata.PLUGIN_NAME: 0})
-    multiplexer.AddRunsFromDirectory(logdir)
-    multiplexer.Reload()
-    return multiplexer, mux_provider.MultiplexerDataProvider(multiplexer, logdir)
 
 
 def _loss_row():
@@ -69,7 +59,7 @@ def test_a_loss_limit_read_before_its_steps_activation_record_is_judged_again_af
     with writer.as_default():
         loss_tag = summary_ops.write_record("model_vs_float32", loss_record, tf.constant(_loss_row()), 100)
     writer.flush()
-    multiplexer, provider = loaded(logdir)
+    multiplexer, provider = make_provider(logdir)
     cache = reading.Cache()
     before = routes_impl.limits_impl(reading.Source(provider, cache=cache), "bf16", loss_tag)
     worst_before = analysis.worst_divergence(reading.Source(provider, cache=cache), "bf16")
@@ -79,37 +69,13 @@ def test_a_loss_limit_read_before_its_steps_activation_record_is_judged_again_af
     multiplexer.Reload()
 
     kept = routes_impl.limits_impl(reading.Source(provider, cache=cache), "bf16", loss_tag)
-    fresh = routes_impl.limits_impl(reading.Source(loaded(logdir)[1]), "bf16", loss_tag)
+    fresh = routes_impl.limits_impl(reading.Source(make_provider(logdir)[1]), "bf16", loss_tag)
     assert fresh["limits"] != before["limits"]  # the activation record changes the loss's limit
     assert kept == fresh
     worst = analysis.worst_divergence(reading.Source(provider, cache=cache), "bf16")
-    assert worst == analysis.worst_divergence(reading.Source(loaded(logdir)[1]), "bf16") != worst_before
+    assert worst == analysis.worst_divergence(reading.Source(make_provider(logdir)[1]), "bf16") != worst_before
     alerts = analysis.run_alerts(reading.Source(provider, cache=cache))
-    assert alerts == analysis.run_alerts(reading.Source(loaded(logdir)[1]))
-
-
-class RereadProvider:
-    """A data provider read afresh from disk at ``reread()``: what a loader that re-reads a changed run
-    gives.  The plugin over it must answer as a plugin built afresh: nothing it kept (its cache, live
-    tails, file checks) may mix what a file held before into what it holds now."""
-
-    def __init__(self, logdir):
-        self.logdir = logdir
-        self.reread()
-
-    def reread(self):
-        self.inner = loaded(self.logdir)[1]
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
-def _plugin_over(provider, logdir):
-    plugin = gradlens_plugin.GradLensPlugin(base_plugin.TBContext(data_provider=provider, logdir=logdir))
-    plugin._monitor.interval = 0  # list the logdir at every request (deterministic)
-    client = werkzeug_test.Client(application.TensorBoardWSGI([plugin]))
-    client.plugin = plugin
-    return client
+    assert alerts == analysis.run_alerts(reading.Source(make_provider(logdir)[1]))
 
 
 def _answers(client, tag):
@@ -158,17 +124,17 @@ def test_a_changed_event_file_is_read_afresh_route_by_route(tmp_path, change):
     logdir, run_dir = str(tmp_path / "logs"), str(tmp_path / "logs" / RUN)
     bench_memory.write_run(run_dir, 5, 3, True)
     provider = RereadProvider(logdir)
-    client = _plugin_over(provider, logdir)
+    client = plugin_over(provider, logdir)
     tag = next(t["tag"] for r in json.loads(client.get("/data/plugin/gradlens/runs").get_data())["runs"]
                for t in r["tags"] if t["kind"] == metadata.GRAD_STATS)
     _answers(client, tag)
     bench_memory.write_run(run_dir, 8, 3, True)  # grown: the same bytes and three steps more
     provider.reread()
-    assert _answers(client, tag) == _answers(_plugin_over(RereadProvider(logdir), logdir), tag)
+    assert _answers(client, tag) == _answers(plugin_over(RereadProvider(logdir), logdir), tag)
 
     change(run_dir)
     provider.reread()
-    assert _answers(client, tag) == _answers(_plugin_over(RereadProvider(logdir), logdir), tag)
+    assert _answers(client, tag) == _answers(plugin_over(RereadProvider(logdir), logdir), tag)
     problems = json.loads(client.get("/data/plugin/gradlens/runs").get_data())["runs"][0]["problems"]
     said = [p["error"] for p in problems if "restart TensorBoard" in p["error"]]
     assert len(said) == 1 and said[0].startswith(change.__name__.strip("_").replace("rewrite", "rewritten")

@@ -14,54 +14,13 @@ import tensorflow as tf
 
 from tb_gradlens import metadata
 from tb_gradlens import summary
+from tests.support.cli_logs import HOSTILE
+from tests.support.cli_logs import NAN_STEP
+from tests.support.cli_logs import STEPS
+from tests.support.cli_logs import run_cli
+from tests.support.cli_logs import step_gradients
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-NAN_STEP = 6
-STEPS = 10
-HOSTILE = "evil\x1b[31m<img src=x onerror=alert(1)>/kernel"
-
-
-def console_script():
-    """The installed console script (CI installs the package non-editable)."""
-    path = shutil.which("tb-gradlens")
-    assert path, "tb-gradlens is not on PATH: pip install the package first"
-    return [path]
-
-
-def run_cli(*args, script=None):
-    env = dict(os.environ, PYTHONIOENCODING="utf-8")
-    return subprocess.run(
-        (script or console_script()) + [str(a) for a in args],
-        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
-    )
-
-
-def _grads(step):
-    rng = np.random.default_rng(step)
-    w = rng.normal(size=(3, 2)).astype(np.float32)
-    b = np.array([0.5, np.nan if step == NAN_STEP else -0.5], np.float32)
-    return [w, b]
-
-
-def write_training_logdir(logdir):
-    """Two runs written by tb_gradlens.summary: 'healthy' and 'broken' (NaN at NAN_STEP,
-    a disconnected variable with a hostile name), each with a loss scalar."""
-    for run in ("healthy", "broken"):
-        variables = [
-            tf.Variable(np.ones((3, 2), np.float32), name="dense/kernel"),
-            tf.Variable(np.zeros(2, np.float32), name="dense/bias"),
-            tf.Variable(np.ones(2, np.float32), name=HOSTILE),
-        ]
-        writer = tf.summary.create_file_writer(os.path.join(logdir, run))
-        with writer.as_default():
-            for step in range(STEPS):
-                w, b = _grads(step)
-                if run == "healthy":
-                    b = np.nan_to_num(b, nan=0.25)
-                summary.gradients([tf.constant(w), tf.constant(b), None], variables, step=step)
-                loss = 1.0 / (step + 1) + (0.01 * step if run == "broken" else 0.0)
-                tf.summary.scalar("loss", loss, step=step)
-        writer.close()
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +97,7 @@ def test_compare_a_statistic_with_noise_floor(logdir):
     )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    norms = [np.sqrt(np.sum(_grads(s)[0].astype(np.float64) ** 2)) for s in range(STEPS)]
+    norms = [np.sqrt(np.sum(step_gradients(s)[0].astype(np.float64) ** 2)) for s in range(STEPS)]
     np.testing.assert_allclose(data["a"], norms, rtol=1e-6)
     np.testing.assert_allclose(data["b"], norms, rtol=1e-6)
     assert data["summary"]["max_abs_rel_difference"] == 0.0
@@ -163,7 +122,7 @@ def test_export_csv_long_format_read_by_pandas(logdir, tmp_path):
     n_cols = len(metadata.GRAD_STATS_COLUMNS)
     assert len(df) == 2 * STEPS * 3 * n_cols
     sel = df[(df.run == "broken") & (df.row == "dense/kernel") & (df.column == "l2_norm")].sort_values("step")
-    expected = [np.sqrt(np.sum(_grads(s)[0].astype(np.float64) ** 2)) for s in range(STEPS)]
+    expected = [np.sqrt(np.sum(step_gradients(s)[0].astype(np.float64) ** 2)) for s in range(STEPS)]
     np.testing.assert_allclose(sel.value.to_numpy(), expected, rtol=1e-6)
     nan_row = df[(df.run == "broken") & (df.row == "dense/bias") & (df.column == "nan_count")]
     assert nan_row.set_index("step").value.to_dict() == {s: float(s == NAN_STEP) for s in range(STEPS)}

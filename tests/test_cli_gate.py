@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from test_cli import run_cli
+from tests.support.cli_logs import run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -80,7 +80,7 @@ class _Terminal(io.StringIO):
 
 @pytest.mark.slow
 def test_the_progress_bar_moves_while_a_large_file_is_read(tmp_path, monkeypatch):
-    import frontend_logdir
+    from benchmarks import frontend_logdir
 
     from tb_gradlens.serving import logdir as logdir_lib
 

@@ -202,7 +202,7 @@ def test_two_logical_cpus_compare_to_exactly_zero():
 # Issue 13: one random draw for both sides; recurrent models.
 # ---------------------------------------------------------------------------
 
-from tests.support import real_models  # noqa: E402
+from evaluation import real_models
 from tests.support import twin_step  # noqa: E402
 
 

@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 
 from tests.support import other_hardware
-from tests.support import real_models
-from test_analysis import source_of
-from test_nonfinite_steps import BATCH
-from test_nonfinite_steps import _state
-from test_nonfinite_steps import _unscaled_attention
+from evaluation import real_models
+from tests.support.readback import source_of
+from tests.support.twin_step import model_state
 from tb_gradlens import analysis
 from tb_gradlens import safety
 from tb_gradlens.analysis import replays
@@ -26,6 +24,7 @@ from tb_gradlens.keras import GradLensCallback
 pytestmark = [pytest.mark.usefixtures("fresh_safety"), pytest.mark.slow]  # trains Keras models under XLA
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+BATCH = 8
 
 
 def _overflow():
@@ -33,7 +32,8 @@ def _overflow():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(6 * BATCH, 4, 16)).astype(np.float32)
     x[3 * BATCH:4 * BATCH] *= 300.0
-    return (lambda: _unscaled_attention("mixed_float16")), x, rng.integers(0, 3, 6 * BATCH).astype(np.int32)
+    y = rng.integers(0, 3, 6 * BATCH).astype(np.int32)
+    return (lambda: real_models.unscaled_attention_logits("mixed_float16")), x, y
 
 
 def _negative():
@@ -71,7 +71,7 @@ def test_a_nonfinite_step_under_xla_is_replayed_with_its_verdict(tmp_path, fault
                                 callbacks=callbacks).history["loss"])
         models.append(model)
     np.testing.assert_array_equal(losses[0], losses[1])  # (NaN equals NaN here)
-    for a, b in zip(_state(models[0]), _state(models[1])):
+    for a, b in zip(model_state(models[0]), model_state(models[1])):
         np.testing.assert_array_equal(a, b)
     source = source_of(str(tmp_path))
     (found,) = replays.run_replays(source, "run")
@@ -107,10 +107,9 @@ def test_a_nonfinite_step_under_mirrored_strategy_is_replayed_with_its_verdict(t
     check); the replay runs on the global batch (each replica keeps its
     share): a NaN in replica 1's share is found."""
     env = dict(os.environ, TB_GRADLENS_STRICT="1", TF_CPP_MIN_LOG_LEVEL="2")
-    env["PYTHONPATH"] = os.path.dirname(HERE) + os.pathsep + env.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, os.path.join(HERE, "support", "mirrored_nonfinite.py"),
+    done = subprocess.run([sys.executable, "-m", "tests.support.mirrored_nonfinite",
                            str(tmp_path / "logs"), str(tmp_path / "out.json")],
-                          capture_output=True, text=True, env=env, timeout=600)
+                          capture_output=True, text=True, env=env, timeout=600, cwd=os.path.dirname(HERE))
     assert done.returncode == 0, done.stderr[-4000:]
     found = json.loads((tmp_path / "out.json").read_text())
     for fault, (_, step, verdict, layer) in FAULTS.items():

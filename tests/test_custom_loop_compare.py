@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support import real_models
+from evaluation import real_models
 from tests.support import twin_step
 from tests.support.divergence_reference import np_divergence
 from tests.support.divergence_reference import records_of_kind

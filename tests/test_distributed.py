@@ -30,7 +30,8 @@ from tb_gradlens import metadata
 
 pytestmark = [pytest.mark.slow]  # trains under tf.distribute in subprocesses
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "support", "distributed_train.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = ["-m", "tests.support.distributed_train"]  # run from ROOT: tb_gradlens and tests.support of this checkout
 GLOBAL_BATCH = 8
 LEARNING_RATE = 0.5
 TIMEOUT = 300
@@ -48,8 +49,8 @@ def _env(tf_config=None):
 
 def _run(strategy, logdir, out):
     proc = subprocess.run(
-        [sys.executable, SCRIPT, strategy, str(logdir), str(out)],
-        env=_env(), capture_output=True, text=True, timeout=TIMEOUT,
+        [sys.executable, *SCRIPT, strategy, str(logdir), str(out)],
+        env=_env(), capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return dict(np.load(out))
@@ -73,9 +74,9 @@ def _run_workers(tmp_path):
         for index in range(2):
             config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
             procs.append(subprocess.Popen(
-                [sys.executable, SCRIPT, "multiworker", str(tmp_path / ("worker%d" % index)),
+                [sys.executable, *SCRIPT, "multiworker", str(tmp_path / ("worker%d" % index)),
                  str(tmp_path / ("worker%d.npz" % index))],
-                env=_env(config), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=_env(config), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
             ))
         for proc in procs:
             _, err = proc.communicate(timeout=TIMEOUT)

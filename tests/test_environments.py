@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.support.frontend_page import browser, open_tab, page, require_browser, route  # noqa: F401 (fixtures)
-from test_analysis import source_of
+from tests.support.readback import source_of
 from tb_gradlens import analysis
 from tb_gradlens import cli
 
@@ -23,7 +23,7 @@ STEPS = 8
 
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
-    from tests.support import real_models
+    from evaluation import real_models
     from tb_gradlens.keras import GradLensCallback
 
     path = str(tmp_path_factory.mktemp("environments") / "logs")

@@ -32,8 +32,6 @@ from tests.support.tb_server import TensorBoardProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.tensorboard]  # a real TensorBoard in Chromium
 
-_require_browser = require_browser  # the name test_hostile_names.py imports from here
-
 HOSTILE = "<img src=x onerror=alert(1)>"
 STEPS = 12
 BF16 = "mixed_bfloat16"

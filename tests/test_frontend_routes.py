@@ -1,7 +1,7 @@
 """The routes the GradLens tab added: the tab's filters on overview/alerts/compare
 (filtered_source.py) and the sampled log2 histograms (histograms route).
 
-Same setup as test_plugin_routes.py: a Werkzeug client on TensorBoardWSGI
+Same setup as test_plugin_routes.py (tests/support/plugin_client.py): a Werkzeug client on TensorBoardWSGI
 with a real data provider over the logdir of gradlens_logs.py, whose answers
 are known (a NaN in dense/bias at step 3, frozen's None gradient, rel_l2
 0.04 * step on dense/kernel, lost updates on dense/kernel from step 2).
@@ -14,7 +14,7 @@ from tests.support import gradlens_logs as logs
 from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.serving import filtered_source
-from test_plugin_routes import client, get, get_json, logdir, number, provider, tag_of  # noqa: F401
+from tests.support.plugin_client import client, get, get_json, logdir, number, provider, tag_of  # noqa: F401
 
 
 def test_overview_honours_the_row_regex(client):  # noqa: F811

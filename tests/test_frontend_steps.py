@@ -21,15 +21,13 @@ def logdir(tmp_path_factory):
     require_browser()
     import keras
 
-    from tests.support import real_models
-    from test_nonfinite_steps import _images
-    from test_nonfinite_steps import _unscaled_attention
+    from evaluation import real_models
     from tb_gradlens.keras import GradLensCallback
 
     path = str(tmp_path_factory.mktemp("steps") / "logs")
     model = real_models.vit("mixed_float16")
     model.compile(optimizer="adam", loss=real_models.SPARSE_CE)
-    x, y = _images(10 * BATCH)
+    x, y = real_models.unnormalized_images(10 * BATCH)
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
               callbacks=[GradLensCallback(os.path.join(path, "fp16"), gradient_every=2, compare_every=0)])
 
@@ -37,7 +35,7 @@ def logdir(tmp_path_factory):
     x = rng.normal(size=(5 * BATCH, 4, 16)).astype(np.float32)
     x[3 * BATCH:4 * BATCH] *= 300.0
     y = rng.integers(0, 3, 5 * BATCH).astype(np.int32)
-    model = _unscaled_attention("mixed_float16")
+    model = real_models.unscaled_attention_logits("mixed_float16")
     model.compile(optimizer="adam", loss=real_models.SPARSE_CE)
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
               callbacks=[GradLensCallback(os.path.join(path, "nan"), gradient_every=1, compare_every=0)])

@@ -16,13 +16,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from tests.support import gradlens_logs as logs
-from test_plugin_routes import PREFIX
+from tests.support.plugin_client import PREFIX
 from tb_gradlens import metadata
 
-# Fixtures of test_plugin_routes (a real provider over gradlens_logs' logdir).
-from test_plugin_routes import client  # noqa: F401
-from test_plugin_routes import logdir  # noqa: F401
-from test_plugin_routes import provider  # noqa: F401
+# Fixtures of tests/support/plugin_client.py (a real provider over gradlens_logs' logdir).
+from tests.support.plugin_client import client  # noqa: F401
+from tests.support.plugin_client import logdir  # noqa: F401
+from tests.support.plugin_client import provider  # noqa: F401
 
 pytestmark = [pytest.mark.slow]  # hypothesis: thousands of generated inputs
 
@@ -357,7 +357,7 @@ def test_generated_records_in_real_event_files_never_break_the_routes(tmp_path, 
     import numpy as np
 
     from tests.support import hostile_logs
-    from test_robustness_reading import client_for
+    from tests.support.plugin_client import client_for
 
     statuses = {}
     counter = [0]

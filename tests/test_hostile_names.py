@@ -2,7 +2,7 @@
 path separators, 10,000 characters, unicode and control characters.
 
 They must be shown literally in the tab (Playwright + Chromium against a
-real tensorboard, helpers of test_frontend.py) and in the command line
+real tensorboard, helpers of tests/support/frontend_page.py) and in the command line
 (control characters escaped), travel JSON-escaped through the routes, and
 never run as code.  The static route refuses path traversal through a real
 tensorboard process.
@@ -18,12 +18,12 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from test_frontend import PREFIX
-from test_frontend import Page
-from test_frontend import _require_browser
-from test_frontend import browser  # noqa: F401 - fixture
-from test_frontend import table_rows
-from test_frontend import wait_drawn
+from tests.support.frontend_page import PREFIX
+from tests.support.frontend_page import Page
+from tests.support.frontend_page import browser  # noqa: F401 - fixture
+from tests.support.frontend_page import require_browser
+from tests.support.frontend_page import table_rows
+from tests.support.frontend_page import wait_drawn
 
 pytestmark = [pytest.mark.slow]  # a real TensorBoard, and Chromium
 
@@ -146,7 +146,7 @@ def _no_injection(p, page):
 @pytest.mark.browser
 @pytest.mark.tensorboard
 def test_tab_shows_hostile_names_literally(tensorboard, browser):  # noqa: F811
-    _require_browser()
+    require_browser()
     tb = tensorboard
     page = Page(browser)
     try:
@@ -187,7 +187,7 @@ def test_long_names_do_not_push_the_view_off_the_screen(tensorboard, browser):  
     """A 10,000-character variable and a 3,600-character run name are shown in a
     few lines (in full on hover and in the page's text): no table row or heading
     is taller than five lines, and nothing is wider than the window."""
-    _require_browser()
+    require_browser()
     tb = tensorboard
     page = Page(browser)
     try:
@@ -208,7 +208,7 @@ def test_variable_filter_with_a_catastrophic_pattern_is_matched_by_the_server(te
     """The Dtypes view's variable filter is matched by the dtypes route in bounded
     time (tb_gradlens.patterns), never by a backtracking RegExp in the browser:
     ``(L+)+$`` against the 10,000-character name would freeze the tab for good."""
-    _require_browser()
+    require_browser()
     tb = tensorboard
     pattern = "(L+)+$|日本"
     query = urllib.parse.urlencode({"run": RUNS["unicode"], "rows": pattern})
@@ -237,7 +237,7 @@ def test_an_alert_of_every_run_is_one_entry_with_a_button_per_run(tensorboard, b
     """The same NaN in the same variable of five runs (one alert ``group``) is one
     entry of the Overview, as the CLI groups them; each other run has a button that
     opens its own evidence."""
-    _require_browser()
+    require_browser()
     tb = tensorboard
     alerts = tb.get_json(PREFIX + "alerts")["alerts"]
     nonfinite = [a for a in alerts if a["code"] == "nonfinite"]

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support import real_models
+from evaluation import real_models
 from tests.support import twin_step
 from tests.support.readback import read_records
-from test_analysis import source_of
-from test_gradient_stats import assert_stats_match
-from test_gradient_stats import reference_statistics
+from tests.support.readback import source_of
+from tests.support.gradient_reference import assert_stats_match
+from tests.support.gradient_reference import reference_statistics
 from tb_gradlens import analysis
 from tb_gradlens import metadata
 from tb_gradlens import numerics

@@ -197,7 +197,7 @@ def test_at_the_defaults_a_short_fit_pays_no_comparison_trace_and_the_first_comp
     assert _steps(records, "run", metadata.GRAD_STATS)[1] == [0]
     assert not records_of_kind(records, "run", metadata.DIVERGENCE)
     # What the overview, the tab and `report` say instead of a bare "no comparison logged":
-    from test_analysis import source_of
+    from tests.support.readback import source_of
     from tb_gradlens.analysis.coverage import comparison_note
 
     note = comparison_note(source_of(str(tmp_path)), "run")
@@ -359,7 +359,7 @@ def test_metadata_is_written_with_each_tags_first_event_only(data, tmp_path):
 # ---------------------------------------------------------------------------
 
 
-from tests.support import real_models  # noqa: E402
+from evaluation import real_models
 from tests.support import twin_step  # noqa: E402
 from tests.support.readback import only_tag  # noqa: E402
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests.support.readback import read_records
-from test_analysis import source_of
+from tests.support.readback import source_of
 from tb_gradlens import analysis
 from tb_gradlens.analysis import answers
 from tb_gradlens import compare

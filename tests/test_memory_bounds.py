@@ -6,7 +6,7 @@ provider; the cache's pools are read for what they hold.
 
 import json
 
-import bench_memory  # benchmarks/: event files framed as the callback writes them, byte for byte per seed
+from benchmarks import bench_memory
 import numpy as np
 import tensorflow as tf
 from tensorboard.backend import application
@@ -18,9 +18,9 @@ from tb_gradlens import records
 from tb_gradlens.serving import gradlens_plugin
 from tb_gradlens.serving import read_cache
 from tb_gradlens.writing import summary_ops
-from tests.test_cache_freshness import RereadProvider
-from tests.test_cache_freshness import _plugin_over
-from tests.test_cache_freshness import loaded
+from tests.support.plugin_client import RereadProvider
+from tests.support.plugin_client import make_provider
+from tests.support.plugin_client import plugin_over
 
 PREFIX = "/data/plugin/gradlens/"
 ROWS = ["dense/kernel", "dense/bias"]
@@ -39,7 +39,8 @@ def _write_run(run_dir, steps=5):
 
 
 def _plugin(logdir):
-    plugin = gradlens_plugin.GradLensPlugin(base_plugin.TBContext(data_provider=loaded(logdir)[1], logdir=logdir))
+    context = base_plugin.TBContext(data_provider=make_provider(logdir)[1], logdir=logdir)
+    plugin = gradlens_plugin.GradLensPlugin(context)
     return plugin, werkzeug_test.Client(application.TensorBoardWSGI([plugin]))
 
 
@@ -99,7 +100,7 @@ def test_twenty_growing_runs_are_each_read_from_their_new_bytes_only(tmp_path):
         for i, run in enumerate(runs):
             bench_memory.write_run(str(tmp_path / run), steps, 3, False, seed=i)  # the same bytes, 3 steps more
         provider.reread()
-        client = client or _plugin_over(provider, str(tmp_path))
+        client = client or plugin_over(provider, str(tmp_path))
         tails = client.plugin._tails
         listing = json.loads(client.get(PREFIX + "runs").get_data())["runs"]
         tags = {r["run"]: next(t["tag"] for t in r["tags"] if t["kind"] == "grad_stats") for r in listing}

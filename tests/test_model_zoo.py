@@ -1,6 +1,6 @@
 """The lens on the models people train (issue 13): the real-model matrix.
 
-Each case trains a workload of ``tests/support/real_models.py`` at a tiny size twice
+Each case trains a workload of ``evaluation/real_models.py`` at a tiny size twice
 on the same seed, without and with ``GradLensCallback``, and asserts what a
 user must be able to rely on:
 
@@ -39,7 +39,7 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
-from tests.support import real_models
+from evaluation import real_models
 from tests.support import twin_step
 from tests.support.divergence_reference import np_divergence
 from tests.support.readback import multiplexer_provider

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.support import real_models
+from evaluation import real_models
 from tests.support.readback import read_records
-from test_analysis import source_of
+from tests.support.readback import source_of
+from tests.support.twin_step import model_state
 from tb_gradlens import analysis
 from tb_gradlens import metadata
 from tb_gradlens import safety
@@ -25,10 +26,6 @@ BATCH = 8
 
 
 pytestmark = [pytest.mark.usefixtures("fresh_safety"), pytest.mark.slow]  # conftest.py; trains Keras models
-
-
-def _state(model):
-    return [np.array(v.numpy()) for v in model.variables + model.optimizer.variables]
 
 
 def _fit_twice(build, x, y, callback, compile_kwargs=None, optimizer=lambda: "adam"):
@@ -57,25 +54,18 @@ def _by_kind(records, run="run"):
     return out
 
 
-def _images(n, seed=0, size=16):
-    """Unnormalized pixels (0-255), as many pipelines feed them: float16's
-    scaled gradients overflow at the start until the loss scale drops."""
-    rng = np.random.default_rng(seed)
-    return 255 * rng.random((n, size, size, 3), dtype=np.float32), rng.integers(0, 10, n).astype(np.int32)
-
-
 @pytest.mark.parametrize("name", ["vit", "cnn"])
 def test_healthy_float16_runs_with_loss_scale_skips_are_not_errors_and_log_one_step_per_batch(tmp_path, name):
     build = {"vit": lambda: real_models.vit("mixed_float16"),
              "cnn": lambda: real_models.bn_dropout_cnn("mixed_float16")}[name]
-    x, y = _images(10 * BATCH)
+    x, y = real_models.unnormalized_images(10 * BATCH)
     callback = GradLensCallback(str(tmp_path / "run"), gradient_every=1, compare_every=5)
     # Keras' default first scale, 2**15, overflowed these models' float16 gradients by a hair on one
     # machine and not on another (their float32 gradients reach 0.7-0.85x float16's largest value at
     # it); 2**20 overflows by ~20x, so the first steps are skipped on every machine.
     plain, lensed, (want, got) = _fit_twice(build, x, y, callback, optimizer=_loss_scaled_adam)
     np.testing.assert_array_equal(got, want)  # bit-identical with the watch armed
-    for a, b in zip(_state(plain), _state(lensed)):
+    for a, b in zip(model_state(plain), model_state(lensed)):
         np.testing.assert_array_equal(a, b)
     iterations = int(lensed.optimizer.iterations.numpy())
     assert iterations < 10  # the optimizer skipped updates
@@ -118,7 +108,7 @@ def test_healthy_float16_run_under_xla_records_its_skips_around_the_compiled_ste
     total whether the loss was finite; training is bit-identical.  The
     replay is armed there too ("auto", and asked for explicitly: no
     warning), and a healthy run replays nothing."""
-    x, y = _images(10 * BATCH)
+    x, y = real_models.unnormalized_images(10 * BATCH)
     callback = GradLensCallback(str(tmp_path / "run"), gradient_every=3, compare_every=0)
     import warnings
 
@@ -127,7 +117,7 @@ def test_healthy_float16_run_under_xla_records_its_skips_around_the_compiled_ste
         plain, lensed, (want, got) = _fit_twice(lambda: real_models.bn_dropout_cnn("mixed_float16"), x, y, callback,
                                                 {"jit_compile": True}, optimizer=_loss_scaled_adam)
     np.testing.assert_array_equal(got, want)
-    for a, b in zip(_state(plain), _state(lensed)):
+    for a, b in zip(model_state(plain), model_state(lensed)):
         np.testing.assert_array_equal(a, b)
     skipped_updates = 10 - int(lensed.optimizer.iterations.numpy())
     assert skipped_updates > 0
@@ -153,27 +143,6 @@ def test_healthy_float16_run_under_xla_records_its_skips_around_the_compiled_ste
     assert analysis.coverage(source_of(str(tmp_path)), "asked")["unsupported"] == []
 
 
-class AttentionLogits(keras.layers.Layer):
-    """q . k^T without the 1/sqrt(d) scaling attention layers apply."""
-
-    def call(self, q, k):
-        return keras.ops.matmul(q, keras.ops.transpose(k, (0, 2, 1)))
-
-
-def _unscaled_attention(policy, seq=4, d=16, seed=0):
-    keras.utils.set_random_seed(seed)
-    with real_models.global_policy(policy):
-        inputs = keras.Input((seq, d))
-        q = keras.layers.Dense(d, use_bias=False, name="query")(inputs)
-        k = keras.layers.Dense(d, use_bias=False, name="key")(inputs)
-        v = keras.layers.Dense(d, use_bias=False, name="value")(inputs)
-        weights = keras.layers.Softmax(name="attention_weights")(AttentionLogits(name="attention_logits")(q, k))
-        x = keras.layers.Dot(axes=(2, 1), name="attend")([weights, v])
-        x = keras.layers.GlobalAveragePooling1D(name="pool")(x)
-        x = keras.layers.Dense(3, name="logits")(x)
-        return keras.Model(inputs, real_models._softmax_float32(x), name="unscaled_attention")
-
-
 def _replay_of(tmp_path):
     source = source_of(str(tmp_path))
     found = replays.run_replays(source, "run")
@@ -191,9 +160,10 @@ def test_float16_overflow_in_unscaled_attention_logits_is_replayed_as_precision(
     x[3 * BATCH:4 * BATCH] *= 300.0
     y = rng.integers(0, 3, 6 * BATCH).astype(np.int32)
     callback = GradLensCallback(str(tmp_path / "run"), gradient_every=2, compare_every=0)
-    plain, lensed, (want, got) = _fit_twice(lambda: _unscaled_attention("mixed_float16"), x, y, callback)
+    build = lambda: real_models.unscaled_attention_logits("mixed_float16")  # noqa: E731
+    plain, lensed, (want, got) = _fit_twice(build, x, y, callback)
     np.testing.assert_array_equal(got, want)
-    for a, b in zip(_state(plain), _state(lensed)):
+    for a, b in zip(model_state(plain), model_state(lensed)):
         np.testing.assert_array_equal(a, b)
     found, alerts, headline = _replay_of(tmp_path)
     assert [f["step"] for f in found] == [3]  # an unlogged step: every step is checked
@@ -271,7 +241,7 @@ def test_a_nonfinite_step_the_schedule_does_not_log_is_on_disk_with_its_replay_w
     assert (metadata.OPTIMIZER_STEP, 2) in disk.seen[2] and (metadata.NONFINITE_REPLAY, 2) in disk.seen[2]
     assert (metadata.NONFINITE_REPLAY, 2) not in disk.seen[1]
     # The replay ran after the step on the weights kept before its update, and put the weights back.
-    for a, b in zip(*(_state(m) for m in models)):
+    for a, b in zip(*(model_state(m) for m in models)):
         np.testing.assert_array_equal(a, b)
 
 
@@ -366,7 +336,7 @@ def test_training_with_the_watch_armed_and_not_triggered_is_bit_identical(tmp_pa
         plain, lensed, (want, got) = _fit_twice(
             lambda: real_models.ZOO[name].build("mixed_bfloat16"), x, y, callback)
         assert got == want, name
-        for a, b in zip(_state(plain), _state(lensed)):
+        for a, b in zip(model_state(plain), model_state(lensed)):
             np.testing.assert_array_equal(a, b)
         assert not any(r.kind == metadata.NONFINITE_REPLAY for r, _ in read_records(str(tmp_path))[name].values())
 

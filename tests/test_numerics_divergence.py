@@ -8,7 +8,7 @@ import tensorflow as tf
 from tests.support.divergence_reference import np_divergence, np_spacing
 from tb_gradlens import metadata
 from tb_gradlens import numerics
-from test_gradient_stats import backend  # noqa: F401 - the fixture: every backend
+from tests.support.gradient_reference import backend  # noqa: F401 - the fixture: every backend
 
 SUB = np.float32(1e-40)  # a float32 subnormal (TF's CPU kernels treat it as 0)
 

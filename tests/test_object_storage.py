@@ -15,7 +15,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-import bench_memory  # benchmarks/: event files framed as the callback writes them
+from benchmarks import bench_memory
 from tb_gradlens import event_files
 from tb_gradlens import file_system
 

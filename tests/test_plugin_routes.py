@@ -5,8 +5,6 @@ import json
 import numpy as np
 import pytest
 from tensorboard.backend import application
-from tensorboard.backend.event_processing import data_provider as mux_provider
-from tensorboard.backend.event_processing import plugin_event_multiplexer
 from tensorboard.plugins import base_plugin
 from werkzeug import test as werkzeug_test
 
@@ -20,73 +18,16 @@ from tb_gradlens.serving import health
 from tb_gradlens.serving import json_encoding
 from tb_gradlens.serving import routes_impl
 from tb_gradlens.serving import run_listing
-
-PREFIX = "/data/plugin/gradlens/"
-
-
-def make_provider(logdir):
-    multiplexer = plugin_event_multiplexer.EventMultiplexer(
-        tensor_size_guidance={metadata.PLUGIN_NAME: 0}
-    )
-    multiplexer.AddRunsFromDirectory(logdir)
-    multiplexer.Reload()
-    return multiplexer, mux_provider.MultiplexerDataProvider(multiplexer, logdir)
-
-
-class CountingProvider:
-    """Wraps a provider and counts read_tensors calls (cache checks)."""
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.reads = 0
-
-    def read_tensors(self, *args, **kwargs):
-        self.reads += 1
-        return self.inner.read_tensors(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
-@pytest.fixture(scope="module")
-def logdir(gradlens_logdir):
-    return gradlens_logdir  # conftest.py: written once per session
-
-
-@pytest.fixture(scope="module")
-def provider(logdir):
-    return CountingProvider(make_provider(logdir)[1])
-
-
-@pytest.fixture(scope="module")
-def client(logdir, provider):
-    context = base_plugin.TBContext(data_provider=provider, logdir=logdir)
-    app = application.TensorBoardWSGI([gradlens_plugin.GradLensPlugin(context)])
-    return werkzeug_test.Client(app)
-
-
-def get(client, route, **params):
-    response = client.get(PREFIX + route, query_string=params)
-    return response.status_code, response.headers.get("Content-Type", ""), response.get_data(as_text=True)
-
-
-def get_json(client, route, **params):
-    status, ctype, body = get(client, route, **params)
-    assert status == 200, body
-    assert ctype.startswith("application/json")
-    return json.loads(body)
-
-
-def number(v):
-    """What the frontend does: Number(v)."""
-    return float(v) if not isinstance(v, str) else float({"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[v])
-
-
-def tag_of(client, run, kind):
-    runs = {r["run"]: r for r in get_json(client, "runs")["runs"]}
-    found = [t["tag"] for t in runs[run]["tags"] if t["kind"] == kind]
-    assert len(found) == 1, found
-    return found[0]
+from tests.support.plugin_client import PREFIX
+from tests.support.plugin_client import CountingProvider
+from tests.support.plugin_client import client  # noqa: F401 - fixture
+from tests.support.plugin_client import get
+from tests.support.plugin_client import get_json
+from tests.support.plugin_client import logdir  # noqa: F401 - fixture
+from tests.support.plugin_client import make_provider
+from tests.support.plugin_client import number
+from tests.support.plugin_client import provider  # noqa: F401 - fixture
+from tests.support.plugin_client import tag_of
 
 
 def test_runs_lists_kinds_errors_and_scalars(client):

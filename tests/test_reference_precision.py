@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from tests.support import other_hardware
 from tests.support.readback import read_records
-from test_analysis import source_of
+from tests.support.readback import source_of
 from tb_gradlens import analysis
 from tb_gradlens import cli
 from tb_gradlens.analysis import codes
@@ -154,7 +154,7 @@ def test_the_report_says_what_the_reference_was_and_where_the_run_trained(tf32_l
 
 
 def _mlp_batches(steps, batch=16):
-    from tests.support import real_models
+    from evaluation import real_models
 
     x, y = real_models.digits(steps * batch, np.random.default_rng(0))
     return [(tf.constant(x[i * batch:(i + 1) * batch]), tf.constant(y[i * batch:(i + 1) * batch]))
@@ -165,7 +165,7 @@ def test_a_comparison_whose_sides_round_alike_computes_its_reference_twice(tmp_p
     """Nothing to round between two float32 sides: the stable-rounding
     column is the reference computed again, exactly 0 where float32 repeats
     itself (this CPU), and the limits are the depth formula's as before."""
-    from tests.support import real_models
+    from evaluation import real_models
 
     model = real_models.mlp("float32")
     model.compile(optimizer="adam", loss=real_models.SPARSE_CE)
@@ -182,7 +182,7 @@ def test_where_float32_does_not_repeat_itself_a_float32_difference_is_judged_aga
     exaggerated): float32 against float32 differs by about 1%, beyond the
     depth formula's float32 floor; the reference computed twice differs as
     much, and the limit is never below that repeat: no alert."""
-    from tests.support import real_models
+    from evaluation import real_models
     from tb_gradlens.keras import GradLens
 
     model = real_models.mlp("float32")

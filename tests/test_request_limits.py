@@ -14,7 +14,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import test as werkzeug_test
 
 from tests.support import hostile_logs
-from test_plugin_routes import make_provider
+from tests.support.plugin_client import make_provider
 from tb_gradlens import metadata
 from tb_gradlens import patterns
 from tb_gradlens.patterns import matching
@@ -201,7 +201,7 @@ def test_overview_of_a_sweep_reads_each_tag_of_all_runs_in_one_provider_call(tmp
     answers exactly what each run read alone answers."""
     from tb_gradlens import analysis
     from tb_gradlens.serving import reading
-    from test_plugin_routes import CountingProvider
+    from tests.support.plugin_client import CountingProvider
 
     logdir = str(tmp_path / "sweep")
     rows = ["dense_%d/kernel" % i for i in range(4)]
@@ -249,7 +249,7 @@ def test_a_growing_run_is_read_incrementally(tmp_path):
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
     from tb_gradlens.serving import reading
-    from test_plugin_routes import CountingProvider
+    from tests.support.plugin_client import CountingProvider
 
     logdir = str(tmp_path / "logs")
     run_dir = os.path.join(logdir, "live")

@@ -13,19 +13,17 @@ import sys
 
 import numpy as np
 import pytest
-from tensorboard.backend import application
-from tensorboard.plugins import base_plugin
-from werkzeug import test as werkzeug_test
 
 from tests.support import bad_logs
 from tests.support.tb_server import TensorBoardProcess
-from test_gradient_stats import assert_stats_match
-from test_gradient_stats import reference_statistics
-from test_plugin_routes import PREFIX
-from test_plugin_routes import make_provider
-from test_plugin_routes import number
+from tests.support.gradient_reference import assert_stats_match
+from tests.support.gradient_reference import reference_statistics
+from tests.support.plugin_client import PREFIX
+from tests.support.plugin_client import client_for
+from tests.support.plugin_client import get
+from tests.support.plugin_client import get_json
+from tests.support.plugin_client import number
 from tb_gradlens import metadata
-from tb_gradlens.serving import gradlens_plugin
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUTES = ("runs", "alerts", "overview")
@@ -35,24 +33,6 @@ ROUTES = ("runs", "alerts", "overview")
 def bad_logdir(tmp_path_factory):
     logdir, truncated_path, full_bytes = bad_logs.write_logdir(str(tmp_path_factory.mktemp("bad") / "logs"))
     return logdir, truncated_path, full_bytes
-
-
-def client_for(logdir):
-    multiplexer, provider = make_provider(logdir)
-    context = base_plugin.TBContext(data_provider=provider, logdir=logdir)
-    return multiplexer, werkzeug_test.Client(application.TensorBoardWSGI([gradlens_plugin.GradLensPlugin(context)]))
-
-
-def get(client, route, **params):
-    r = client.get(PREFIX + route, query_string=params)
-    return r.status_code, r.headers.get("Content-Type", ""), r.get_data(as_text=True)
-
-
-def get_json(client, route, **params):
-    status, ctype, body = get(client, route, **params)
-    assert status == 200, body
-    assert ctype.startswith("application/json")
-    return json.loads(body)
 
 
 def by_run(runs_json):

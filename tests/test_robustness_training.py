@@ -2,7 +2,7 @@
 reshaped tensors, failing writers, and the strict mode that raises instead.
 
 Every statistic is compared with an independent float64 NumPy computation
-(test_gradient_stats.reference_statistics / reference_histogram); sparse
+(tests/support/gradient_reference.py: reference_statistics / reference_histogram); sparse
 gradients with the table densified by NumPy (np.add.at), never by TF.
 """
 
@@ -15,9 +15,9 @@ import tensorflow as tf
 
 from tests.support.readback import only_tag
 from tests.support.readback import read_records
-from test_gradient_stats import assert_stats_match
-from test_gradient_stats import reference_histogram
-from test_gradient_stats import reference_statistics
+from tests.support.gradient_reference import assert_stats_match
+from tests.support.gradient_reference import reference_histogram
+from tests.support.gradient_reference import reference_statistics
 from tb_gradlens import compare
 from tb_gradlens import metadata
 from tb_gradlens import numerics

@@ -8,7 +8,7 @@ stays bounded.  Timings are printed, never asserted."""
 
 import pytest
 
-import soak  # benchmarks/ (tests/conftest.py puts it on sys.path)
+from benchmarks import soak
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorboard]  # a 20 s soak of a real TensorBoard
 

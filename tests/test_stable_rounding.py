@@ -21,7 +21,7 @@ from tb_gradlens import demo
 from tb_gradlens import metadata
 from tb_gradlens.keras import GradLens
 
-from tests.support import real_models
+from evaluation import real_models
 
 pytestmark = [pytest.mark.slow]  # trains Keras models
 
@@ -210,7 +210,7 @@ def test_a_layer_hard_coded_in_bfloat16_is_named_it_cannot_be_measured(tmp_path)
     import keras
 
     from tb_gradlens import analysis
-    from test_analysis import source_of
+    from tests.support.readback import source_of
 
     class RawBfloat16(keras.layers.Layer):
         def build(self, shape):
@@ -246,7 +246,7 @@ def test_random_draws_in_a_float32_reference_are_no_layer_hard_coded_in_16_bits(
     Dropout's mask ops are no layer computing in 16 bits (they were named hardcoded_16_bit)."""
     from tb_gradlens import analysis
     from tb_gradlens.keras import GradLensCallback
-    from test_analysis import source_of
+    from tests.support.readback import source_of
 
     model = real_models.build_compiled("random_layers", "mixed_bfloat16")
     x, y = real_models.ZOO["random_layers"].data(32, np.random.default_rng(0))

@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 
 from tests.support import readback
-from test_gradient_stats import assert_stats_match
-from test_gradient_stats import reference_histogram
-from test_gradient_stats import reference_statistics
+from tests.support.gradient_reference import assert_stats_match
+from tests.support.gradient_reference import reference_histogram
+from tests.support.gradient_reference import reference_statistics
 from tb_gradlens import metadata
 from tb_gradlens import numerics
 from tb_gradlens import summary

@@ -1,4 +1,4 @@
-"""The verdict zoo's subset (benchmarks/verdict_zoo.py): models nobody tuned the limits on.
+"""The verdict zoo's subset (evaluation/verdict_zoo.py): models nobody tuned the limits on.
 
 What a user needs (issue 25): healthy models the limits were not calibrated on
 raise no warning and no error; each injected fault raises its code on the
@@ -19,12 +19,12 @@ import tb_gradlens
 from tb_gradlens import analysis
 from tb_gradlens.keras import GradLens
 
-from test_analysis import source_of
+from tests.support.readback import source_of
 
-import alert_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)
-import verdict_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)
-import zoo_faults  # benchmarks/ (tests/conftest.py puts it on sys.path)
-import zoo_models  # benchmarks/ (tests/conftest.py puts it on sys.path)
+from evaluation import alert_zoo
+from evaluation import verdict_zoo
+from evaluation import zoo_faults
+from evaluation import zoo_models
 
 pytestmark = [pytest.mark.slow]  # trains real models
 

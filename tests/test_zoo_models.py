@@ -1,4 +1,4 @@
-"""The zoo beyond real_models (benchmarks/zoo_models.py, zoo_faults.py): every model trains a step.
+"""The zoo beyond real_models (evaluation/zoo_models.py, zoo_faults.py): every model trains a step.
 
 What a user of the zoo needs: each healthy model builds under mixed_bfloat16,
 computes in bfloat16 with a float32 output, and one ``train_on_batch`` with
@@ -20,11 +20,11 @@ import pytest
 from tb_gradlens.analysis import codes
 from tb_gradlens.writing import keras_private
 
-from tests.support import real_models
+from evaluation import real_models
 
-import alert_zoo  # benchmarks/ (tests/conftest.py puts it on sys.path)
-import zoo_faults  # benchmarks/ (tests/conftest.py puts it on sys.path)
-import zoo_models  # benchmarks/ (tests/conftest.py puts it on sys.path)
+from evaluation import alert_zoo
+from evaluation import zoo_faults
+from evaluation import zoo_models
 
 pytestmark = [pytest.mark.slow]  # trains keras.applications models
 
@@ -80,7 +80,7 @@ def test_the_model_output_is_what_a_sub_model_train_step_ends_with(name, tmp_pat
     from tb_gradlens import analysis
     from tb_gradlens.keras import GradLensCallback
     from tests.support.readback import read_records
-    from test_analysis import source_of
+    from tests.support.readback import source_of
 
     fault = zoo_faults.FAULTS.get(name)
     workload = fault.workload if fault else zoo_models.HEALTHY[name]

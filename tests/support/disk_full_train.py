@@ -87,7 +87,7 @@ def main(mode, mount, out_dir):
     import tensorflow as tf
     import keras
 
-    from tests.support import real_models
+    from evaluation import real_models
     import tb_gradlens
     from tb_gradlens import safety
 

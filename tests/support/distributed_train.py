@@ -4,7 +4,7 @@ Run as a subprocess by tests/test_distributed.py (logical devices must be
 configured before TensorFlow initializes them, and multi-worker training
 needs one process per worker)::
 
-    python tests/support/distributed_train.py STRATEGY LOGDIR OUT.npz
+    python -m tests.support.distributed_train STRATEGY LOGDIR OUT.npz   # from the repository root
 
 STRATEGY is ``single`` (no strategy), ``mirrored`` (two logical CPU
 devices) or ``multiworker`` (TF_CONFIG set by the caller, one CPU device
@@ -24,7 +24,6 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 STEPS = 3
 GLOBAL_BATCH = 8

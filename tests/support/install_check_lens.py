@@ -28,7 +28,7 @@ def main(logdir):
 
     sys.path.append(ROOT)  # last, and after the import above: tb_gradlens stays the installed one
     from tests.support.readback import only_tag, read_records  # noqa: PLC0415 - after the path is set
-    from tests.test_gradient_stats import reference_statistics  # noqa: PLC0415
+    from tests.support.gradient_reference import reference_statistics  # noqa: PLC0415
 
     started = time.perf_counter()
     status = kernel.status()

@@ -3,14 +3,14 @@
 Run as a subprocess by tests/test_compiled_forensics.py (logical devices
 must be configured before TensorFlow initializes them)::
 
-    python tests/support/mirrored_nonfinite.py LOGDIR OUT.json
+    python -m tests.support.mirrored_nonfinite LOGDIR OUT.json   # from the repository root
 
 Two faults, each trained twice on the same seed and data (without and with
 ``GradLensCallback`` at its defaults), global batch 16 (8 per replica),
 ``jit_compile="auto"`` resolved as on a GPU machine (Keras compiles
 nothing under a strategy):
 
-* ``overflow``: the float16 attention logits of ``_unscaled_attention``
+* ``overflow``: the float16 attention logits of ``real_models.unscaled_attention_logits``
   overflow on one outlier batch (step 3), in replica 1's share only;
 * ``negative``: log(x + 1) of a negative input, one example of replica 1's
   share of step 2 (bfloat16).
@@ -25,9 +25,6 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
-sys.path.insert(0, os.path.dirname(HERE))
 
 GLOBAL_BATCH = 16
 
@@ -39,10 +36,9 @@ def main(logdir, out):
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import numpy as np
 
-    from test_analysis import source_of
-    from test_nonfinite_steps import _unscaled_attention
+    from tests.support.readback import source_of
     from tests.support import other_hardware
-    from tests.support import real_models
+    from evaluation import real_models
     from tb_gradlens import analysis
     from tb_gradlens.analysis import replays
     from tb_gradlens.keras import GradLensCallback
@@ -56,7 +52,7 @@ def main(logdir, out):
     x_log, y_log = real_models.digits(6 * GLOBAL_BATCH, np.random.default_rng(0))
     x_log = x_log.copy()
     x_log[2 * GLOBAL_BATCH + half + 1] = -5.0  # replica 1's share of step 2
-    faults = {"overflow": (lambda: _unscaled_attention("mixed_float16"), x_att, y_att),
+    faults = {"overflow": (lambda: real_models.unscaled_attention_logits("mixed_float16"), x_att, y_att),
               "negative": (lambda: real_models.log_input_mlp("mixed_bfloat16"), x_log, y_log)}
     found = {}
     for name, (build, x, y) in faults.items():

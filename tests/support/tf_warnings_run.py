@@ -17,7 +17,7 @@ import numpy as np
 
 
 def _fit(logdir):
-    from tests.support import real_models
+    from evaluation import real_models
     from tb_gradlens.keras import GradLensCallback
 
     for name, jit in (("transformer", False), ("transformer", True), ("lstm", False)):
@@ -30,7 +30,7 @@ def _fit(logdir):
 def _compare_in_function():
     import tensorflow as tf
 
-    from tests.support import real_models
+    from evaluation import real_models
     from tb_gradlens.compare import compare_keras
 
     for name in ("lstm", "gru"):

@@ -94,6 +94,11 @@ def weights_of(model):
     return weights
 
 
+def model_state(model):
+    """Every variable of ``model`` and its optimizer, as NumPy arrays (bit-identity checks)."""
+    return [np.array(v.numpy()) for v in model.variables + model.optimizer.variables]
+
+
 def build_twin(build, policy, weights, loss, optimizer=None, x=None):
     """A fresh model from ``build(policy)`` carrying ``weights`` (``weights_of``)."""
     model = build(policy)

@@ -15,7 +15,7 @@ zoo); ``layer_classes()`` the layers they and the zoo's measurements use
 (float32-mask Dropout, a naive variance norm, a drifting offset, log of the
 inputs).
 
-Imported as ``tests.support.real_models`` by tests and by ``benchmarks/``
+Imported as ``evaluation.real_models`` by tests and by ``benchmarks/``
 (the repository root on sys.path: see tests/support/__init__.py).
 """
 
@@ -419,9 +419,15 @@ def layer_classes():
         def call(self, x):
             return ops.log(x + ops.cast(1.0, x.dtype))
 
+    class AttentionLogits(keras.layers.Layer):
+        """q . k^T without the 1/sqrt(d) scaling attention layers apply."""
+
+        def call(self, q, k):
+            return keras.ops.matmul(q, keras.ops.transpose(k, (0, 2, 1)))
+
     _LAYER_CLASSES.update(
         Float32MaskDropout=Float32MaskDropout, NaiveVarianceNorm=NaiveVarianceNorm,
-        DriftingOffset=DriftingOffset, LogInputs=LogInputs,
+        DriftingOffset=DriftingOffset, LogInputs=LogInputs, AttentionLogits=AttentionLogits,
     )
     return _LAYER_CLASSES
 
@@ -489,6 +495,25 @@ def log_input_mlp(policy, seed=0):
         return keras.Model(inputs, _softmax_float32(x), name="log_input_mlp")
 
 
+def unscaled_attention_logits(policy, seq=4, d=16, seed=0):
+    """Fault model of the non-finite steps: attention logits q . k^T without the
+    1/sqrt(d) scaling (AttentionLogits), which overflow float16 on large inputs."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    with global_policy(policy):
+        inputs = keras.Input((seq, d))
+        q = keras.layers.Dense(d, use_bias=False, name="query")(inputs)
+        k = keras.layers.Dense(d, use_bias=False, name="key")(inputs)
+        v = keras.layers.Dense(d, use_bias=False, name="value")(inputs)
+        logits = layer_classes()["AttentionLogits"](name="attention_logits")(q, k)
+        weights = keras.layers.Softmax(name="attention_weights")(logits)
+        x = keras.layers.Dot(axes=(2, 1), name="attend")([weights, v])
+        x = keras.layers.GlobalAveragePooling1D(name="pool")(x)
+        x = keras.layers.Dense(3, name="logits")(x)
+        return keras.Model(inputs, _softmax_float32(x), name="unscaled_attention")
+
+
 # ---------------------------------------------------------------------------
 # Data.
 # ---------------------------------------------------------------------------
@@ -536,6 +561,13 @@ def offset_vectors(features, offset=16.0, classes=10):
     return data
 
 
+def unnormalized_images(n, seed=0, size=16):
+    """``n`` unnormalized pixels (0-255), as many pipelines feed them, and their
+    labels: float16's scaled gradients overflow at the start until the loss scale drops."""
+    rng = np.random.default_rng(seed)
+    return 255 * rng.random((n, size, size, 3), dtype=np.float32), rng.integers(0, 10, n).astype(np.int32)
+
+
 def multi_io_data(batch, rng):
     x = {"a": rng.random((batch, 12), dtype=np.float32), "b": rng.random((batch, 12), dtype=np.float32)}
     y = {"cls": rng.integers(0, 3, batch).astype(np.int32),
@@ -580,7 +612,7 @@ ZOO = {
                               "a shared Sequential block and a nested functional model"),
 }
 
-# Models with an injected fault (the alert zoo, benchmarks/alert_zoo.py): not
+# Models with an injected fault (the alert zoo, evaluation/alert_zoo.py): not
 # healthy, so apart from ZOO.
 FAULT_ZOO = {
     "naive_norm_mlp": Workload(naive_norm_mlp, offset_vectors(32), SPARSE_CE,

@@ -21,14 +21,14 @@ a float32 pass seeded alike drops other units than the bfloat16 step.
 both passes the step's own draws (``tb_gradlens/compare/randomness.py``),
 with or without XLA; the fit rows of Dropout models still run with
 ``jit_compile=True`` (their setup from before), and the custom-loop rows use
-``Float32MaskDropout`` (tests/support/real_models.py), whose mask is the same in
+``Float32MaskDropout`` (evaluation/real_models.py), whose mask is the same in
 both passes.
 
 Run (from the repository root)::
 
-    python benchmarks/alert_zoo.py                    # everything (long on 2 cores)
-    python benchmarks/alert_zoo.py --only 'mlp|fault' # a regex on configuration names
-    python benchmarks/alert_zoo.py --tiny             # the test-suite subset, few steps
+    python -m evaluation.alert_zoo                    # everything (long on 2 cores)
+    python -m evaluation.alert_zoo --only 'mlp|fault' # a regex on configuration names
+    python -m evaluation.alert_zoo --tiny             # the test-suite subset, few steps
 
 ``--logdir DIR --keep`` keeps the logs (``tb-gradlens report DIR/<config>``);
 ``--logdir DIR --judge-only`` judges kept logs again without training.
@@ -47,9 +47,8 @@ import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 
-from tests.support import real_models  # noqa: E402
+from evaluation import real_models  # noqa: E402
 
 # What a fault must raise: the code, a regex the named variable or layer must
 # match (re.search on one of the alert's variables), and the range of steps

@@ -13,11 +13,11 @@ then judges them with the analysis the tab and ``tb-gradlens report`` share:
 
 Run (from the repository root)::
 
-    python benchmarks/verdict_zoo.py                       # everything (long on 2 cores)
-    python benchmarks/verdict_zoo.py --only 'vit|fault'    # a regex on configuration names
-    python benchmarks/verdict_zoo.py --split held_out      # only the held-out healthy models
-    python benchmarks/verdict_zoo.py --logdir DIR --keep   # keep the runs
-    python benchmarks/verdict_zoo.py --logdir DIR --judge-only
+    python -m evaluation.verdict_zoo                       # everything (long on 2 cores)
+    python -m evaluation.verdict_zoo --only 'vit|fault'    # a regex on configuration names
+    python -m evaluation.verdict_zoo --split held_out      # only the held-out healthy models
+    python -m evaluation.verdict_zoo --logdir DIR --keep   # keep the runs
+    python -m evaluation.verdict_zoo --logdir DIR --judge-only
 
 The alert zoo of the earlier models (``alert_zoo.py``) uses the same judging.
 """
@@ -34,12 +34,11 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import alert_zoo  # noqa: E402
-import zoo_faults  # noqa: E402
-import zoo_models  # noqa: E402
+from evaluation import alert_zoo  # noqa: E402
+from evaluation import zoo_faults  # noqa: E402
+from evaluation import zoo_models  # noqa: E402
 
 Config = alert_zoo.Config
 Expect = alert_zoo.Expect

@@ -1,4 +1,4 @@
-"""More real models, healthy, at tiny sizes: the zoo beyond ``tests/support/real_models.py``.
+"""More real models, healthy, at tiny sizes: the zoo beyond ``evaluation/real_models.py``.
 
 Same conventions as ``real_models``: Keras is imported inside the builders;
 ``build(policy, seed=0)`` sets the seed, builds under ``policy`` (set as the
@@ -15,10 +15,8 @@ import contextlib
 
 import numpy as np
 
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
-
-from tests.support import real_models  # noqa: E402
-from tests.support.real_models import SPARSE_CE, Workload, global_policy  # noqa: E402
+from evaluation import real_models
+from evaluation.real_models import SPARSE_CE, Workload, global_policy
 
 _LAYER_CLASSES = {}
 

@@ -14,8 +14,8 @@ the tab and ``tb-gradlens compare`` show) about:
 
 Run (from the repository root)::
 
-    python benchmarks/compare_noise.py               # 22 seeds of the MLP, the transformer, the LSTM
-    python benchmarks/compare_noise.py --tiny        # 6 seeds of the MLP, 60 steps (seconds)
+    python -m evaluation.compare_noise               # 22 seeds of the MLP, the transformer, the LSTM
+    python -m evaluation.compare_noise --tiny        # 6 seeds of the MLP, 60 steps (seconds)
 """
 
 import argparse
@@ -26,10 +26,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from tests.support import real_models  # noqa: E402
+from evaluation import real_models  # noqa: E402
 
 MODELS = {
     "mlp": (lambda p, s: real_models.mlp(p, seed=s), real_models.digits, 64, 300),

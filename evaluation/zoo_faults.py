@@ -14,10 +14,8 @@ import collections
 
 import numpy as np
 
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
-
-import zoo_models  # noqa: E402
-from zoo_models import SPARSE_CE, Workload, real_models  # noqa: E402
+from evaluation import zoo_models
+from evaluation.zoo_models import SPARSE_CE, Workload, real_models
 
 Fault = collections.namedtuple("Fault", ("workload", "code", "row", "policy", "note", "edit_batch", "advise"),
                                defaults=(None, None))

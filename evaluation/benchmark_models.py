@@ -2,15 +2,13 @@
 
 ``mlp``, ``convnet`` and ``transformer`` are defined here; ``resnet50`` and
 ``mobilenet_v2`` are keras.applications (weights=None, 32x32 inputs) from the
-shared zoo of the tests (``tests/support/real_models.py``).
+shared zoo of the tests (``evaluation/real_models.py``).
 """
 
 
 import numpy as np
 
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
-
-from tests.support import real_models  # noqa: E402
+from evaluation import real_models
 
 NAMES = ("mlp", "convnet", "transformer", "resnet50", "mobilenet_v2")
 ZOO_MODELS = ("resnet50", "mobilenet_v2")

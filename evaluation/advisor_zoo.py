@@ -14,8 +14,8 @@ of parameters it leaves in 16 bits, and whether the two agree:
 
 Run (from the repository root)::
 
-    python benchmarks/advisor_zoo.py                 # everything (long on 2 cores)
-    python benchmarks/advisor_zoo.py --only 'naive'  # a regex on configuration names
+    python -m evaluation.advisor_zoo                 # everything (long on 2 cores)
+    python -m evaluation.advisor_zoo --only 'naive'  # a regex on configuration names
 """
 
 import argparse
@@ -26,13 +26,12 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-import zoo_faults  # noqa: E402
-import zoo_models  # noqa: E402
+from evaluation import zoo_faults  # noqa: E402
+from evaluation import zoo_models  # noqa: E402
 
 DIVERGENCE_CODES = ("bf16_divergence", "f16_divergence")
 BATCH = 16
@@ -46,7 +45,7 @@ def alerts_then_advice(workload, policy, log_dir):
     import tb_gradlens
     from tb_gradlens import analysis
     from tb_gradlens.keras import GradLens
-    from tests.test_analysis import source_of
+    from tests.support.readback import source_of
 
     model = workload.build(policy)
     model.compile(optimizer="adam", loss=workload.loss)

@@ -22,8 +22,8 @@ keeps it off the line).
 
 Run (from the repository root)::
 
-    python benchmarks/compare_zoo.py --verdict-logdir DIR         # everything (long on 2 cores)
-    python benchmarks/compare_zoo.py --verdict-logdir DIR --only 'stream|timestamp'
+    python -m evaluation.compare_zoo --verdict-logdir DIR         # everything (long on 2 cores)
+    python -m evaluation.compare_zoo --verdict-logdir DIR --only 'stream|timestamp'
 """
 
 import argparse
@@ -34,13 +34,12 @@ import time
 
 import numpy as np
 
-import _paths  # noqa: E402,F401 - the repository root and benchmarks/ on sys.path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import compare_noise  # noqa: E402
-import verdict_zoo  # noqa: E402
-import zoo_faults  # noqa: E402
-import zoo_models  # noqa: E402
+from evaluation import compare_noise  # noqa: E402
+from evaluation import verdict_zoo  # noqa: E402
+from evaluation import zoo_faults  # noqa: E402
+from evaluation import zoo_models  # noqa: E402
 
 STEPS = 500
 SHORT = 60  # the keras.applications models: tens of seconds a step on 2 cores for three runs
@@ -100,7 +99,7 @@ def configurations(only=None):
 
 def alert_harm(verdict_logdir, name):
     """The 16-bit harm codes the alerts raise on the configuration's kept verdict-zoo run (None: not kept)."""
-    import alert_zoo
+    from evaluation import alert_zoo
 
     names = [name + "_fit_bf16", name]
     for candidate in names:
