@@ -369,13 +369,14 @@ def all_configs(tiny=False):
 def analyse(logdir):
     """(alerts, errors, headlines) of every run of ``logdir``, as ``tb-gradlens report`` sees them."""
     from tb_gradlens import analysis
+    from tb_gradlens.serving import judgment_json
     from tb_gradlens.serving import logdir as logdir_lib
     from tb_gradlens.serving import reading
 
     loaded = logdir_lib.open_logdir(logdir, progress=False)
     source = reading.Source(loaded.provider, loaded.ctx, loaded.experiment_id)
     alerts, problems = analysis.run_alerts(source)
-    return alerts, problems, analysis.overview(source)
+    return alerts, problems, judgment_json.overview_json(analysis.overview(source))
 
 
 def budget_ratios(logdir):

@@ -72,8 +72,8 @@ class _Runs:
 def verdict(a, b, noise):
     from tb_gradlens import analysis
 
-    summary = analysis.compare_runs(_Runs({"a": a, "b": b, "n": noise}), "a", "b", noise_run="n")["summary"]
-    return summary["exceeds_noise"], summary["first_exceeding_step"], summary["noise"]
+    summary = analysis.compare_runs(_Runs({"a": a, "b": b, "n": noise}), "a", "b", noise_run="n").summary
+    return summary.exceeds_noise, summary.first_exceeding_step, summary.noise
 
 
 def main(argv=None):

@@ -133,7 +133,7 @@ def main(argv=None):
                                        noise_run=["n%d" % s for s in NOISE_SEEDS])
         ratios = window_ratios(a, b, noises, thresholds)
         beyond, margin = sustained_margin(ratios, thresholds.run_noise_factor, thresholds.run_noise_windows)
-        said = result["summary"]["exceeds_noise"]
+        said = result.summary.exceeds_noise
         harm = alert_harm(args.verdict_logdir, name)
         ok = harm is not None and bool(harm) == bool(said)
         agree, total = agree + ok, total + 1

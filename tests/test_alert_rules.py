@@ -16,6 +16,7 @@ from tb_gradlens import records
 from tb_gradlens.analysis import tolerances
 from tb_gradlens.serving import routes_impl
 from tb_gradlens.writing import summary_ops
+from tb_gradlens.serving import judgment_json
 
 from tests.support.readback import make_series
 from tests.support.readback import source_of
@@ -154,7 +155,7 @@ def test_a_gradient_whose_true_value_is_zero_is_not_judged_nor_the_headline(tmp_
     source = source_of(str(tmp_path))
     alerts, problems = analysis.run_alerts(source)
     assert alerts == [] and problems == []
-    (headline,) = analysis.overview(source)
+    (headline,) = judgment_json.overview_json(analysis.overview(source))
     assert headline["worst_divergence"]["row"] == "mha/key/kernel"
     tag = source.entries("bf16")[0].tag
     limits = routes_impl.limits_impl(source, "bf16", tag)
@@ -174,7 +175,7 @@ def test_nan_wins_the_worst_divergence_from_its_first_step(tmp_path):
     write_comparison(tmp_path, "bf16", metadata.DIVERGENCE, ["a", "b"], table(rel, nonfinite=nonfinite),
                      comparison_extras(["bfloat16"] * 2))
     source = source_of(str(tmp_path))
-    worst = analysis.worst_divergence(source, "bf16")
+    worst = judgment_json.worst_divergence_json(analysis.worst_divergence(source, "bf16"))
     assert worst["step"] == 30 and worst["nonfinite"] is True and np.isnan(worst["value"])
     (alert,) = [a for a in analysis.run_alerts(source)[0] if a.code == "nonfinite"]
     assert (alert.step_first, alert.view["step"]) == (30, 30)
@@ -269,7 +270,7 @@ def test_a_display_filter_never_changes_a_limit_or_a_verdict(tmp_path):
     for pattern, step_min in (("dense_4", None), ("dense_[34]", 20), (None, 30)):
         shown = filtered_source.FilteredSource(source, pattern, step_min)
         assert analysis.run_alerts(shown)[0] == []
-        (headline,) = analysis.overview(shown)
+        (headline,) = judgment_json.overview_json(analysis.overview(shown))
         want = whole["limits"][layers.index(headline["worst_divergence"]["row"])][0]
         assert headline["worst_divergence"]["limit"] == pytest.approx(want)
         judged = tolerances.judge_entry(shown, shown.entry("bf16", tag))
@@ -326,7 +327,7 @@ def test_damage_born_at_a_layer_boundary_is_not_excused_by_the_stable_pass(tmp_p
     assert "in float32" in alert.fix
     # The limit: 4 x the stable divergence counted up to 2 x one rounding, the first row carrying nothing.
     assert alert.limit == pytest.approx(T.stable_factor * T.boundary_factor * U)
-    headlines = {h["run"]: h["worst_divergence"] for h in analysis.overview(source)}
+    headlines = {h["run"]: h["worst_divergence"] for h in judgment_json.overview_json(analysis.overview(source))}
     assert headlines["timestamp"]["verdict"] == "harmed" and headlines["healthy"]["verdict"] == "within"
 
 
@@ -355,7 +356,7 @@ def test_a_transient_has_its_verdict_in_the_headline_and_no_alert(tmp_path):
                      measured_table(metadata.ACTIVATION_DIVERGENCE, rel, stable), comparison_extras(["bfloat16"] * 2))
     source = source_of(str(tmp_path))
     assert analysis.run_alerts(source)[0] == []
-    (headline,) = analysis.overview(source)
+    (headline,) = judgment_json.overview_json(analysis.overview(source))
     worst = headline["worst_divergence"]
     assert (worst["row"], worst["step"], worst["verdict"], worst["above_steps"]) == ("naive_norm", 0, "transient", [0])
     assert worst["ratio"] == pytest.approx(5.5, rel=1e-4)

@@ -12,6 +12,7 @@ from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens import summary
 from tb_gradlens.writing import summary_ops
+from tb_gradlens.serving import judgment_json
 from tests.support.readback import make_series
 from tests.support.readback import source_of
 
@@ -182,7 +183,7 @@ def test_compare_runs_aligns_steps_and_reports_the_rest():
             pass
 
     q = analysis.Quantity("scalar", tag="loss")
-    out = analysis.compare_runs(Fake(), "a", "b", q, noise_run="n")
+    out = judgment_json.run_comparison_json(analysis.compare_runs(Fake(), "a", "b", q, noise_run="n"))
     assert out["steps"].tolist() == [1, 2, 3]
     assert out["only_in_a"].tolist() == [0] and out["only_in_b"].tolist() == [5]
     np.testing.assert_allclose(out["difference"], [0.2, 1.0, 0.4])
@@ -192,7 +193,7 @@ def test_compare_runs_aligns_steps_and_reports_the_rest():
     assert out["summary"]["max_abs_rel_difference"] == np.inf
     assert out["summary"]["exceeds_noise"] is None and "cannot be judged" in out["summary"]["verdict"]
     Fake.data["b"] = (np.array([1, 2, 3]), np.array([2.2, 0.0, 4.4]))
-    out = analysis.compare_runs(Fake(), "a", "b", q, noise_run="n")
+    out = judgment_json.run_comparison_json(analysis.compare_runs(Fake(), "a", "b", q, noise_run="n"))
     assert np.isnan(out["rel_difference"][1])  # 0 / 0
     assert out["summary"]["max_abs_rel_difference"] == pytest.approx(0.1)
 
@@ -228,7 +229,8 @@ def test_the_run_comparison_verdict_rests_on_windows_of_steps(growth, noise_size
         def __init__(self):
             pass
 
-    out = analysis.compare_runs(Fake(), "a", "b", analysis.Quantity("scalar", tag="loss"), noise_run="n")
+    out = judgment_json.run_comparison_json(
+        analysis.compare_runs(Fake(), "a", "b", analysis.Quantity("scalar", tag="loss"), noise_run="n"))
     first, level = _windowed_verdict(a, b, n)
     summary = out["summary"]
     assert summary["exceeds_noise"] is (first is not None)
@@ -257,8 +259,8 @@ def test_several_noise_runs_take_the_largest_difference_window_by_window():
         def __init__(self):
             pass
 
-    one = analysis.compare_runs(Fake(), "a", "b", noise_run="close")["summary"]
-    both = analysis.compare_runs(Fake(), "a", "b", noise_run=["close", "far"])
+    one = judgment_json.run_comparison_json(analysis.compare_runs(Fake(), "a", "b", noise_run="close"))["summary"]
+    both = judgment_json.run_comparison_json(analysis.compare_runs(Fake(), "a", "b", noise_run=["close", "far"]))
     assert one["exceeds_noise"] is True and both["summary"]["exceeds_noise"] is False
     assert both["noise_runs"] == ["close", "far"] and both["noise_run"] == "close"
     width = both["summary"]["noise"]["window"]
@@ -437,17 +439,17 @@ def test_compare_runs_nan_in_run_b_exceeds_any_noise_floor_from_its_step():
         "b": (steps, np.where(steps >= 4, np.nan, a * 1.001)),
         "n": (steps, a * 1.01),
     })
-    out = analysis.compare_runs(source, "a", "b", noise_run="n")
+    out = judgment_json.run_comparison_json(analysis.compare_runs(source, "a", "b", noise_run="n"))
     summary = out["summary"]
     assert summary["exceeds_noise"] is True and summary["first_exceeding_step"] == 4
     assert summary["verdict"] == "beyond the noise floor from step 4: run B is NaN there"
     assert np.isnan(summary["max_abs_rel_difference"]) and summary["nonfinite"]["b"] == 4
-    plain = analysis.compare_runs(source, "a", "b")["summary"]
+    plain = judgment_json.run_comparison_json(analysis.compare_runs(source, "a", "b"))["summary"]
     assert plain["verdict"] == "run B is NaN from step 4" and plain["exceeds_noise"] is None
     steps = np.arange(40)
     a = 2.0 / (1 + steps)
-    within = analysis.compare_runs(Fake({"a": (steps, a), "b": (steps, a * 1.001), "n": (steps, a * 1.01)}),
-                                   "a", "b", noise_run="n")["summary"]
+    within = judgment_json.run_comparison_json(analysis.compare_runs(
+        Fake({"a": (steps, a), "b": (steps, a * 1.001), "n": (steps, a * 1.01)}), "a", "b", noise_run="n"))["summary"]
     assert within["exceeds_noise"] is False and within["verdict"].startswith("within the noise floor")
 
 
@@ -472,7 +474,7 @@ def test_compare_runs_without_a_loss_scalar_compares_the_logged_training_loss(tm
     logdir = str(tmp_path)
     _write_loss_comparisons(logdir, "f32", [2.0, 1.0, 0.5])
     _write_loss_comparisons(logdir, "bf16", [2.0, 1.1, 0.6])
-    out = analysis.compare_runs(source_of(logdir), "f32", "bf16")
+    out = judgment_json.run_comparison_json(analysis.compare_runs(source_of(logdir), "f32", "bf16"))
     assert out["quantity"]["kind"] == "loss_comparison" and out["quantity"]["column"] == "candidate"
     assert "has no 'loss' scalar" in out["note"] and "loss_comparison model_vs_float32" in out["note"]
     assert out["steps"].tolist() == [0, 10, 20]
@@ -480,7 +482,7 @@ def test_compare_runs_without_a_loss_scalar_compares_the_logged_training_loss(tm
     # With the scalar, the scalar is used, silently.
     _write_loss_comparisons(logdir, "f32s", [2.0, 1.0], scalar=True)
     _write_loss_comparisons(logdir, "bf16s", [2.0, 1.1], scalar=True)
-    out = analysis.compare_runs(source_of(logdir), "f32s", "bf16s")
+    out = judgment_json.run_comparison_json(analysis.compare_runs(source_of(logdir), "f32s", "bf16s"))
     assert out["quantity"]["tag"] == "loss" and out["note"] is None
 
 
@@ -506,7 +508,7 @@ def test_compare_runs_reads_a_run_that_has_only_tensorboard_scalars(tmp_path):
             if run == "lens":
                 summary.gradients([tf.ones([2])], [tf.Variable([1.0, 2.0], name="w")], step=0)
         writer.close()
-    out = analysis.compare_runs(source_of(str(tmp_path)), "plain", "lens")
+    out = judgment_json.run_comparison_json(analysis.compare_runs(source_of(str(tmp_path)), "plain", "lens"))
     assert out["steps"].tolist() == [0, 1, 2] and out["note"] is None
     np.testing.assert_allclose(out["rel_difference"], 0.1, rtol=1e-6)
 

@@ -19,6 +19,7 @@ from tb_gradlens import records
 from tb_gradlens.analysis import answers
 from tb_gradlens.analysis import tolerances
 from tb_gradlens.analysis.codes import DEFAULT_THRESHOLDS
+from tb_gradlens.serving import judgment_json
 from tb_gradlens.serving import routes_impl
 from tests.support.readback import source_of
 from tests.support import hostile_logs
@@ -185,9 +186,10 @@ def test_beyond_float32_noise_against_the_float32_run_with_another_seed(logdir, 
     for run, verdict in (("harmed_bf16", "beyond"), ("healthy_bf16", "within")):
         q1 = answers.by_id(said[run])["beyond_noise"]
         assert q1["runs"] == {"a": "float32", "b": run, "noise": "float32_seed1"}
-        result = analysis.compare_runs(source, "float32", run, analysis.DEFAULT_QUANTITY, "float32_seed1")
+        comparison = analysis.compare_runs(source, "float32", run, analysis.DEFAULT_QUANTITY, "float32_seed1")
+        result = judgment_json.run_comparison_json(comparison)
         assert q1["verdict"] == verdict and result["summary"]["exceeds_noise"] is (verdict == "beyond")
-        assert q1["text"] == answers.noise_sentence(result)["text"]  # what the Compare view says of these runs
+        assert q1["text"] == answers.noise_sentence(comparison)["text"]  # what the Compare view says of these runs
     first = answers.by_id(said["harmed_bf16"])["beyond_noise"]
     assert first["text"].startswith("Beyond noise from step %d." % first["step"])
     assert answers.by_id(said["float32"])["beyond_noise"]["verdict"] == "reference"

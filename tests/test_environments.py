@@ -14,6 +14,7 @@ from tests.support.frontend_page import browser, open_tab, page, require_browser
 from tests.support.readback import source_of
 from tb_gradlens import analysis
 from tb_gradlens import cli
+from tb_gradlens.serving import judgment_json
 
 pytestmark = [pytest.mark.slow]  # trains real models; the view's tests start TensorBoard and Chromium
 
@@ -56,7 +57,7 @@ def test_compare_says_the_environments_differ_and_gives_no_precision_verdict(log
     assert answer["summary"]["exceeds_noise"] is None
     assert [d["field"] for d in answer["environment_differences"]] == ["jit_compile"]
     # the same environment: compared as before, no difference said
-    same = analysis.compare_runs(source_of(logdir), "float32", "float32_seed1")
+    same = judgment_json.run_comparison_json(analysis.compare_runs(source_of(logdir), "float32", "float32_seed1"))
     assert same["environment_differences"] == [] and "not a precision verdict" not in same["summary"]["verdict"]
 
 

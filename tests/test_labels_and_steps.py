@@ -18,6 +18,7 @@ from tb_gradlens import compare
 from tb_gradlens import metadata
 from tb_gradlens.cli import report as report_command
 from tb_gradlens.keras import GradLensCallback
+from tb_gradlens.serving import judgment_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -103,7 +104,7 @@ def test_steps_restart_in_a_log_directory_deleted_since(tmp_path):
     shutil.rmtree(log_dir)
     _fit(log_dir, seed=1)
     assert _grad_steps(log_dir) == [0, 1, 2, 3]
-    headline = analysis.overview(source_of(str(tmp_path)))[0]
+    headline = judgment_json.overview_json(analysis.overview(source_of(str(tmp_path))))[0]
     assert headline["step_offsets"] == []
 
 
@@ -115,7 +116,7 @@ def test_an_offset_that_applies_is_said_by_report(tmp_path):
     _fit(log_dir)
     _fit(log_dir, seed=1)
     assert _grad_steps(log_dir) == list(range(8))
-    headline = analysis.overview(source_of(str(tmp_path)))[0]
+    headline = judgment_json.overview_json(analysis.overview(source_of(str(tmp_path))))[0]
     assert [(o["offset"], o["step"]) for o in headline["step_offsets"]] == [(4, 4)]
     lines = report_command._headline_text(headline)
     assert any("train step + 4" in line for line in lines), lines

@@ -21,6 +21,7 @@ from tb_gradlens.analysis import replays
 from tb_gradlens.keras import GradLens
 from tb_gradlens.keras import GradLensCallback
 from tb_gradlens.keras import forensics
+from tb_gradlens.serving import judgment_json
 
 BATCH = 8
 
@@ -96,7 +97,7 @@ def test_healthy_float16_runs_with_loss_scale_skips_are_not_errors_and_log_one_s
     assert [a for a in alerts if a.severity == analysis.ERROR] == []
     (skip,) = [a for a in alerts if a.code == analysis.LOSS_SCALE_SKIP]
     assert skip.severity == analysis.INFO and skip.step_first == int(np.argmax(skipped))
-    headline = analysis.overview(source)[0]
+    headline = judgment_json.overview_json(analysis.overview(source))[0]
     assert headline["first_nonfinite_step"] is None
     assert headline["optimizer_steps"]["skips"] == [int(s) for s in np.nonzero(skipped)[0]]
     assert headline["optimizer_steps"]["last_iteration"] == 9 - int(skipped[:-1].sum())
@@ -148,7 +149,7 @@ def _replay_of(tmp_path):
     found = replays.run_replays(source, "run")
     alerts, problems = analysis.run_alerts(source)
     assert problems == []
-    return found, alerts, analysis.overview(source)[0]
+    return found, alerts, judgment_json.overview_json(analysis.overview(source))[0]
 
 
 def test_float16_overflow_in_unscaled_attention_logits_is_replayed_as_precision(tmp_path):

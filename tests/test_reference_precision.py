@@ -33,6 +33,7 @@ from tb_gradlens.analysis import environments
 from tb_gradlens.serving import routes_impl
 from tb_gradlens.compare import float32_probe
 from tb_gradlens.keras import GradLensCallback
+from tb_gradlens.serving import judgment_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPS = list(records.PROBED_OPS)
@@ -148,7 +149,7 @@ def test_the_report_says_what_the_reference_was_and_where_the_run_trained(tf32_l
     for entry in source.entries_of_kind("tf32", metadata.DIVERGENCE):
         basis = routes_impl.limits_impl(source, "tf32", entry.tag)["basis"]
         assert basis and all(b.endswith("; float32 reference: TF32 in matmul/conv, 11 bits") for b in basis)
-    (headline,) = [h for h in analysis.overview(source) if h["run"] == "tf32_ieee"]
+    (headline,) = [h for h in judgment_json.overview_json(analysis.overview(source)) if h["run"] == "tf32_ieee"]
     assert headline["environment"]["float32"]["bits"] == 11
     assert headline["environment"]["environment"]["tensorflow"] == tf.__version__
 

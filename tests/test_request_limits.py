@@ -19,6 +19,7 @@ from tb_gradlens import metadata
 from tb_gradlens import patterns
 from tb_gradlens.patterns import matching
 from tb_gradlens.serving import gradlens_plugin
+from tb_gradlens.serving import judgment_json
 
 PREFIX = "/data/plugin/gradlens/"
 
@@ -217,7 +218,7 @@ def test_overview_of_a_sweep_reads_each_tag_of_all_runs_in_one_provider_call(tmp
     assert status == 200 and provider.reads <= 2, provider.reads
     batched = json.loads(body)["runs"]
     source = reading.Source(make_provider(logdir)[1])
-    alone = [analysis.overview(source.restricted([run]))[0] for run in source.runs()]
+    alone = [judgment_json.overview_json(analysis.overview(source.restricted([run])))[0] for run in source.runs()]
     assert json.loads(gradlens_plugin.encode_json(alone)) == batched
     assert [r["first_nonfinite_step"] for r in batched] == [i % 3 for i in range(30)]
 

@@ -26,6 +26,7 @@ Modules, one job each:
 * ``overview``: each run's headline;
 * ``runs``: ``compare_runs``, the run comparison: two runs step by step
   ("comparison" alone is the precision comparison of one step);
+* ``run_verdict``: the run comparison's verdict against its noise runs;
 * ``coverage``: what the writers asked for and could not log;
 * ``export``: long-format rows;
 * ``comparisons``: a run's comparisons, named and ordered, and its precision;

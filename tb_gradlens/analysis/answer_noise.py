@@ -55,29 +55,29 @@ def noise_runs(source: RecordSource, run: str, precisions: Dict[str, Optional[st
     return {"a": a, "noise": noise}
 
 
-def quantity_label(result: Dict[str, Any]) -> str:
+def quantity_label(result: run_comparison.RunComparison) -> str:
     """"the loss" or "grad_stats l2_norm of X" of a run comparison."""
-    q = result["quantity"]
-    if q["kind"] == run_comparison.SCALAR:
-        return "the loss" if (q["tag"] or run_comparison.LOSS_TAG) == run_comparison.LOSS_TAG else q["tag"]
-    if q["kind"] == metadata.LOSS_COMPARISON and q.get("column") == "candidate":
+    q = result.quantity
+    if q.kind == run_comparison.SCALAR:
+        return "the loss" if (q.tag or run_comparison.LOSS_TAG) == run_comparison.LOSS_TAG else q.tag
+    if q.kind == metadata.LOSS_COMPARISON and q.column == "candidate":
         return "the loss"
-    return "%s %s of %s" % (q["kind"], q["column"], q["row"])
+    return "%s %s of %s" % (q.kind, q.column, q.row)
 
 
-def noise_sentence(result: Dict[str, Any]) -> Dict[str, Any]:
+def noise_sentence(result: run_comparison.RunComparison) -> Dict[str, Any]:
     """The verdict of a run comparison (``runs.compare_runs``) in plain
     sentences: ``{"verdict": "beyond" | "within" | "undecided" | "no_noise",
     "short", "sentence", "text", "details"}``.  The Compare view and the
     first answer say it."""
-    a, b, c = result["run_a"], result["run_b"], result["noise_run"]
-    s = result["summary"]
+    a, b, c = result.run_a, result.run_b, result.noise_run
+    s = result.summary
     quantity = quantity_label(result)
-    details = [s.get("verdict") or ""]
-    if result.get("note"):
-        details.append(result["note"])
-    noise = s.get("noise") or {}
-    largest = s.get("max_abs_rel_difference")
+    details = [s.verdict or ""]
+    if result.note:
+        details.append(result.note)
+    noise = s.noise or {}
+    largest = s.max_abs_rel_difference
     if c is None:
         parts = [segment("No noise-floor run", "verdict-text"), ". In %s, %s differs from %s by up to " % (quantity, b, a),
                  segment(percent(largest) if largest is not None else "–", "max-rel"),
@@ -85,8 +85,8 @@ def noise_sentence(result: Dict[str, Any]) -> Dict[str, Any]:
                  "into this logdir." % a]
         short = "no noise-floor run (up to %s apart)" % (percent(largest) if largest is not None else "–")
         return _noise("no_noise", short, parts, details)
-    bad = (s.get("nonfinite") or {}).get("b")
-    if s.get("exceeds_noise") is True and bad is not None and s.get("first_exceeding_step") == bad:
+    bad = (s.nonfinite or {}).get("b")
+    if s.exceeds_noise is True and bad is not None and s.first_exceeding_step == bad:
         parts = [segment("Beyond noise", "verdict-text"), " from step ", segment(bad, "verdict-step"),
                  ". %s is NaN or infinite there in %s while %s is not. The NaN answer says where it starts." % (
                      b, quantity, a)]
@@ -94,27 +94,27 @@ def noise_sentence(result: Dict[str, Any]) -> Dict[str, Any]:
     ratio = noise.get("ratio")
     level = noise.get("level")
     how = "%s× as much as" % fmt_ratio(ratio) if ratio is not None and math.isfinite(ratio) else "more than"
-    if s.get("exceeds_noise") is True:
-        first = s["first_exceeding_step"]
+    if s.exceeds_noise is True:
+        first = s.first_exceeding_step
         parts = [segment("Beyond noise", "verdict-text"), " from step ", segment(first, "verdict-step"),
                  ". In %s, %s differs from %s %s %s, %s with another seed, does (its mean relative difference "
                  "there is " % (quantity, b, a, how, c, a), segment(fmt(level), "noise-level"),
                  "). See which part diverges and what to keep in float32."]
         return _noise("beyond", "beyond noise from step %d (%s the noise)" % (
             first, fmt_ratio(ratio) + "×" if ratio is not None else "above"), parts, details)
-    if s.get("exceeds_noise") is False:
+    if s.exceeds_noise is False:
         parts = [segment("Within noise", "verdict-text"), ". In %s, %s differs from %s at most %s× as much as %s, "
                  "%s with another seed, does (its mean relative difference is " % (
                      quantity, b, a, fmt_ratio(ratio or 0), c, a), segment(fmt(level), "noise-level"),
                  "). Nothing to do."]
         return _noise("within", "within noise (at most %s× the noise)" % fmt_ratio(ratio or 0), parts, details)
-    shared, needed = s.get("shared_steps"), s.get("needed_steps")
+    shared, needed = s.shared_steps, s.needed_steps
     if shared is not None and needed is not None:
         parts = [segment("No verdict yet", "verdict-text"), ". %d step%s of %s %s logged by all three runs and the "
                  "rule needs %d. Train longer, or log the loss more often." % (
                      shared, "" if shared == 1 else "s", quantity, "is" if shared == 1 else "are", needed)]
     else:
-        parts = [segment("No verdict yet", "verdict-text"), ". %s." % capital(s.get("verdict") or "not enough steps")]
+        parts = [segment("No verdict yet", "verdict-text"), ". %s." % capital(s.verdict or "not enough steps")]
     return _noise("undecided", "no verdict yet (too few steps)", parts, details)
 
 
@@ -152,6 +152,6 @@ def beyond_noise(source: RecordSource, run: str, precisions: Dict[str, Optional[
     said = noise_sentence(result)
     return answer(qid, said["verdict"], said["short"], said["sentence"], said["details"],
                   runs={"a": picked["a"], "b": run, "noise": picked["noise"]},
-                  step=result["summary"].get("first_exceeding_step"))
+                  step=result.summary.first_exceeding_step)
 
 

@@ -62,6 +62,7 @@ from tb_gradlens.analysis.answer_noise import noise_sentence  # noqa: F401 - the
 from tb_gradlens.analysis.answer_rows import judged_comparison
 from tb_gradlens.analysis.answer_rows import over_training
 from tb_gradlens.analysis.coverage import last_step
+from tb_gradlens.analysis.overview import RunHeadline
 from tb_gradlens.analysis.overview import run_headline
 from tb_gradlens.analysis.record_source import RecordSource
 from tb_gradlens.analysis.sentences import QUESTIONS
@@ -73,32 +74,32 @@ from tb_gradlens.records.advice_records import HARM_INDEX
 # ---------------------------------------------------------------------------
 
 
-def broken(source: RecordSource, run: str, headline: Dict[str, Any]) -> Dict[str, Any]:
+def broken(source: RecordSource, run: str, headline: RunHeadline) -> Dict[str, Any]:
     """Q3 of ``run`` from its headline (``overview.run_headline``)."""
     qid = "broken"
     has_gradients = bool(source.entries_of_kind(run, metadata.GRAD_STATS))
     parts: List[Any] = []
     shorts = []
     details = []
-    step = headline.get("first_nonfinite_step")
+    step = headline.first_nonfinite_step
     if step is not None:
-        first = headline.get("first_nonfinite_variables") or []
+        first = headline.first_nonfinite_variables or []
         parts += [segment("NaN or Inf", "verdict"), " first at step ", segment(step, "nan-step"), ", in ",
                   segment(names(first), "nan-var"), ". Everything after follows from that step. "]
         shorts.append("NaN/Inf at step %d (%s)" % (step, names(first, 2)))
-        replay = headline.get("nonfinite_replay")
+        replay = headline.nonfinite_replay
         if replay:
             parts += ["Its replay says %s. " % replay["text"].rstrip(".")]
             details.append("Replayed step %d: first non-finite in %s at %s; in %s at %s." % (
                 replay["step"], replay["candidate_label"],
                 replay["candidate"]["where"] if replay.get("candidate") else "nothing",
                 replay["reference_label"], replay["reference"]["where"] if replay.get("reference") else "nothing"))
-    none = sorted(headline.get("disconnected_variables") or [])
+    none = sorted(headline.disconnected_variables or [])
     if none:
         parts += ["The gradient%s of " % ("" if len(none) == 1 else "s"), segment(names(none), "none-vars"),
                   " %s None, not connected to the loss. " % ("is" if len(none) == 1 else "are")]
         shorts.append("None: %s" % names(none, 2))
-    dead = sorted(headline.get("zero_gradient_variables") or [])
+    dead = sorted(headline.zero_gradient_variables or [])
     if dead:
         parts += ["The gradient%s of " % ("" if len(dead) == 1 else "s"), segment(names(dead), "dead-vars"),
                   " %s all zero, so %s not learn. " % (
@@ -171,7 +172,7 @@ def keep_float32(latest: Optional[advice_analysis.LatestAdvice], precision: Opti
 
 def run_answers(source: RecordSource, run: str, thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS,
                 whole: Optional[RecordSource] = None, precisions: Optional[Dict[str, Optional[str]]] = None,
-                headline: Optional[Dict[str, Any]] = None, loss_steps: Optional[Dict[str, Any]] = None
+                headline: Optional[RunHeadline] = None, loss_steps: Optional[Dict[str, Any]] = None
                 ) -> Dict[str, Any]:
     """The five answers of ``run``: ``{"run", "precision", "comparisons": [{"name", "label", "reference",
     "answer"}],
@@ -198,11 +199,11 @@ def run_answers(source: RecordSource, run: str, thresholds: codes.Thresholds = c
                                "tags": {k: e.tag for k, e in group["entries"].items()}, "answer": said})
         if primary is None:
             primary = (group, judged, said)
-    if primary is None and precisions.get(run) == "float32" and latest is None and not headline.get("no_comparison"):
+    if primary is None and precisions.get(run) == "float32" and latest is None and not headline.no_comparison:
         q2 = answer("diverges_most", "not_applicable", "–", ["Nothing to compare. A float32 run is the reference."])
         q5 = answer("over_training", "not_applicable", "–", ["Nothing to follow. A float32 run is the reference."])
     elif primary is None:
-        q2 = diverges_most(source, run, None, thresholds, why_none=headline.get("no_comparison"),
+        q2 = diverges_most(source, run, None, thresholds, why_none=headline.no_comparison,
                            advice_latest=latest)
         q5 = over_training(None)
     else:

@@ -70,7 +70,5 @@ def differences_text(found):
 def not_a_verdict(summary, differing):
     """``summary`` of runs whose environments differ: no precision verdict
     (``exceeds_noise`` None), what the numbers alone say kept in words."""
-    out = dict(summary, exceeds_noise=None, first_exceeding_step=None)
-    out["verdict"] = "%s; the numbers alone: %s" % (
-        NOT_A_VERDICT % differences_text(differing), summary["verdict"])
-    return out
+    return summary._replace(exceeds_noise=None, first_exceeding_step=None, verdict="%s; the numbers alone: %s" % (
+        NOT_A_VERDICT % differences_text(differing), summary.verdict))

@@ -3,12 +3,16 @@
 TensorFlow-free.  NaN and Inf win: a comparison that became non-finite is
 the worst divergence of its run, from the first step it was.  Rows that are
 not judged (a reference at its own rounding noise, replicas) stay out of
-the headline.
+the headline.  ``overview`` returns typed headlines (``RunHeadline``,
+``WorstDivergence``); the overview route and ``report --json`` shape them
+(``serving.judgment_json.overview_json``).
 """
 
 from typing import Any
 from typing import Dict
 from typing import List
+from typing import NamedTuple
+from typing import Optional
 
 import numpy as np
 from tensorboard import errors
@@ -26,6 +30,46 @@ from tb_gradlens.analysis.loss_scale import optimizer_steps
 from tb_gradlens.analysis.record_source import RecordSource
 
 
+class WorstDivergence(NamedTuple):
+    """The worst judged divergence of a run: its verdict (``verdict_of``, in
+    words: ``verdict_text``) and where it is (``metric`` of ``row`` of ``tag``
+    at ``step``: ``value`` against ``limit``, ``ratio`` the one over the other;
+    ``nonfinite``: the value became NaN or Inf there)."""
+
+    verdict: str
+    above_steps: List[int]
+    harmed_steps: List[int]
+    verdict_text: str
+    metric: str
+    value: float
+    row: str
+    step: int
+    tag: str
+    kind: str
+    reference: Any
+    candidate: Any
+    limit: Optional[float]
+    ratio: Optional[float]
+    nonfinite: bool
+
+
+class RunHeadline(NamedTuple):
+    """The headline of one run (see ``overview``)."""
+
+    run: str
+    worst_divergence: Optional[WorstDivergence]
+    no_comparison: Optional[str]
+    first_nonfinite_step: Optional[int]
+    first_nonfinite_variables: List[str]
+    disconnected_variables: List[str]
+    zero_gradient_variables: List[str]
+    alert_counts: Dict[str, int]
+    step_offsets: Any
+    nonfinite_replay: Optional[Dict[str, Any]]
+    optimizer_steps: Any
+    environment: Dict[str, Any]
+
+
 class _Found:
     nbytes = 1024
 
@@ -38,19 +82,18 @@ def _rank(found):
     earliest such step; else the largest value."""
     if found is None:
         return (-1, 0.0)
-    if not np.isfinite(found["value"]) or found["nonfinite"]:
-        return (1, -found["step"])
-    return (0, found["ratio"] if found["ratio"] is not None else -np.inf)
+    if not np.isfinite(found.value) or found.nonfinite:
+        return (1, -found.step)
+    return (0, found.ratio if found.ratio is not None else -np.inf)
 
 
 def worst_divergence(source, run, thresholds=codes.DEFAULT_THRESHOLDS):
     """The worst judged divergence of any divergence-like record of ``run``:
     the largest value against its limit (``ratio``).
 
-    Returns ``{"metric","value","row","step","tag","kind","reference",
-    "candidate","limit","nonfinite"}`` or None when the run has no judged
-    comparison.  ``value`` is NaN or Inf (and ``nonfinite`` true) when a
-    compared value became non-finite: the first such step wins.
+    A WorstDivergence, or None when the run has no judged comparison.
+    ``value`` is NaN or Inf (and ``nonfinite`` true) when a compared value
+    became non-finite: the first such step wins.
     """
     best = None
     benign, _ = findings.nonfinite_context(source, run, thresholds)
@@ -136,24 +179,27 @@ def _headline(series, judgement, s, r, value, nonfinite):
     limit = judgement.limits[s, r]
     limit = limit if np.isfinite(limit) else None
     verdict = verdict_of(judgement, series.steps, r)
-    verdict["verdict_text"] = verdict_sentence(verdict)
-    return dict(verdict, **{
-        "metric": judgement.column,
-        "value": float(value),
-        "row": series.record.rows[r],
-        "step": int(series.steps[s]),
-        "tag": series.tag,
-        "kind": series.record.kind,
-        "reference": series.record.extras.get("reference"),
-        "candidate": series.record.extras.get("candidate"),
-        "limit": None if limit is None else float(limit),
-        "ratio": None if limit is None or not np.isfinite(value) else float(value) / float(limit),
-        "nonfinite": bool(nonfinite),
-    })
+    return WorstDivergence(
+        verdict=verdict["verdict"],
+        above_steps=verdict["above_steps"],
+        harmed_steps=verdict["harmed_steps"],
+        verdict_text=verdict_sentence(verdict),
+        metric=judgement.column,
+        value=float(value),
+        row=series.record.rows[r],
+        step=int(series.steps[s]),
+        tag=series.tag,
+        kind=series.record.kind,
+        reference=series.record.extras.get("reference"),
+        candidate=series.record.extras.get("candidate"),
+        limit=None if limit is None else float(limit),
+        ratio=None if limit is None or not np.isfinite(value) else float(value) / float(limit),
+        nonfinite=bool(nonfinite),
+    )
 
 
 def overview(source: RecordSource,
-             thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> List[Dict[str, Any]]:
+             thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> List[RunHeadline]:
     """The headline of every run: worst divergence (and, for a run without
     comparisons, why, when its writers said: ``no_comparison``), first NaN,
     dead variables, alert counts, the step offsets its writers applied
@@ -163,7 +209,7 @@ def overview(source: RecordSource,
 
 
 def run_headline(source: RecordSource, run: str,
-                 thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> Dict[str, Any]:
+                 thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> RunHeadline:
     """The headline of one run (see ``overview``)."""
     alerts, _ = findings.run_alerts(source, [run], thresholds)
     counts = {s: 0 for s in codes.SEVERITIES}
@@ -177,20 +223,20 @@ def run_headline(source: RecordSource, run: str,
     nonfinite = nonfinite or [a for a in alerts if a.code == codes.NONFINITE]
     first_nf = min(nonfinite, key=lambda a: a.step_first) if nonfinite else None
     offsets = step_offsets(source, run)
-    return {
-        "run": run,
-        "worst_divergence": worst_divergence(source, run, thresholds),
-        "no_comparison": comparison_note(source, run),
-        "first_nonfinite_step": first_nf.step_first if first_nf else None,
-        "first_nonfinite_variables": list(first_nf.variables) if first_nf else [],
-        "disconnected_variables": _union(a.variables for a in alerts if a.code == codes.NONE_GRADIENT),
-        "zero_gradient_variables": _union(a.variables for a in alerts if a.code == codes.ZERO_GRADIENT),
-        "alert_counts": counts,
-        "step_offsets": offsets,
-        "nonfinite_replay": _first_replay(source, run),
-        "optimizer_steps": optimizer_steps(source, run, thresholds, offsets),
-        "environment": environments.run_environment(source, run),
-    }
+    return RunHeadline(
+        run=run,
+        worst_divergence=worst_divergence(source, run, thresholds),
+        no_comparison=comparison_note(source, run),
+        first_nonfinite_step=first_nf.step_first if first_nf else None,
+        first_nonfinite_variables=list(first_nf.variables) if first_nf else [],
+        disconnected_variables=_union(a.variables for a in alerts if a.code == codes.NONE_GRADIENT),
+        zero_gradient_variables=_union(a.variables for a in alerts if a.code == codes.ZERO_GRADIENT),
+        alert_counts=counts,
+        step_offsets=offsets,
+        nonfinite_replay=_first_replay(source, run),
+        optimizer_steps=optimizer_steps(source, run, thresholds, offsets),
+        environment=environments.run_environment(source, run),
+    )
 
 
 def _first_replay(source, run):

@@ -11,6 +11,8 @@ run that became non-finite exceeds any noise floor from that step.
 import dataclasses
 from typing import Any
 from typing import Dict
+from typing import List
+from typing import NamedTuple
 from typing import Optional
 from typing import Sequence
 from typing import Tuple
@@ -23,7 +25,7 @@ from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens.analysis import codes
 from tb_gradlens.analysis import environments
-from tb_gradlens.analysis import harm
+from tb_gradlens.analysis import run_verdict
 from tb_gradlens.analysis.record_source import RecordSource
 
 SCALAR = "scalar"
@@ -47,6 +49,40 @@ class Quantity:
 
 
 DEFAULT_QUANTITY = Quantity(SCALAR, LOSS_TAG)
+
+
+class RunComparison(NamedTuple):
+    """``quantity`` (``column`` resolved, ``tags`` each run's tag) of two runs,
+    step-aligned (see ``compare_runs``): at ``steps``, ``a``, ``b``, their
+    ``difference``, ``ratio`` and ``rel_difference``; the steps logged by one
+    run only; the first noise run's relative difference to A (``noise_steps``,
+    ``noise_rel_difference``; None without one); the ``summary``; each run's
+    environment in words (by label) and the ways they differ."""
+
+    quantity: Quantity
+    tags: Dict[str, Optional[str]]
+    note: Optional[str]
+    run_a: str
+    run_b: str
+    noise_runs: List[str]
+    steps: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    difference: np.ndarray
+    ratio: np.ndarray
+    rel_difference: np.ndarray
+    only_in_a: np.ndarray
+    only_in_b: np.ndarray
+    noise_steps: Optional[np.ndarray]
+    noise_rel_difference: Optional[np.ndarray]
+    summary: run_verdict.ComparisonSummary
+    environments: Dict[str, str]
+    environment_differences: Any
+
+    @property
+    def noise_run(self) -> Optional[str]:
+        """The first noise run (None: none)."""
+        return self.noise_runs[0] if self.noise_runs else None
 
 
 def quantity_series(source: RecordSource, run: str, quantity: Quantity) -> Tuple[np.ndarray, np.ndarray, str]:
@@ -191,33 +227,9 @@ def align(steps_a, values_a, steps_b, values_b):
     )
 
 
-def max_abs_rel(rel, a, b):
-    """max |rel| where a and b are finite (0/0 ignored), None when nothing is
-    left; NaN (or Inf) when a or b is NaN (or infinite) at some step: the
-    non-finite value wins."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    values = np.concatenate([a, b])
-    if np.isnan(values).any():
-        return float("nan")
-    if np.isinf(values).any():
-        return float("inf")
-    x = np.abs(np.asarray(rel, np.float64))
-    x = x[~np.isnan(x)]
-    return float(x.max()) if len(x) else None
-
-
-def first_nonfinite_step(steps, values):
-    """(first step where ``values`` is NaN or infinite, "NaN"/"infinite"), or (None, None)."""
-    bad = ~np.isfinite(values)
-    if not bad.any():
-        return None, None
-    i = int(np.argmax(bad))
-    return int(steps[i]), "NaN" if np.isnan(values[i]) else "infinite"
-
-
 def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantity = DEFAULT_QUANTITY,
                  noise_run: Union[None, str, Sequence[str]] = None,
-                 thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> Dict[str, Any]:
+                 thresholds: codes.Thresholds = codes.DEFAULT_THRESHOLDS) -> RunComparison:
     """The run comparison: ``quantity`` of two runs of one logdir, step-aligned.
 
     At the steps both runs logged: a, b, difference b - a, ratio b / a and
@@ -232,14 +244,15 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
     where B is non-finite while A is not), ``summary.first_exceeding_step``
     its first step, ``summary.noise`` the one noise figure (the noise run's
     mean there, the ratio, the window and the rule) and ``summary.verdict``
-    says it in words.  Several noise runs (float32 with other seeds): a
+    says it in words (a ``ComparisonSummary``).  Several noise runs (float32 with other seeds): a
     window's floor is the largest of their means (one seed can track A
     closely by chance).  Runs whose recorded environments differ get no
     precision verdict (``environments.not_a_verdict``).  Checked on float32
     runs of many seeds: docs/benchmarks-history.md.
 
-    Returns a JSON-ready dict whose long sequences are NumPy arrays;
-    ``note`` is set when the default quantity fell back (``resolve_quantity``).
+    Returns a ``RunComparison`` (the compare route and ``tb-gradlens compare``
+    shape it: ``serving.judgment_json.run_comparison_json``); ``note`` is set
+    when the default quantity fell back (``resolve_quantity``).
     """
     noise_runs = [noise_run] if isinstance(noise_run, str) else list(noise_run or [])
     runs = [run_a, run_b] + noise_runs
@@ -256,120 +269,24 @@ def compare_runs(source: RecordSource, run_a: str, run_b: str, quantity: Quantit
         tag_noise = tag_noise or tag
         n_common, na, nn, _, _ = align(steps_a, values_a, steps_n, values_n)
         noises.append({"steps": n_common, "rel_difference": relative_difference(na, nn), "a": na, "values": nn})
-    summary = _summary(common, a, b, rel, noises, thresholds)
+    summary = run_verdict.comparison_summary(common, a, b, rel, noises, thresholds)
     labels: Dict[str, Optional[str]] = {"A": run_a, "B": run_b}
     labels.update({("noise" if len(noise_runs) == 1 else "noise %d" % (k + 1)): run for k, run in enumerate(noise_runs)})
     differing = environments.differences(source, labels)
     if differing:
         summary = environments.not_a_verdict(summary, differing)
-    noise = None
-    if noises:
-        noise = {"steps": noises[0]["steps"], "rel_difference": noises[0]["rel_difference"]}
     column = quantity.column if quantity.kind == SCALAR else (
         quantity.column or codes.DEFAULT_COLUMN.get(quantity.kind))
-    return {
-        "quantity": {"kind": quantity.kind, "tag": quantity.tag, "row": quantity.row, "column": column,
-                     "tags": {"a": tag_a, "b": tag_b, "noise": tag_noise}},
-        "note": note,
-        "run_a": run_a,
-        "run_b": run_b,
-        "noise_run": noise_runs[0] if noise_runs else None,
-        "noise_runs": noise_runs,
-        "steps": common,
-        "a": a,
-        "b": b,
-        "difference": b - a,
-        "ratio": ratio,
-        "rel_difference": rel,
-        "only_in_a": only_a,
-        "only_in_b": only_b,
-        "noise": noise,
-        "summary": summary,
-        "environments": {label: environments.run_environment(source, run)["text"]
-                         for label, run in [("a", run_a), ("b", run_b)] + [
-                             ("noise" if k == 0 else "noise %d" % (k + 1), r) for k, r in enumerate(noise_runs)]},
-        "environment_differences": differing,
-    }
-
-
-def _summary(common, a, b, rel, noises, thresholds):
-    """The verdict of a run comparison (see ``compare_runs``); ``noises``: one
-    ``{"steps", "rel_difference", "values"}`` per noise run."""
-    out = {
-        "max_abs_rel_difference": max_abs_rel(rel, a, b),
-        "noise": None,
-        "exceeds_noise": None,
-        "first_exceeding_step": None,
-        "nonfinite": {},
-    }
-    a_step, a_what = first_nonfinite_step(common, a)
-    b_step, b_what = first_nonfinite_step(common, b)
-    out["nonfinite"] = {"a": a_step, "b": b_step, "noise": None}
-    if not noises:
-        out["verdict"] = _plain_verdict(common, rel, out["max_abs_rel_difference"], a_step, a_what,
-                                        b_step, b_what)
-        return out
-    firsts = [first_nonfinite_step(n["steps"], n["values"])[0] for n in noises]
-    out["nonfinite"]["noise"] = min((s for s in firsts if s is not None), default=None)
-    shared = common
-    for n in noises:
-        shared = np.intersect1d(shared, n["steps"], assume_unique=True)
-    ib = np.searchsorted(common, shared)
-    n_rel = np.stack([n["rel_difference"][np.searchsorted(n["steps"], shared)] for n in noises])
-    b_bad = ~np.isfinite(b[ib]) & np.isfinite(a[ib])
-    if b_bad.any():
-        i = int(np.argmax(b_bad))
-        out["exceeds_noise"], out["first_exceeding_step"] = True, int(shared[i])
-        out["verdict"] = "beyond the noise floor from step %d: run B is %s there" % (
-            shared[i], "NaN" if np.isnan(b[ib][i]) else "infinite")
-        return out
-    out.update(_windowed(shared, rel[ib], n_rel, thresholds))
-    return out
-
-
-def _windowed(steps, rel_b, rel_n, thresholds):
-    """The sustained-evidence verdict: windows of logged steps, B's mean
-    |(B-A)/|A|| against the noise runs' in the same window, the largest of
-    them (``rel_n`` [noise runs, steps]; ``harm``)."""
-    width = harm.window_width(len(steps), thresholds.run_noise_window)
-    need = width * thresholds.run_noise_windows
-    rule = ("beyond when B's mean |(B-A)/|A|| is above %g x the noise run's in %d windows of %d logged steps "
-            "in a row" % (thresholds.run_noise_factor, thresholds.run_noise_windows, width))
-    if len(steps) < need:
-        return {"noise": {"rule": rule, "window": width, "level": None, "ratio": None},
-                "shared_steps": int(len(steps)), "needed_steps": int(need),
-                "verdict": "cannot be judged against the noise floor: %d step(s) logged by all three runs, "
-                           "the rule needs %d (%s)" % (len(steps), need, rule)}
-    mb = harm.window_means(rel_b, width)
-    mn = np.fmax.reduce([harm.window_means(r, width) for r in np.atleast_2d(rel_n)], axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratios = np.where(mn > 0, mb / mn, np.where(mb > 0, np.inf, 0.0))
-    ratios = np.nan_to_num(ratios, nan=0.0)
-    first = harm.sustained_window(ratios, thresholds.run_noise_factor, thresholds.run_noise_windows)
-    w = first if first is not None else int(np.argmax(ratios))
-    span = "steps %d-%d" % (steps[w * width], steps[(w + 1) * width - 1])
-    noise = {"rule": rule, "window": width, "level": float(mn[w]), "ratio": float(ratios[w])}
-    if first is None:
-        return {"noise": noise, "exceeds_noise": False,
-                "verdict": "within the noise floor: B's mean |(B-A)/|A|| is at most %.3gx the noise run's "
-                           "(%.3g against %.3g over %s; %s)" % (ratios[w], mb[w], mn[w], span, rule)}
-    return {"noise": noise, "exceeds_noise": True, "first_exceeding_step": int(steps[w * width]),
-            "verdict": "beyond the noise floor from step %d: B's mean |(B-A)/|A|| is %.3g over %s, %.3gx the "
-                       "noise run's %.3g (%s)" % (steps[w * width], mb[w], span, ratios[w], mn[w], rule)}
-
-
-def _plain_verdict(common, rel, largest, a_step, a_what, b_step, b_what):
-    if not len(common):
-        return "no step logged by both runs"
-    if b_step is not None or a_step is not None:
-        parts = []
-        if b_step is not None:
-            parts.append("run B is %s from step %d" % (b_what, b_step))
-        if a_step is not None:
-            parts.append("run A is %s from step %d" % (a_what, a_step))
-        return "; ".join(parts)
-    if largest is None:
-        return "no comparable step"
-    finite = np.where(np.isnan(rel), -np.inf, np.abs(rel))
-    return "max |(B-A)/|A|| %.3g at step %d (no noise-floor run to judge it against)" % (
-        largest, int(common[int(np.argmax(finite))]))
+    return RunComparison(
+        quantity=dataclasses.replace(quantity, column=column),
+        tags={"a": tag_a, "b": tag_b, "noise": tag_noise},
+        note=note, run_a=run_a, run_b=run_b, noise_runs=noise_runs,
+        steps=common, a=a, b=b, difference=b - a, ratio=ratio, rel_difference=rel, only_in_a=only_a, only_in_b=only_b,
+        noise_steps=noises[0]["steps"] if noises else None,
+        noise_rel_difference=noises[0]["rel_difference"] if noises else None,
+        summary=summary,
+        environments={label: environments.run_environment(source, run)["text"]
+                      for label, run in [("a", run_a), ("b", run_b)] + [
+                          ("noise" if k == 0 else "noise %d" % (k + 1), r) for k, r in enumerate(noise_runs)]},
+        environment_differences=differing,
+    )

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("no run with gradlens records in %s; its runs with gradlens records: %s"
                            % (args.logdir, common.known_runs_text(source.runs())))
     source = source.restricted(runs)  # another run's records are never read
-    headlines = {h["run"]: h for h in analysis.overview(source) if h["run"] in runs}
+    headlines = {h["run"]: h for h in judgment_json.overview_json(analysis.overview(source)) if h["run"] in runs}
     said = {r["run"]: r for r in answers.logdir_answers(source, runs)["runs"]}
     alerts, problems = analysis.run_alerts(source, runs)
     dtypes = {run: _dtype_summary(source, run) for run in runs}

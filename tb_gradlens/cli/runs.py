@@ -64,16 +64,18 @@ def run(args: argparse.Namespace) -> int:
     common.require_runs(loaded, [args.run_a, args.run_b] + list(args.noise_floor or []))
     quantity = analysis.Quantity(kind=args.kind, tag=args.tag, row=args.row, column=args.column)
     try:
-        result = analysis.compare_runs(source, args.run_a, args.run_b, quantity, args.noise_floor)
+        comparison = analysis.compare_runs(source, args.run_a, args.run_b, quantity, args.noise_floor)
     except errors.NotFoundError as e:
         raise CommandError(str(e)) from None
     except errors.InvalidArgumentError as e:
         raise CommandError(str(e), EXIT_USAGE) from None
-    if result["note"]:
-        print("note: %s" % printable(result["note"]), file=sys.stderr)
+    if comparison.note:
+        print("note: %s" % printable(comparison.note), file=sys.stderr)
     from tb_gradlens.analysis import answers
+    from tb_gradlens.serving import judgment_json
 
-    result["summary"]["answer"] = answers.noise_sentence(result)  # what the tab's Compare view says
+    result = judgment_json.run_comparison_json(comparison)
+    result["summary"]["answer"] = answers.noise_sentence(comparison)  # what the tab's Compare view says
     status = EXIT_ALERTS if args.fail_on and result["summary"]["exceeds_noise"] else EXIT_OK
     if args.json:
         print(common.dumps(result))

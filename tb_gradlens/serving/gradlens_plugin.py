@@ -333,8 +333,7 @@ class GradLensPlugin(base_plugin.TBPlugin):
 
     @wrappers.Request.application
     def _serve_overview(self, request):
-        runs = analysis.overview(self._filtered_source(request), self._thresholds)
-        return respond_json(request, {"runs": runs})
+        return respond_json(request, routes_impl.overview_impl(self._filtered_source(request), self._thresholds))
 
     @wrappers.Request.application
     def _serve_run_comparison(self, request):

@@ -220,8 +220,9 @@ def alerts_impl(source, run, thresholds, file_problems):
 def run_comparison_impl(source, run_a, run_b, quantity, noise_run, thresholds, step_min, step_max):
     """The ``compare`` answer: the verdict over the whole runs, the series
     cut to [step_min, step_max] (``analysis.compare_runs``)."""
-    body = analysis.compare_runs(source, run_a, run_b, quantity, noise_run, thresholds)
-    body["summary"]["answer"] = answers.noise_sentence(body)  # what the first answer says of these runs
+    comparison = analysis.compare_runs(source, run_a, run_b, quantity, noise_run, thresholds)
+    body = judgment_json.run_comparison_json(comparison)
+    body["summary"]["answer"] = answers.noise_sentence(comparison)  # what the first answer says of these runs
     return restrict_run_comparison(body, step_min, step_max)
 
 
@@ -258,6 +259,11 @@ def answers_impl(source, run, thresholds):
     if run is not None and run not in source.runs():
         raise errors.NotFoundError("no run %r" % (run,))
     return answers.logdir_answers(source, None if run is None else [run], thresholds)
+
+
+def overview_impl(source, thresholds):
+    """The ``overview`` answer: every run's headline (``analysis.overview``) of a (filtered) source."""
+    return {"runs": judgment_json.overview_json(analysis.overview(source, thresholds))}
 
 
 def advice_impl(source, run):
