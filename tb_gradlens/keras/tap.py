@@ -184,8 +184,7 @@ class Tap:
 
     def describe_gradients(self, step, chosen, replicas=None, replica_extras=()):
         """Statistics and histograms of the applied gradients of ``step``
-        (and how far each replica's was from their mean: ``replicas``, one
-        ``replica_extras`` each)."""
+        (and ``replicas``: each replica's divergence, its ``replica_extras``)."""
         stats, hist = numerics.gradient_statistics(chosen, self.sizes)
         return self._put_gradients(step, chosen, stats, hist, replicas, replica_extras)
 

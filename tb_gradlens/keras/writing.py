@@ -166,8 +166,7 @@ class RecordSink:
         described = [(r.record.rows, r.record.extras) if r.record is not None else None for r in step_records]
         built = self._writers.get(ring)
         if built is None or built[0] != described:
-            writer = None if self.in_step else self.writer
-            built = self._writers[ring] = (described, record_writing.RecordWriter(step_records, writer, ring.read))
+            built = self._writers[ring] = (described, record_writing.RecordWriter(step_records, self.writer, ring.read))
         return built[1]
 
     # -- after the call -----------------------------------------------------------------

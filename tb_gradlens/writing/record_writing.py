@@ -151,11 +151,11 @@ def gradient_records(name, rows, variable_dtypes, gradient_dtypes, skipped, hist
     return prepared
 
 
-def record_entries(step_records_):
+def record_entries(record_set):
     """``[(tag, serialized metadata, StepRecord)]`` of ``StepRecord``s, each
     record validated (a scalar's: TensorBoard's scalar metadata)."""
     entries = []
-    for step_record in step_records_:
+    for step_record in record_set:
         if step_record.record is None:
             entries.append((step_record.name, _scalar_metadata(), step_record))
             continue
@@ -196,14 +196,14 @@ class RecordWriter:
     event written after the call, as ``tf.summary.scalar`` writes it.
     """
 
-    def __init__(self, step_records_, writer=None, read=None):
+    def __init__(self, record_set, writer, read):
         self._writer = writer
         self._read = read
-        self._entries = record_entries(step_records_)
+        self._entries = record_entries(record_set)
         self._metadata_written = _Flag(False)
         from tb_gradlens.writing import keras_private  # TensorFlow's own flag for once-per-object functions
 
-        self._write_read = keras_private.function_per_instance(self._write_buffered, autograph=False)
+        self._write_from_buffers = keras_private.function_per_instance(self._write_buffered, autograph=False)
 
     @property
     def tags(self):
@@ -226,10 +226,10 @@ class RecordWriter:
             # Inside the caller's as_default() block, which flushes once for
             # all of a step's records: a block of its own would flush (and
             # check the event file) once per record set.
-            self._write_read(tf.constant(step, tf.int64))
+            self._write_from_buffers(tf.constant(step, tf.int64))
         else:
             with self._writer.as_default():
-                self._write_read(tf.constant(step, tf.int64))
+                self._write_from_buffers(tf.constant(step, tf.int64))
 
     def _write_buffered(self, step):
         written = self._metadata_written.read()
