@@ -45,13 +45,13 @@ import tensorflow as tf
 
 from tb_gradlens import compare
 from tb_gradlens import metadata
-from tb_gradlens import records
 from tb_gradlens.analysis.codes import DEFAULT_THRESHOLDS
 from tb_gradlens.keras.compiled_check import CompiledStepCheck
 from tb_gradlens.keras.kept_step import KeptStep
 from tb_gradlens.keras.rings import StepRing
 from tb_gradlens.writing import distribute
 from tb_gradlens.writing import keras_private
+from tb_gradlens.writing import step_records
 
 # The analysis' rule (analysis.loss_scale): Keras 3 halves the scale without
 # end; below 1 it shrinks the gradients it should protect (TensorFlow's own
@@ -110,9 +110,10 @@ class ReplaySlot:
     are traced when a kept step is first replayed (``run_kept``), not into
     the step."""
 
-    def __init__(self, model, reference, optimizer, steps_per_call, reference_pass=None, ieee_reference=True,
-                 xla=False):
+    def __init__(self, model, reference, optimizer, steps_per_call, sink, name, reference_pass=None,
+                 ieee_reference=True, xla=False):
         self.model = model
+        self.sink, self.name = sink, name  # the ``writing.RecordSink`` its record goes to, and the record's name
         self.passes = compare.ReplayPasses(model, reference, optimizer, reference_pass, ieee_reference,
                                            jit_compile=True if xla else None)
         self.max_rows = 4 * max(1, len(compare.model_layers(model))) + 1 + len(model.trainable_variables)
@@ -144,12 +145,9 @@ class ReplaySlot:
         self.extras = dict(replay.extras, row_kinds=replay.extras["row_kinds"][:keep])
         values = replay.values[:keep]
         pad = tf.fill([self.max_rows - keep, values.shape[1]], float("nan"))
-        self.ring.put(step, {"replay": tf.concat([values, pad], 0)})
+        self.sink.put(self.ring, step, {"replay": tf.concat([values, pad], 0)},
+                      step_records.replay_records(self.name, self.rows, self.extras))
         return tf.constant(True)
-
-    def records(self, name):
-        return [(name, records.nonfinite_replay_record(list(self.rows), self.extras),
-                 self.ring.reader("replay", rows=len(self.rows)))]
 
 
 class StepWatch:
@@ -182,8 +180,9 @@ class StepWatch:
             self.ring = StepRing(spe, {"optimizer": [1, len(metadata.OPTIMIZER_STEP_COLUMNS)]})
         shared = [slot.passes[0] for slot in tap.slots if slot.activations
                   and slot.passes[0].variant == compare.Variant(self.reference)]
-        self.replay = (ReplaySlot(model, self.reference, self.optimizer, spe, shared[0] if shared else None,
-                                  options.ieee_reference, xla) if self.replays else None)
+        self.replay = (ReplaySlot(model, self.reference, self.optimizer, spe, tap.sink, tap.status.name,
+                                  shared[0] if shared else None, options.ieee_reference, xla)
+                       if self.replays else None)
         # Skips in a row, counted on the steps that are not finite only: the
         # last skipped step and the length of its run; the first step of the
         # session (an update before a run of skips: the scale found its level).
@@ -334,7 +333,8 @@ class StepWatch:
         """Put the ``optimizer_step`` record of ``step`` (inside a conditional)."""
         row = tf.stack([tf.cast(iteration, tf.float32), scale, tf.cast(next_scale, tf.float32),
                         tf.cast(skipped, tf.float32), tf.cast(loss_nonfinite, tf.float32)])
-        self.ring.put(step, {"optimizer": row[tf.newaxis]})
+        self.tap.sink.put(self.ring, step, {"optimizer": row[tf.newaxis]},
+                          step_records.optimizer_records(self.tap.status.name, self.loss_scaling))
 
     def begin(self, first_step):
         """Outside the step, when training starts at train step ``first_step``."""

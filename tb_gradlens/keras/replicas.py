@@ -12,7 +12,6 @@ import threading
 
 import tensorflow as tf
 
-from tb_gradlens import records
 from tb_gradlens.keras.branches import GRADIENT_KINDS
 from tb_gradlens.keras.branches import when
 from tb_gradlens.writing import distribute
@@ -81,7 +80,7 @@ class Replicas:
             gathered = distribute.replica_divergence(local, reduced, due)
 
         def describe():
-            return tap.describe_gradients(step, reduced, None if gathered is None else {"replicas": gathered})
+            return tap.describe_gradients(step, reduced, gathered, self.extras or ())
 
         when(tap.status, "gradient statistics", GRADIENT_KINDS,
              tf.logical_and(due, distribute.is_first_replica()), describe, name=tap.status.name)
@@ -93,13 +92,3 @@ class Replicas:
         if context is None:
             return loss
         return context.all_reduce(tf.distribute.ReduceOp.SUM, loss)
-
-    def records(self, name):
-        """``(name, RecordMetadata, value_fn)`` of the replica-divergence records."""
-        if self.extras is None:
-            return []
-        read = self.tap.gradients.reader("replicas")
-        return [
-            (records.REPLICAS_NAME, records.divergence_record(self.tap.rows, extras), lambda i=i: read()[i])
-            for i, extras in enumerate(self.extras)
-        ]

@@ -4,13 +4,9 @@ With ``steps_per_execution=N`` Keras runs N optimizer steps per call of
 its train function, and the lens can only write between calls (summary
 writes have no XLA kernel and run outside the step).  A ``StepRing`` keeps
 one slot per step of a call (slot = step mod N): every logged step of a
-call is still there when the call returns, and is written in step order.
-
-Where the step runs without XLA around the lens (``LiveStep``, and the
-probe's function around Keras' XLA step) and one replica writes, the sink
-sets ``write_now`` instead: ``put`` then writes the step's records inside
-the step (``summary_ops.InStepRecordWriter``) and buffers nothing, so a
-logged step costs no host read and no graph call of its own.
+call is still there when the call returns, and is written in step order
+(``writing.RecordSink.write_pending``).  A plain buffer: where the step
+writes its records itself, ``RecordSink.put`` does not put them here.
 """
 
 import tensorflow as tf
@@ -36,19 +32,9 @@ class StepRing:
         }
         self.read_slot = tf.Variable(0, trainable=False, dtype=tf.int32)
         self.written = -1
-        self.write_now = None  # fn(step) writing the records inside the step (see the module)
-        self._current = None  # {name: value} being written by write_now
 
     def put(self, step, values):
-        """Inside the step: store ``{name: value}`` of optimizer step ``step``
-        (or write its records now, with ``write_now``)."""
-        if self.write_now is not None:
-            self._current = values
-            try:
-                self.write_now(step)
-            finally:
-                self._current = None
-            return
+        """Inside the step: store ``{name: value}`` of optimizer step ``step``."""
         slot = tf.cast(tf.math.floormod(step, self.size), tf.int32)[tf.newaxis, tf.newaxis]
         for name, value in values.items():
             buffer = self.values[name]
@@ -59,29 +45,17 @@ class StepRing:
 
     def pending(self):
         """Outside the step: [(step, slot)] not written yet, oldest first."""
-        if self.write_now is not None:
-            return []
         steps = self.steps.numpy()
         return sorted((int(s), k) for k, s in enumerate(steps) if s > self.written)
 
     def select(self, slot):
-        """Make ``reader`` functions read ``slot``."""
+        """Make ``read`` read ``slot``."""
         self.read_slot.assign(slot)
 
-    def reader(self, name, rows=None):
-        """A function reading buffer ``name`` at the selected slot (for
-        ``summary_ops.RecordWriter``), or the value being written now
-        (``write_now``); ``rows`` keeps the first rows only."""
-        buffer = self.values[name]
-
-        def read():
-            if self._current is not None:
-                value = tf.cast(self._current[name], tf.float32)
-            else:
-                value = tf.gather(buffer.read_value(), self.read_slot.read_value())
-            return value if rows is None else value[:rows]
-
-        return read
+    def read(self, name):
+        """Buffer ``name``'s float32 value at the selected slot (in the
+        record writer's graph: ``record_writing.RecordWriter``)."""
+        return tf.cast(tf.gather(self.values[name].read_value(), self.read_slot.read_value()), tf.float32)
 
     def reset(self):
         """Forget what is buffered (a new trace of the step)."""

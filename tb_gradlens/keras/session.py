@@ -173,13 +173,12 @@ class Session:
         if live:  # (now, not in the step's first trace: TensorFlow traces again a first trace that makes variables)
             with safety.guard(WRITE_CAUSE), model.distribute_strategy.scope():
                 keras_private.build_as_apply_does(model.optimizer, model.trainable_weights)
-        self.tap = Tap(model, options, self.status, xla, live)
+        self.sink = writing.RecordSink(self.writer, options.log_dir)
+        self.tap = self.sink.tap = Tap(model, options, self.status, xla, live, self.sink)
         if self.tap.slots or self.tap.watch.replay is not None:  # (what float32 is where the references run)
             self.status.float32 = safety.call(compare.float32_probe.PROBE_CAUSE, compare.float32_probe.probe, None,
                                               xla)
         self.lens_step = ProbeStep(self.tap) if xla else LiveStep(self.tap)
-        self.sink = writing.RecordSink(self.writer, options.log_dir, self.tap,
-                                       getattr(self.lens_step, "replicas", None))
         self.sink.write_in_step()
         self._flushing = FlushPacing(self.writer, self.sink, self.tap, self.status, options.flush_seconds,
                                      WRITE_CAUSE)

@@ -5,12 +5,12 @@ import tensorflow as tf
 
 from tb_gradlens import compare
 from tb_gradlens import metadata
-from tb_gradlens import records
 from tb_gradlens.keras.rings import StepRing
+from tb_gradlens.writing import step_records
 
 
 class ComparisonSlot:
-    """Passes, buffers and record descriptions of one comparison.
+    """Passes and buffers of one comparison.
 
     ``live``: the candidate is the training step itself (its loss,
     gradients and layer outputs; or, under XLA, the lens's recomputation
@@ -19,9 +19,10 @@ class ComparisonSlot:
     surrounding code" runs as an XLA pass.
     """
 
-    def __init__(self, model, reference, candidate, activations, max_rows, xla, steps_per_call, live,
+    def __init__(self, model, reference, candidate, activations, max_rows, xla, steps_per_call, sink, live,
                  ieee_reference=True):
         self.reference, self.candidate = reference, candidate
+        self.sink = sink  # the ``writing.RecordSink`` a compared step's values go to
         self.xla = xla
         self.live = live
         self.name = compare.default_name(reference, candidate)
@@ -68,22 +69,6 @@ class ComparisonSlot:
             act = result.activation_divergence[: len(rows)]
             pad = tf.fill([self.max_rows - len(rows), act.shape[1]], float("nan"))
             values["activation"] = tf.concat([act, pad], axis=0)
-        self.ring.put(step, values)
+        self.sink.put(self.ring, step, values, step_records.comparison_records(
+            self.name, self.variable_rows, rows, self.extras))
         return tf.constant(True)
-
-    def records(self):
-        """``(name, RecordMetadata, value_fn)`` of this comparison's records."""
-        pending = [
-            (self.name, records.divergence_record(list(self.variable_rows), self.extras[metadata.DIVERGENCE]),
-             self.ring.reader("divergence")),
-            (self.name, records.loss_comparison_record(self.extras[metadata.LOSS_COMPARISON]),
-             self.ring.reader("loss")),
-        ]
-        if self.activation_rows:
-            pending.append((
-                self.name,
-                records.activation_divergence_record(list(self.activation_rows),
-                                                     self.extras[metadata.ACTIVATION_DIVERGENCE]),
-                self.ring.reader("activation", rows=len(self.activation_rows)),
-            ))
-        return pending

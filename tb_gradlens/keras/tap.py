@@ -5,7 +5,7 @@ step's loss, buffered per step, and the comparisons' slots.
 place): the selected variables, the ``StepRing`` buffers, the copy of the
 weights before an update, and the comparison slots.  ``live.LiveStep``
 (steps without XLA) and ``probe.ProbeStep`` (``jit_compile=True``) fill
-them; ``writing.RecordSink`` writes them after each train-function call.
+them and put each logged step's values into ``writing.RecordSink`` (``sink``).
 """
 
 import sys
@@ -25,6 +25,7 @@ from tb_gradlens.keras.rings import StepRing
 from tb_gradlens.keras.slots import ComparisonSlot
 from tb_gradlens.keras.update_watch import UpdateWatch
 from tb_gradlens.writing import distribute
+from tb_gradlens.writing import step_records
 from tb_gradlens.writing import summary_ops
 
 
@@ -46,10 +47,12 @@ class Tap:
       xla: the step is compiled by XLA (comparisons then run as XLA passes).
       live_possible: the step's own loss, gradients and layer outputs can be
         a comparison's candidate.
+      sink: the ``writing.RecordSink`` every logged step's values go to.
     """
 
-    def __init__(self, model, options, status, xla, live_possible):
+    def __init__(self, model, options, status, xla, live_possible, sink):
         self.model = model
+        self.sink = sink
         self.options = options
         self.status = status
         self.xla = xla
@@ -78,8 +81,8 @@ class Tap:
         self.gradients = StepRing(spe, shapes)
         self.updates = StepRing(spe, {"update": [n, len(metadata.UPDATE_STATS_COLUMNS)]})
         self.losses = StepRing(spe, {"loss": []})
-        self.update_watch = UpdateWatch(self.status, self.selected_vars, self.updates, self.log_updates,
-                                        by_op=self.replicas == 1 and not xla and not model.run_eagerly)
+        self.update_watch = UpdateWatch(self.status, self.selected_vars, self.rows, self.updates, sink,
+                                        self.log_updates, by_op=self.replicas == 1 and not xla and not model.run_eagerly)
         self.gradient_extras = None  # set when the step is traced
         self.sparse_rows = []  # the selected variables whose gradient is an IndexedSlices (when traced)
         self.observed_dtypes = None  # layer id -> output dtype, when traced
@@ -88,7 +91,7 @@ class Tap:
         self.parts = None  # the optional parts the step traced now includes (None: all)
         max_rows = 4 * max(1, len(compare.model_layers(model)))
         self.slots = [
-            ComparisonSlot(model, reference, candidate, options.activations, max_rows, xla, spe,
+            ComparisonSlot(model, reference, candidate, options.activations, max_rows, xla, spe, sink,
                            live=live_possible and candidate.is_model_as_configured(xla)
                            and reference.runs_as_surrounding(xla), ieee_reference=options.ieee_reference)
             for reference, candidate in (schedules.comparison_pairs(model, options.comparisons)
@@ -179,11 +182,11 @@ class Tap:
         )
         self.sparse_rows = numerics.sparse_positions(chosen)
 
-    def describe_gradients(self, step, chosen, more=None):
+    def describe_gradients(self, step, chosen, replicas=None, replica_extras=()):
         """Statistics and histograms of the applied gradients of ``step``
-        (and ``more`` values of the gradient ring)."""
+        (and ``replicas``: each replica's divergence, its ``replica_extras``)."""
         stats, hist = numerics.gradient_statistics(chosen, self.sizes)
-        return self._put_gradients(step, chosen, stats, hist, more)
+        return self._put_gradients(step, chosen, stats, hist, replicas, replica_extras)
 
     def describe_gradients_when_due(self, step, chosen):
         """Statistics and histograms of the applied gradients of ``step`` if
@@ -202,12 +205,17 @@ class Tap:
                                          tf.reshape(hist, [n, len(metadata.HISTOGRAM_COLUMNS)])),
              name=self.status.name)
 
-    def _put_gradients(self, step, chosen, stats, hist, more=None):
+    def _put_gradients(self, step, chosen, stats, hist, replicas=None, replica_extras=()):
         values = {"stats": stats, "histogram": hist}
         if self.sparse_rows:  # their index counts, first rows of the buffer (``gradient_indices``)
             counts = numerics.gradient_index_counts(chosen, self.sizes)
             values["indices"] = tf.pad(counts, [[0, len(self.sizes) - len(self.sparse_rows)], [0, 0]])
-        self.gradients.put(step, dict(values, **(more or {})))
+        if replicas is not None:
+            values["replicas"] = replicas
+        self.sink.put(self.gradients, step, values, step_records.gradient_records(
+            self.status.name, self.rows, self.gradient_extras, self.histogram,
+            [self.rows[k] for k in self.sparse_rows], [self.selected_vars[k] for k in self.sparse_rows],
+            replica_extras))
         return tf.constant(True)
 
     def keep_weights_when_due(self, step):
@@ -230,7 +238,8 @@ class Tap:
         return self.update_watch.describe(step, chosen)
 
     def record_loss(self, step, loss):
-        self.losses.put(step, {"loss": tf.reshape(tf.cast(loss, tf.float32), [])})
+        self.sink.put(self.losses, step, {"loss": tf.reshape(tf.cast(loss, tf.float32), [])},
+                      step_records.loss_records())
         return tf.constant(True)
 
     def rings(self):

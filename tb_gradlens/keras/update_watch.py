@@ -19,6 +19,8 @@ from tb_gradlens import numerics
 from tb_gradlens.keras.branches import built
 from tb_gradlens.keras.branches import when
 from tb_gradlens.writing import distribute
+from tb_gradlens.writing import step_records
+from tb_gradlens.writing import summary_inputs
 
 KINDS = (metadata.UPDATE_STATS,)
 
@@ -33,17 +35,20 @@ class UpdateWatch:
 
     Args:
       status: the ``LensStatus`` a failure to build a part goes to.
-      variables: the selected variables.
-      ring: the ``StepRing`` the statistics go to (``update``).
+      variables: the selected variables; ``rows``: their paths.
+      ring: the ``StepRing`` the statistics wait in (``update``);
+        ``sink``: the ``writing.RecordSink`` they are put into.
       logs: whether update statistics are logged at all.
       by_op: the step allows keeping by op (one replica, no XLA); the
         kernel's ops decide the rest (``numerics.kept_by_op_possible``).
     """
 
-    def __init__(self, status, variables, ring, logs, by_op):
+    def __init__(self, status, variables, rows, ring, sink, logs, by_op):
         self.status = status
         self.variables = variables
+        self.rows = rows
         self.ring = ring
+        self.sink = sink
         self.by_op = logs and by_op and numerics.kept_by_op_possible(variables)
         self.buffers = [buffer_like(v) for v in variables] if logs and not self.by_op else []
         self.kept = None  # while traced, by op: (the kept weights, when they are kept)
@@ -89,14 +94,15 @@ class UpdateWatch:
             return
         shape = [len(self.variables), len(metadata.UPDATE_STATS_COLUMNS)]
 
-        def put():
-            self.ring.put(step, {"update": tf.reshape(rows, shape)})
-            return tf.constant(True)
-
-        when(self.status, "update statistics", KINDS, kept_when, put, name=self.status.name)
+        when(self.status, "update statistics", KINDS, kept_when, lambda: self._put(step, tf.reshape(rows, shape)),
+             name=self.status.name)
 
     def describe(self, step, chosen):
         """The statistics of ``step`` from the copies (``copy_when_due``)."""
         before = [b.read_value() for b in self.buffers]
-        self.ring.put(step, {"update": numerics.update_statistics(before, self._reads(), chosen)})
+        return self._put(step, numerics.update_statistics(before, self._reads(), chosen))
+
+    def _put(self, step, update):
+        self.sink.put(self.ring, step, {"update": update}, step_records.update_records(
+            self.status.name, self.rows, [summary_inputs.dtype_name(v) for v in self.variables]))
         return tf.constant(True)

@@ -1,16 +1,22 @@
-"""Writing what the tap buffered, right after each train-function call.
+"""Where a logged step's values go: written inside the step, or buffered
+and written right after each train-function call.
 
-Writes happen in the train function's wrapper (``session``), not in
-``on_train_batch_end``: a callback listed before the lens that raises or
+Every part of the lens that fills a record (``Tap``, ``UpdateWatch``,
+``ComparisonSlot``, ``StepWatch``, ``ReplaySlot``) hands a logged step's
+values to ``RecordSink.put`` with the records they make
+(``writing.step_records``).  Where the lens's ops run outside XLA and one
+replica writes (``RecordSink.write_in_step``), ``put`` writes them at once,
+to the writer's handle (``record_writing.RecordWriter.write_in_step``), and
+the call's wrapper only flushes: no host read, no graph call per record
+set.  Otherwise ``put`` keeps them in the part's ``StepRing`` and
+``write_pending`` writes every logged step of the call, in step order.
+
+Buffered writes happen in the train function's wrapper (``session``), not
+in ``on_train_batch_end``: a callback listed before the lens that raises or
 stops training at a NaN step cannot keep that step from the disk, and when
 the step itself raises (or Ctrl-C arrives) the steps buffered so far are
-written before the exception goes on.  Each call writes every logged step
-of the call (``StepRing``), in step order, and the summary writer flushes
-when its ``as_default()`` block exits.  Where the lens's ops run outside
-XLA and one replica writes (``RecordSink.write_in_step``), the step writes
-its records itself, to the writer's handle, and the call's wrapper only
-flushes: the same records, without a host read or a graph call per
-record set.
+written before the exception goes on; the summary writer flushes when its
+``as_default()`` block exits.
 
 Steps: records are written at *record step* = optimizer step + offset.
 The offset is 0 unless the optimizer restarted below a step this process
@@ -28,8 +34,7 @@ import os
 import tensorflow as tf
 
 from tb_gradlens import compare
-from tb_gradlens import records
-from tb_gradlens.writing import keras_private
+from tb_gradlens.writing import record_writing
 from tb_gradlens.writing import summary_ops
 
 class _Written:
@@ -88,22 +93,29 @@ def note_written(log_dir, record_step, key=None, files=None):
 
 
 class RecordSink:
-    """Writes one tap's buffers to ``writer`` (outside the step)."""
+    """Where a logged step's values go: every part of the lens that fills
+    a record puts it here (``put``), with its records
+    (``step_records``); they are written inside the step or buffered in
+    the part's ``StepRing`` and written after the call
+    (``write_pending``).
 
-    def __init__(self, writer, log_dir, tap, replicas=None):
+    ``tap``: the ``Tap`` whose rings, status and dtype map it writes (set
+    by the session once the tap, which puts into this sink, exists).
+    """
+
+    def __init__(self, writer, log_dir):
         self.writer = writer
         self.log_dir = log_dir
-        self.tap = tap
-        self.replicas = replicas
+        self.tap = None
         self._offset = 0
         self._offset_variable = None  # the offset read inside the step (write_in_step)
         self.in_step = False
         self.events_per_call = 0  # events a call writes inside the step, at most (write_in_step)
         self._key = _key(log_dir)
         self._last_path = self._last_real = None  # the event file path, and its realpath
-        self._writers = {}  # key -> (rows and extras it was built for, RecordWriter)
+        self._records = {}  # StepRing -> its records, as the step last put them
+        self._writers = {}  # StepRing -> (rows and extras it was built for, RecordWriter)
         self._written_map = None
-        self._loss_writer = keras_private.function_per_instance(self._write_loss, autograph=False)
 
     @property
     def offset(self):
@@ -118,10 +130,9 @@ class RecordSink:
     def write_in_step(self):
         """From now on the step writes its records itself (see the module),
         if the writer has a handle to write to and one replica writes."""
-        handle = getattr(self.writer, "handle", None)
-        if handle is None or self.replicas is not None:
-            return False
         tap = self.tap
+        if getattr(self.writer, "handle", None) is None or tap.replicas > 1:
+            return False
         # events per step: gradient and update statistics, histogram, indices, loss, optimizer step,
         # replay; 3 per comparison
         per_call = tap.steps_per_call * (7 + 3 * len(tap.slots))
@@ -131,31 +142,34 @@ class RecordSink:
             # flush inside the step, where a full disk raises.
             return False
         self._offset_variable = tf.Variable(self._offset, trainable=False, dtype=tf.int64)
-        tap.gradients.write_now = self._writing_now("gradients", handle, self._gradient_records)
-        tap.updates.write_now = self._writing_now("updates", handle, self._update_records)
-        tap.losses.write_now = self._writing_now("loss", handle, lambda: [], [("loss", tap.losses.reader("loss"))])
-        tap.watch.ring.write_now = self._writing_now("optimizer", handle, self._optimizer_records)
-        if tap.watch.replay is not None:
-            tap.watch.replay.ring.write_now = self._writing_now("replay", handle, self._replay_records)
-        for slot in tap.slots:
-            slot.ring.write_now = self._writing_now("comparison " + slot.name, handle, slot.records)
         self.in_step = True
         return True
 
-    def _writing_now(self, key, handle, make_records, scalars=()):
-        flag = [tf.Variable(False, trainable=False)]  # the first writer's, made before any trace
+    # -- inside the step ------------------------------------------------------------
 
-        def write(step):  # at trace time, inside the step
-            records_ = make_records()
-            described = [(r.rows, r.extras) for _, r, _ in records_]
-            built = self._writers.get(key)
-            if built is None or built[0] != described:
-                built = (described, summary_ops.InStepRecordWriter(handle, records_, scalars,
-                                                                    flag.pop() if flag else None))
-                self._writers[key] = built
-            return built[1](tf.cast(step, tf.int64) + self._offset_variable.read_value())
+    def put(self, ring, step, values, step_records):
+        """Inside the step: the ``values`` (``{field: tensor}``) of logged
+        train step ``step`` and the records they make (``step_records``):
+        written now to the writer's handle where the step writes its
+        records itself, else kept in ``ring`` until the call returns."""
+        self._records[ring] = step_records
+        if not self.in_step:
+            ring.put(step, values)
+            return
+        record_step = tf.cast(step, tf.int64) + self._offset_variable.read_value()
+        self._writer_for(ring).write_in_step(self.writer.handle, record_step, values)
 
-        return write
+    def _writer_for(self, ring):
+        """The RecordWriter of ``ring``'s records, rebuilt when their rows or
+        extras change (a retrace of the step)."""
+        step_records = self._records[ring]
+        described = [(r.record.rows, r.record.extras) if r.record is not None else None for r in step_records]
+        built = self._writers.get(ring)
+        if built is None or built[0] != described:
+            built = self._writers[ring] = (described, record_writing.RecordWriter(step_records, self.writer, ring.read))
+        return built[1]
+
+    # -- after the call -----------------------------------------------------------------
 
     def note_steps(self, first, last):
         """Steps ``[first, last)`` were written inside the step (record step bookkeeping)."""
@@ -175,24 +189,15 @@ class RecordSink:
         return self._last_real
 
     def write_pending(self, first_step=None):
-        """Write every buffered step not written yet (and the status and
-        dtype map when they changed)."""
-        tap = self.tap
+        """Write every buffered step not written yet, ring by ring in the
+        tap's order (and the status and dtype map when they changed)."""
         with self.writer.as_default():
             if first_step is not None:
                 self._write_status_and_map(first_step)
-            if tap.gradient_extras is not None:
-                self._write_ring(tap.gradients, "gradients", self._gradient_records)
-            if tap.log_updates:
-                self._write_ring(tap.updates, "updates", self._update_records)
-            self._write_ring(tap.losses, None, None)
-            if tap.watch.armed:
-                self._write_ring(tap.watch.ring, "optimizer", self._optimizer_records)
-            if tap.watch.replay is not None and tap.watch.replay.extras is not None:
-                self._write_ring(tap.watch.replay.ring, "replay", self._replay_records)
-            for slot in tap.slots:
-                if slot.extras is not None:
-                    self._write_ring(slot.ring, "comparison " + slot.name, slot.records)
+            if not self.in_step:
+                for ring in self.tap.rings():
+                    if ring in self._records:
+                        self._write_ring(ring)
 
     def write_status(self, step):
         with self.writer.as_default():
@@ -207,63 +212,14 @@ class RecordSink:
                 summary_ops.dtypes(current, step=step, name=self.tap.status.name)
                 self._written_map = current
 
-    def _write_ring(self, ring, key, make_records):
+    def _write_ring(self, ring):
         pending = ring.pending()
         if not pending:
             return
-        writer = None
-        if make_records is not None:
-            writer = self._record_writer(key, make_records)
+        writer = self._writer_for(ring)
         for step, slot in pending:
             ring.select(slot)
             record_step = step + self.offset
-            if writer is None:
-                self._loss_writer(tf.constant(record_step, tf.int64))
-            else:
-                writer(record_step)
+            writer(record_step)
             ring.written = step
             note_written(self.log_dir, record_step, self._key, self._event_file())
-
-    def _record_writer(self, key, make_records):
-        """The RecordWriter of ``key``'s records, rebuilt when their rows or
-        extras change (a retrace of the step)."""
-        records_ = make_records()
-        described = [(r.rows, r.extras) for _, r, _ in records_]
-        built = self._writers.get(key)
-        if built is None or built[0] != described:
-            built = (described, summary_ops.RecordWriter(self.writer, records_))
-            self._writers[key] = built
-        return built[1]
-
-    def _write_loss(self, step):
-        tf.summary.scalar("loss", self.tap.losses.reader("loss")(), step=step)
-        return tf.constant(True)
-
-    # -- the records of a gradient step ----------------------------------------
-
-    def _gradient_records(self):
-        tap = self.tap
-        name = tap.status.name
-        pending = [(name, records.grad_stats_record(tap.rows, tap.gradient_extras), tap.gradients.reader("stats"))]
-        if tap.histogram:
-            pending.append((name, records.grad_histogram_record(tap.rows), tap.gradients.reader("histogram")))
-        if tap.sparse_rows:
-            pending.append((name, summary_ops.gradient_indices_record(
-                [tap.rows[k] for k in tap.sparse_rows], [tap.selected_vars[k] for k in tap.sparse_rows],
-            ), tap.gradients.reader("indices", rows=len(tap.sparse_rows))))
-        if self.replicas is not None:
-            pending.extend(self.replicas.records(name))
-        return pending
-
-    def _optimizer_records(self):
-        tap = self.tap
-        return [(tap.status.name, records.optimizer_step_record(tap.watch.loss_scaling),
-                 tap.watch.ring.reader("optimizer"))]
-
-    def _replay_records(self):
-        return self.tap.watch.replay.records(self.tap.status.name)
-
-    def _update_records(self):
-        tap = self.tap
-        extras = records.update_extras([summary_ops.dtype_name(v) for v in tap.selected_vars])
-        return [(tap.status.name, records.update_stats_record(tap.rows, extras), tap.updates.reader("update"))]

@@ -4,8 +4,9 @@ TensorBoard keeps the metadata (rows, columns, extras) of a tag's first
 event in a run; every later copy is bytes per step that grow with the
 variable count.  ``MetadataOnce`` writes it with each tag's first event to
 each writer only; ``PreparedRecord`` makes a record's tag and serialized
-metadata once; ``RecordWriter`` writes a fixed set of records in one graph
-call per step (the Keras lens, outside its train step).
+metadata once; ``RecordWriter`` writes a logged step's records
+(``step_records``) for the Keras lens, from inside its train step or after
+it.  One rule picks the metadata in a graph (``metadata_unless``).
 """
 
 import collections
@@ -18,6 +19,7 @@ from tb_gradlens import metadata
 from tb_gradlens import records
 from tb_gradlens import safety
 from tb_gradlens.numerics import tf_internals
+from tb_gradlens.writing import step_records
 
 validate_record = records.validate  # the readers' check (``record_entries`` takes a parameter named records)
 
@@ -67,8 +69,7 @@ class MetadataOnce:
             del seen[tag]
             return tf.summary.write(tag, tensor, step=step, metadata=serialized)
         done = flag.read()
-        chosen = tf.where(done, tf.constant(b""), tf.constant(serialized))
-        written = tf.summary.write(tag, tensor, step=step, metadata=chosen)
+        written = tf.summary.write(tag, tensor, step=step, metadata=metadata_unless(done, serialized))
         flag.assign(tf.logical_or(done, written))
         return written
 
@@ -126,19 +127,22 @@ class PreparedRecord:
         return self.tag
 
 
-_PREPARED = collections.OrderedDict()  # the last few gradient record pairs
+_PREPARED = collections.OrderedDict()  # the last few gradient record sets
 _PREPARED_KEEP = 16
 
 
-def gradient_records(name, rows, variable_dtypes, gradient_dtypes, skipped):
-    """(grad_stats, grad_histogram) PreparedRecords, cached by their content."""
+def gradient_records(name, rows, variable_dtypes, gradient_dtypes, skipped, histogram=True, sparse_rows=(),
+                     sparse_variables=()):
+    """``[(PreparedRecord, StepRecord)]`` of ``step_records.gradient_records``,
+    cached by their content (``tb_gradlens.summary.gradients``)."""
     key = (name, tuple(rows), tuple(variable_dtypes), tuple(gradient_dtypes),
-           tuple((d["row"], d["dtype"], d["reason"]) for d in skipped))
+           tuple((d["row"], d["dtype"], d["reason"]) for d in skipped), bool(histogram), tuple(sparse_rows),
+           tuple(step_records.table_rows(sparse_variables)))
     prepared = _PREPARED.get(key)
     if prepared is None:
         extras = records.gradient_extras(variable_dtypes, gradient_dtypes, skipped)
-        prepared = (PreparedRecord(name, records.grad_stats_record(rows, extras)),
-                    PreparedRecord(name, records.grad_histogram_record(rows)))
+        prepared = [(PreparedRecord(r.name, r.record), r) for r in step_records.gradient_records(
+            name, rows, extras, histogram, sparse_rows, sparse_variables)]
         _PREPARED[key] = prepared
         while len(_PREPARED) > _PREPARED_KEEP:
             _PREPARED.popitem(last=False)
@@ -147,112 +151,103 @@ def gradient_records(name, rows, variable_dtypes, gradient_dtypes, skipped):
     return prepared
 
 
-def record_entries(records):
-    """``[(tag, serialized metadata, RecordMetadata, value_fn)]`` of
-    ``(name, RecordMetadata, value_fn)`` records, each validated."""
+def record_entries(record_set):
+    """``[(tag, serialized metadata, StepRecord)]`` of ``StepRecord``s, each
+    record validated (a scalar's: TensorBoard's scalar metadata)."""
     entries = []
-    for name, record, value_fn in records:
-        validate_record(record)
-        serialized = metadata.create_summary_metadata(record).SerializeToString()
-        entries.append((metadata.tag_for(name, record), serialized, record, value_fn))
+    for step_record in record_set:
+        if step_record.record is None:
+            entries.append((step_record.name, _scalar_metadata(), step_record))
+            continue
+        validate_record(step_record.record)
+        serialized = metadata.create_summary_metadata(step_record.record).SerializeToString()
+        entries.append((metadata.tag_for(step_record.name, step_record.record), serialized, step_record))
     return entries
 
 
-class RecordWriter:
-    """Writes a fixed set of records to one summary writer, all in one graph
-    call per step (the Keras callback's writes, outside the train step).
+def _scalar_metadata():
+    from tensorboard.plugins.scalar import metadata as scalar_metadata  # noqa: PLC0415
 
-    ``records`` is a list of ``(name, RecordMetadata, value_fn)``;
-    ``value_fn()`` returns the record's float32 ``[rows, columns]`` tensor
-    (e.g. reads a buffer variable).  TensorBoard keeps the metadata of a
-    tag's first event, so only the first call writes it: every later
-    event holds the step and the tensor alone (for 200 variables the
-    metadata, rows and extras, is as large as the statistics).  Calling
-    eagerly costs Python and op dispatch per record; traced, the whole set
-    is one function call.
+    return scalar_metadata.create_summary_metadata(display_name=None, description=None).SerializeToString()
+
+
+def metadata_unless(written, serialized):
+    """The metadata-once rule, in a graph: ``serialized`` until ``written``
+    (a boolean tensor), then ``""``, which ``WriteSummary`` leaves out of the
+    event."""
+    return tf.where(written, tf.constant(b""), tf.constant(serialized))
+
+
+class RecordWriter:
+    """Writes one logged step's records (``step_records.StepRecord``) to one
+    summary writer: the Keras lens's writer of a record set.
+
+    From inside the step (``write_in_step``: to the writer's resource
+    ``handle``, no buffer, no host read, nothing flushed: the caller
+    flushes after the train-function call), or after the call
+    (``__call__``: every record read from the step's buffers by
+    ``read(field)``, in one graph call per step, inside the caller's
+    ``as_default()`` block when it has one).  The metadata goes with the
+    first event of each record only (``metadata_unless``; for 200
+    variables the rows and extras are as large as the statistics): a flag
+    (``_Flag``, raw resource ops: a new ``tf.Variable`` in a first trace
+    makes TensorFlow trace again) is set by the first write.  The loss, a
+    TensorBoard scalar (``record`` None), carries its metadata on every
+    event written after the call, as ``tf.summary.scalar`` writes it.
     """
 
-    def __init__(self, writer, records):
+    def __init__(self, record_set, writer, read):
         self._writer = writer
-        self._records = record_entries(records)
+        self._read = read
+        self._entries = record_entries(record_set)
+        self._metadata_written = _Flag(False)
         from tb_gradlens.writing import keras_private  # TensorFlow's own flag for once-per-object functions
 
-        self._with_metadata = keras_private.function_per_instance(lambda step: self._write(step, True),
-                                                                  autograph=False)
-        self._without_metadata = keras_private.function_per_instance(lambda step: self._write(step, False),
-                                                                     autograph=False)
-        self._metadata_written = False
+        self._write_from_buffers = keras_private.function_per_instance(self._write_buffered, autograph=False)
 
     @property
     def tags(self):
-        return [tag for tag, _, _, _ in self._records]
+        return [tag for tag, _, _ in self._entries]
 
-    def _write(self, step, with_metadata):
-        for tag, serialized, record, value_fn in self._records:
-            values = tf.cast(value_fn(), tf.float32)
-            metadata.check_tensor_shape(record, values.shape)
-            tf.summary.write(tag, values, step=step, metadata=serialized if with_metadata else None)
+    def write_in_step(self, handle, step, values):
+        """Inside the step: write every record of ``values`` (``{field:
+        tensor}``) at ``step`` (an int64 tensor) to ``handle``."""
+        written = self._metadata_written.read()
+        for tag, serialized, step_record in self._entries:
+            value = self._checked(step_record, values[step_record.field])
+            tf.raw_ops.WriteSummary(writer=handle, step=step, tensor=value, tag=tag,
+                                    summary_metadata=metadata_unless(written, serialized))
+        self._metadata_written.assign(True)
         return tf.constant(True)
 
     def __call__(self, step):
-        """Write every record at ``step`` (an int)."""
-        write = self._without_metadata if self._metadata_written else self._with_metadata
+        """After the call: write every record at ``step`` (an int) from the buffers."""
         if tf_internals.default_summary_writer() is self._writer:
             # Inside the caller's as_default() block, which flushes once for
             # all of a step's records: a block of its own would flush (and
             # check the event file) once per record set.
-            write(tf.constant(step, tf.int64))
+            self._write_from_buffers(tf.constant(step, tf.int64))
         else:
             with self._writer.as_default():
-                write(tf.constant(step, tf.int64))
-        self._metadata_written = True
+                self._write_from_buffers(tf.constant(step, tf.int64))
 
-
-class InStepRecordWriter:
-    """Writes a fixed set of records from inside a traced train step, to a
-    writer's resource handle (the Keras callback's writes without XLA
-    around them: no buffer, no host read, no graph call of their own).
-
-    ``records`` is a list of ``(name, RecordMetadata, value_fn)`` as for
-    ``RecordWriter``, ``value_fn()`` returning the value being written;
-    ``scalars`` a list of ``(tag, value_fn)`` written as
-    ``tf.summary.scalar`` writes them.  The metadata goes with each tag's
-    first event only: a flag variable (``metadata_written``, made before the
-    trace where it can be: a first trace that makes a variable is traced
-    again; else made here, outside the trace) selects the
-    serialized metadata or ``""``, which ``WriteSummary`` leaves out of the
-    event.  Nothing is flushed here: the caller flushes after the
-    train-function call.
-    """
-
-    def __init__(self, handle, records=(), scalars=(), metadata_written=None):
-        from tensorboard.plugins.scalar import metadata as scalar_metadata  # noqa: PLC0415
-
-        self._handle = handle
-        self._entries = record_entries(records)
-        scalar = scalar_metadata.create_summary_metadata(display_name=None, description=None)
-        for tag, value_fn in scalars:
-            self._entries.append((tag, scalar.SerializeToString(), None, value_fn))
-        if metadata_written is None:
-            with tf.init_scope():
-                metadata_written = tf.Variable(False, trainable=False)
-        self._metadata_written = metadata_written
-
-    @property
-    def tags(self):
-        return [tag for tag, _, _, _ in self._entries]
-
-    def __call__(self, step):
-        """Inside the step: write every record at ``step`` (an int64 tensor)."""
-        written = self._metadata_written.read_value()
-        for tag, serialized, record, value_fn in self._entries:
-            values = tf.cast(value_fn(), tf.float32)
-            if record is not None:
-                metadata.check_tensor_shape(record, values.shape)
-            tf.raw_ops.WriteSummary(writer=self._handle, step=step, tensor=values, tag=tag,
-                                    summary_metadata=tf.where(written, "", serialized))
+    def _write_buffered(self, step):
+        written = self._metadata_written.read()
+        for tag, serialized, step_record in self._entries:
+            value = self._checked(step_record, self._read(step_record.field))
+            if step_record.record is None:
+                tf.summary.scalar(tag, value, step=step)
+            else:
+                tf.summary.write(tag, value, step=step, metadata=metadata_unless(written, serialized))
         self._metadata_written.assign(True)
         return tf.constant(True)
+
+    @staticmethod
+    def _checked(step_record, field_value):
+        value = step_record.value(field_value)
+        if step_record.record is not None:
+            metadata.check_tensor_shape(step_record.record, value.shape)
+        return value
 
 
 def resolve_step(step):

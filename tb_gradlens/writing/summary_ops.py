@@ -37,9 +37,8 @@ from tb_gradlens import safety
 from tb_gradlens.writing import distribute
 from tb_gradlens.writing import record_writing
 from tb_gradlens.writing import summary_inputs
-from tb_gradlens.writing.record_writing import InStepRecordWriter  # noqa: F401 - the Keras lens writes with it
 from tb_gradlens.writing.record_writing import resolve_step, write_record  # noqa: F401 - the documented names
-from tb_gradlens.writing.record_writing import RecordWriter  # noqa: F401 - the Keras lens writes with it
+from tb_gradlens.writing.step_records import gradient_indices_record  # noqa: F401 - as before
 from tb_gradlens.writing.summary_inputs import as_gradient  # noqa: F401 - the documented names
 from tb_gradlens.writing.summary_inputs import dtype_name
 from tb_gradlens.writing.summary_inputs import unsupported_dtype_reason
@@ -119,27 +118,25 @@ def _gradients(grads, variables, step, name, histogram):
             kept.append(i)
     grads = [as_gradient(grads[i]) for i in kept]
     variables = [variables[i] for i in kept]
-    stats_record, hist_record = record_writing.gradient_records(
-        name, [all_rows[i] for i in kept], [dtype_name(v) for v in variables],
-        [dtype_name(g) for g in grads], skipped,
-    )
     sizes = [summary_inputs.static_size(v) for v in variables]
     sparse_at = numerics.sparse_positions(grads)
-    indices_record = None if not sparse_at else record_writing.PreparedRecord(name, gradient_indices_record(
-        [all_rows[kept[i]] for i in sparse_at], [variables[i] for i in sparse_at]))
+    prepared = record_writing.gradient_records(
+        name, [all_rows[i] for i in kept], [dtype_name(v) for v in variables], [dtype_name(g) for g in grads],
+        skipped, histogram, [all_rows[kept[i]] for i in sparse_at], [variables[i] for i in sparse_at],
+    )
 
-    def write_indices():
-        if indices_record is not None:
-            indices_record.write(numerics.gradient_index_counts(grads, sizes), step)
+    def write_step(values):
+        for record, step_record in prepared:
+            record.write(step_record.value(values[step_record.field]), step)
+        return tf.constant(True)
+
+    def index_counts():
+        return {"indices": numerics.gradient_index_counts(grads, sizes)} if sparse_at else {}
 
     if tf.executing_eagerly():
         def write():
             stats, hist = numerics.gradient_statistics(grads, sizes)
-            stats_record.write(stats, step)
-            if histogram:
-                hist_record.write(hist, step)
-            write_indices()
-            return tf.constant(True)
+            return write_step(dict(index_counts(), stats=stats, histogram=hist))
 
         return record_writing.if_recording(write)
     # In a graph the pass takes the recording condition itself (nothing is
@@ -149,26 +146,12 @@ def _gradients(grads, variables, step, name, histogram):
     stats, hist = numerics.gradient_statistics(grads, sizes, when=condition)
 
     def write_computed():
-        stats_record.write(summary_inputs.with_static_shape(stats, [len(sizes), len(metadata.GRAD_STATS_COLUMNS)]),
-                           step)
-        if histogram:
-            hist_record.write(summary_inputs.with_static_shape(hist, [len(sizes), len(metadata.HISTOGRAM_COLUMNS)]),
-                              step)
-        write_indices()
-        return tf.constant(True)
+        return write_step(dict(
+            index_counts(),
+            stats=summary_inputs.with_static_shape(stats, [len(sizes), len(metadata.GRAD_STATS_COLUMNS)]),
+            histogram=summary_inputs.with_static_shape(hist, [len(sizes), len(metadata.HISTOGRAM_COLUMNS)])))
 
     return record_writing.if_recording(write_computed)
-
-
-def gradient_indices_record(rows, variables):
-    """The ``gradient_indices`` RecordMetadata of the sparse gradients of
-    ``variables`` (their table rows from the variables' shapes)."""
-    table_rows = []
-    for v in variables:
-        shape = getattr(v, "shape", None)
-        first = shape[0] if shape is not None and len(shape) else None
-        table_rows.append(None if first is None else int(first))
-    return records.gradient_indices_record(list(rows), table_rows)
 
 
 @tf.autograph.experimental.do_not_convert
