@@ -65,8 +65,8 @@ setuptools.setup(
             "hypothesis>=6",
             "pandas>=1.5",  # the README's export one-liners are tested
             "playwright>=1.40",
-            "mypy==2.4.1",  # the type check of the public API (mypy.ini; .ci/run, tests/test_types.py)
-            "boto3>=1.28",  # s3:// logdirs (tests/test_object_storage.py); AWS_ENDPOINT_URL from 1.28
+            "mypy==2.4.1",  # the type check of the public API (mypy.ini; .ci/run, tests/project/test_types.py)
+            "boto3>=1.28",  # s3:// logdirs (tests/serving/test_object_storage.py); AWS_ENDPOINT_URL from 1.28
             "fsspec>=2023.1",  # other URLs (memory:// in the tests; gs:// with gcsfs)
             "moto[server]>=5",  # the S3 endpoint the object-storage tests read
         ],

@@ -13,7 +13,7 @@ trainer flushed it (TensorBoard reloads every --reload_interval = 1 s
 here), and the resident memory (RSS) of the tensorboard process and its
 children (the Rust data server) over time.  Bounded in time
 (``--seconds``) and requests (``--max-requests``).  Prints the numbers;
-tests/test_soak.py runs a short form and asserts on errors and memory,
+tests/evaluation/test_soak.py runs a short form and asserts on errors and memory,
 never on timing.
 
     python -m benchmarks.soak                # the full 60 s form, 4 clients

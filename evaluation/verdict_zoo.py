@@ -97,7 +97,7 @@ def fault_configs(steps=STEPS // 2, every=EVERY):
     return out
 
 
-# The test suite's subset (tests/test_verdict_zoo.py): small models, few steps.
+# The test suite's subset (tests/evaluation/test_verdict_zoo.py): small models, few steps.
 QUICK_HEALTHY = ("gru_text", "temporal_cnn", "rmsnorm_swiglu", "bigru_attention", "encoder_decoder_step",
                  "two_towers", "tabular_normalization", "float32_input_norm")
 QUICK_FAULTS = ("naive_std_bilstm", "cumsum_mean_conv1d", "unscaled_attention", "hardcoded_bf16",

@@ -1,7 +1,7 @@
 """A ``tf.summary`` file writer that survives write failures (a disk that fills and frees).
 
 What TensorFlow 2.21's own writer does on ENOSPC (measured on a full tmpfs,
-tests/test_event_writer.py): a record is written in part, the rest of the
+tests/writing/test_event_writer.py): a record is written in part, the rest of the
 write fails, and later records are appended behind the torn one once space
 frees, where no reader reaches them (TensorBoard stops at the tear).
 Whether anything is raised depends on the record size: small records make

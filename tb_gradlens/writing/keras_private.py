@@ -9,7 +9,7 @@ tb_gradlens touches private Keras.  The TensorFlow internals of the writing
 side (XLA context, default summary writer) are in ``tb_gradlens/numerics/tf_internals.py``.  A Keras upgrade that renames one of these breaks this
 file only: each function says what it relies on.
 
-Checked against Keras 3.15 and TensorFlow 2.21 (``tests/test_keras_private.py``
+Checked against Keras 3.15 and TensorFlow 2.21 (``tests/writing/test_keras_private.py``
 fails when an attribute disappears).
 """
 

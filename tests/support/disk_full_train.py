@@ -1,4 +1,4 @@
-"""Train while a real disk fills and frees (run by tests/test_event_writer.py).
+"""Train while a real disk fills and frees (run by tests/writing/test_event_writer.py).
 
 Run inside a private mount namespace whose MOUNT is a small tmpfs::
 

@@ -1,6 +1,6 @@
 """Train a tiny softmax regression with the lens under a tf.distribute strategy.
 
-Run as a subprocess by tests/test_distributed.py (logical devices must be
+Run as a subprocess by tests/writing/test_distributed.py (logical devices must be
 configured before TensorFlow initializes them, and multi-worker training
 needs one process per worker)::
 

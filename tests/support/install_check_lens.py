@@ -1,4 +1,4 @@
-"""Run by tests/test_install.py inside a freshly installed venv: the lens works
+"""Run by tests/project/test_install.py inside a freshly installed venv: the lens works
 with whatever compiler this process finds, and says which kernel it used.
 
 Prints one JSON line: the kernel status, where tb_gradlens was imported

@@ -1,6 +1,6 @@
 """Non-finite steps replayed under MirroredStrategy over two logical CPUs.
 
-Run as a subprocess by tests/test_compiled_forensics.py (logical devices
+Run as a subprocess by tests/writing/test_compiled_forensics.py (logical devices
 must be configured before TensorFlow initializes them)::
 
     python -m tests.support.mirrored_nonfinite LOGDIR OUT.json   # from the repository root

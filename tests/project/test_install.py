@@ -19,7 +19,7 @@ from tests.support.tb_server import TensorBoardProcess
 
 pytestmark = [pytest.mark.slow]  # builds fresh venvs
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNEL_SETTING = "TB_GRADLENS_KERNEL"  # kernel.ENV_KERNEL, not imported: the test must not build it here
 
 

@@ -366,7 +366,7 @@ def test_kernel_can_be_disabled_by_the_environment(monkeypatch):
 def test_the_wheel_ships_the_kernel_source_and_it_builds(tmp_path):
     """pip install needs no compiler (a pure-Python wheel); the C source
     ships inside it and compiles on first use where a compiler exists."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(tmp_path), root], check=True, timeout=600, capture_output=True)
     (wheel,) = tmp_path.glob("tb_gradlens-*.whl")

@@ -572,7 +572,7 @@ def test_steps_not_logged_run_keras_own_train_function(data, tmp_path, monkeypat
         return counted
 
     monkeypatch.setattr(session.Session, "_function_for", counting)
-    # (nonfinite_replay=False: by default every step is checked, tests/test_nonfinite_steps.py)
+    # (nonfinite_replay=False: by default every step is checked, tests/writing/test_nonfinite_steps.py)
     callback = GradLensCallback(str(tmp_path / "run"), gradient_every=4, update_every=4, compare_every=8, histogram=False,
                                 nonfinite_replay=False)
     model.fit(x[: 4 * BATCH], y[: 4 * BATCH], batch_size=BATCH, epochs=3, verbose=0, shuffle=False,

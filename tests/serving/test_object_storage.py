@@ -20,7 +20,7 @@ from tb_gradlens import event_files
 from tb_gradlens import file_system
 
 BUCKET = "gradlens-logs"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")

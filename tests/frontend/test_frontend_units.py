@@ -21,7 +21,7 @@ from tests.support.frontend_page import launch, require_browser
 
 pytestmark = [pytest.mark.browser]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STATIC = os.path.join(ROOT, "frontend_static")
 ORIGIN = "http://gradlens.test"
 

@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorboard]  # every benchmark's tiny form
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_benchmark_command_runs_at_tiny_size(tmp_path):

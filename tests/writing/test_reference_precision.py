@@ -35,7 +35,7 @@ from tb_gradlens.compare import float32_probe
 from tb_gradlens.keras import GradLensCallback
 from tb_gradlens.serving import judgment_json
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OPS = list(records.PROBED_OPS)
 
 

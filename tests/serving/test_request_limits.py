@@ -145,7 +145,7 @@ def test_report_reads_a_crafted_huge_record_in_bounded_memory(tmp_path):
     code = ("import sys, tracemalloc; tracemalloc.start(); from tb_gradlens import cli; "
             "rc = cli.main(['report', %r, '-q']); sys.stderr.write('PEAK %%d\\n' %% tracemalloc.get_traced_memory()[1]); "
             "sys.exit(rc)" % str(logdir))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=root)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "data checksum mismatch" in result.stderr and "crafted" in result.stderr

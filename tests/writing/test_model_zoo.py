@@ -211,7 +211,7 @@ def _recompute(c, logdir, snapshot, x, y):
     # optimizes the two graphs differently); the metrics of d = c - r, with
     # |d| ~ 3e-3 |r| in bfloat16, move by up to ~1e-7 * ULPs / 3e-3.  A
     # different dropout mask moves them by O(1).
-    metrics = len(metadata.DIVERGENCE_METRICS)  # then the stable-rounding column (tests/test_stable_rounding.py)
+    metrics = len(metadata.DIVERGENCE_METRICS)  # then the stable-rounding column (tests/writing/test_stable_rounding.py)
     np.testing.assert_allclose(got[signal][:, :metrics], want[signal].astype(np.float32), rtol=5e-4, atol=1e-30)
     (_, _, data), = kinds[metadata.LOSS_COMPARISON]
     np.testing.assert_allclose({d.step: d.numpy for d in data}[k][0, :2], [ref_loss, cand_loss], rtol=1e-6)

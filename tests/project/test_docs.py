@@ -1,7 +1,7 @@
 """The README and docs/ stay true to the code they show.
 
 Every ```python block of README.md, BENCHMARKS.md and docs/*.md compiles; a block that says
-"runs as-is in tests/test_docs.py" is self-contained and cheap, and runs.  The other blocks are
+"runs as-is in tests/project/test_docs.py" is self-contained and cheap, and runs.  The other blocks are
 sketches around a user's model, data and optimizer (``model``, ``loss_fn``, ``strategy``): compiling
 is all that can be checked without them.  Every relative link (and its #anchor, for a Markdown
 file) points at something that exists; every ``tb-gradlens SUB`` / ``python -m tb_gradlens SUB``
@@ -20,9 +20,9 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README_MAX_LINES = 260
-RUNS_MARK = "runs as-is in tests/test_docs.py"
+RUNS_MARK = "runs as-is in tests/project/test_docs.py"
 
 
 def doc_files():

@@ -25,7 +25,7 @@ from tests.support.plugin_client import get_json
 from tests.support.plugin_client import number
 from tb_gradlens import metadata
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROUTES = ("runs", "alerts", "overview")
 
 

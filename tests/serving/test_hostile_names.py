@@ -27,7 +27,7 @@ from tests.support.frontend_page import wait_drawn
 
 pytestmark = [pytest.mark.slow]  # a real TensorBoard, and Chromium
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEPS = 3
 HTML = '<img src=x onerror=alert(1)><script>alert("js")</script>'
 QUOTES = "\"quoted\" 'single' `back` );alert(2)//"

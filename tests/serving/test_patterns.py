@@ -4,7 +4,7 @@ What a user needs: the pattern they type in the tab's filter box, in
 ``--run`` or in the callback's ``variables=`` selects what ``re.search``
 would select, and no pattern can make the server (or the command line)
 run unboundedly: it answers, or refuses the pattern with a message.
-(Differential fuzzing against ``re``: tests/test_fuzz.py.)
+(Differential fuzzing against ``re``: tests/serving/test_fuzz.py.)
 """
 
 import random

@@ -7,7 +7,7 @@ import pytest
 from tb_gradlens import metadata
 from tb_gradlens import records
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tb_gradlens"
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent.parent / "tb_gradlens"
 
 _SIDE = records.variant("float32", "float32", "float32", "float32")
 _COMPARISON = records.comparison_extras(_SIDE, _SIDE)

@@ -20,7 +20,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow]  # trains real models in a fresh process
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 PLEAS = ("report this to the tensorflow team", "autograph could not transform", "file a bug", "please report")
 
 

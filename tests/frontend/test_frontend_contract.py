@@ -20,7 +20,7 @@ from tb_gradlens import records
 from tb_gradlens.analysis import codes
 from tb_gradlens.serving import health
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STATIC = os.path.join(ROOT, "frontend_static")
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?"
 

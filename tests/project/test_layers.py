@@ -3,7 +3,7 @@
 Each group below may import its own group and any group listed after it,
 never one listed before it.  A group is a folder of ``tb_gradlens`` or a
 top-level module.  Imports inside functions count: a cycle hidden in a
-function is still a cycle.  ``python tests/test_layers.py`` prints the
+function is still a cycle.  ``python tests/project/test_layers.py`` prints the
 picture of imports between groups (BUILD_NOTES.md shows it).
 """
 
@@ -11,7 +11,7 @@ import ast
 import collections
 import pathlib
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tb_gradlens"
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent.parent / "tb_gradlens"
 
 LAYERS = (
     ("__main__", "cli", "demo"),       # entry points

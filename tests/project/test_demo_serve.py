@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow]  # trains the demo
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.tensorboard

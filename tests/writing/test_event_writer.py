@@ -23,7 +23,7 @@ from tb_gradlens import event_files
 
 pytestmark = [pytest.mark.slow]  # trainings that fill a real disk
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "tests", "support", "disk_full_train.py")
 TMPFS_SIZE = "768k"
 

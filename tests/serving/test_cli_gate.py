@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.cli_logs import run_cli
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 
 
 @pytest.fixture(scope="module")

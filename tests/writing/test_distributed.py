@@ -30,7 +30,7 @@ from tb_gradlens import metadata
 
 pytestmark = [pytest.mark.slow]  # trains under tf.distribute in subprocesses
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = ["-m", "tests.support.distributed_train"]  # run from ROOT: tb_gradlens and tests.support of this checkout
 GLOBAL_BATCH = 8
 LEARNING_RATE = 0.5

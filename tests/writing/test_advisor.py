@@ -33,7 +33,7 @@ from tb_gradlens.serving import routes_impl
 
 pytestmark = [pytest.mark.slow]  # trains Keras models
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BAD = "naive_norm"
 # The bad layer and the Dense feeding it: naive_norm reads values of mean 30, which dense_in's bfloat16
 # output holds to 0.125, 2.5x what rounding explains of the spread naive_norm divides by (issue 38:

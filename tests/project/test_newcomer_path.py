@@ -23,7 +23,7 @@ from tests.support.frontend_page import Page, browser, navigate, open_tab, wait_
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.tensorboard]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 URL = re.compile(r"GradLens tab: (http://127\.0\.0\.1:(\d+))/#gradlens")
 STEPS = "40"  # 4 comparisons (every 10 steps) and 40 loss steps: every answer has a verdict
 QUESTIONS = ("beyond_noise", "diverges_most", "broken", "keep_float32", "over_training")

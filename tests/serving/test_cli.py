@@ -20,7 +20,7 @@ from tests.support.cli_logs import STEPS
 from tests.support.cli_logs import run_cli
 from tests.support.cli_logs import step_gradients
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")

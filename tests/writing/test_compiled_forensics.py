@@ -23,7 +23,7 @@ from tb_gradlens.keras import GradLensCallback
 
 pytestmark = [pytest.mark.usefixtures("fresh_safety"), pytest.mark.slow]  # trains Keras models under XLA
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 BATCH = 8
 
 

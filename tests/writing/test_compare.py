@@ -18,7 +18,7 @@ from tb_gradlens.keras import GradLens
 
 pytestmark = [pytest.mark.slow]  # trains Keras models
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 METRICS = len(metadata.DIVERGENCE_METRICS)  # the columns before the stable-rounding one
 
 

@@ -20,7 +20,7 @@ from tb_gradlens.cli import report as report_command
 from tb_gradlens.keras import GradLensCallback
 from tb_gradlens.serving import judgment_json
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _tied_model(head_first=False, seed=0):
