@@ -303,8 +303,8 @@ def main(argv=None):
         print("| load time s | %s |" % " | ".join(str(results[lf]["load_s"]) for lf in results))
         write_rows(args.json, [{"loader": key, "steps": args.steps, "variables": args.variables,
                                 "histograms": args.histograms, "load_s": found["load_s"],
-                                "after": {name: {"rss_mb": rss, "answer": answer}
-                                          for name, (rss, answer) in found.items() if name != "load_s"}}
+                                "after": {name: {"rss_mb": found[name][0], "answer": found[name][1]}
+                                          for name in found if name != "load_s"}}
                                for key, found in results.items()])
     finally:
         if not args.logdir:
