@@ -32,6 +32,10 @@ fixed margin.  Event files are framed here with batched CRCs
     python -m benchmarks.bench_memory --steps 10000 --histograms
     python -m benchmarks.bench_memory --steps 200 --variables 5   # seconds
     python -m benchmarks.bench_memory --steps 200 --variables 4 --requests 20000 --cache-mb 64
+
+``--json PATH`` also writes the results, each row with the machine line: a row
+per tree and loader (its load time, and per stage the RSS MB and the answer),
+or with ``--requests`` a row per tree (the RSS after each kind, the growth).
 """
 
 import argparse
@@ -54,6 +58,7 @@ from tensorboard.compat.proto import event_pb2  # noqa: E402
 from tensorboard.compat.proto import summary_pb2  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
 
+from benchmarks.harness import write_rows  # noqa: E402
 from benchmarks.soak import rss_bytes  # noqa: E402
 from tb_gradlens import crc32c  # noqa: E402
 from tb_gradlens import metadata  # noqa: E402
@@ -242,6 +247,10 @@ def main_requests(args, logdir):
         print("| %s | %d | %d | %d | %d | %d | %s |" % (label, found["loaded"], found["junk"], found["spellings"],
                                                         found["patterns"], growth,
                                                         "yes" if growth <= bound + MARGIN_MB else "NO"))
+    write_rows(args.json, [dict(found, tree=label, requests=args.requests, pools_mb=bound, margin_mb=MARGIN_MB,
+                                growth_mb=found["patterns"] - found["loaded"],
+                                within=found["patterns"] - found["loaded"] <= bound + MARGIN_MB)
+                           for label, found in rows])
     return 0
 
 
@@ -258,6 +267,7 @@ def main(argv=None):
     parser.add_argument("--requests", type=int, default=0,
                         help="measure RSS under this many distinct requests instead (see above)")
     parser.add_argument("--cache-mb", type=int, default=64, help="TB_GRADLENS_CACHE_MB with --requests")
+    parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     logdir = args.logdir or tempfile.mkdtemp(prefix="gradlens_memory_")
     if args.requests:
@@ -291,6 +301,11 @@ def main(argv=None):
                 cells.append("%s (%s)" % (rss, "{:,}".format(answer) if isinstance(answer, int) else answer or "-"))
             print("| %s | %s |" % (name, " | ".join(cells)))
         print("| load time s | %s |" % " | ".join(str(results[lf]["load_s"]) for lf in results))
+        write_rows(args.json, [{"loader": key, "steps": args.steps, "variables": args.variables,
+                                "histograms": args.histograms, "load_s": found["load_s"],
+                                "after": {name: {"rss_mb": found[name][0], "answer": found[name][1]}
+                                          for name in found if name != "load_s"}}
+                               for key, found in results.items()])
     finally:
         if not args.logdir:
             shutil.rmtree(logdir, ignore_errors=True)

@@ -23,6 +23,7 @@ around the compiled step and holds the values its replay needs).
 sums all-reduced every step), global batch twice the default.
 
 Run: python -m benchmarks.bench_nonfinite [--models mlp,transformer] [--rounds 15] [--first] [--jit | --mirrored]
+     [--json PATH]   (the printed rows, each with the machine line)
 """
 
 import argparse
@@ -39,6 +40,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from evaluation import benchmark_models  # noqa: E402
 from benchmarks.harness import BatchTimer  # noqa: E402
 from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_rows  # noqa: E402
 
 IDLE = dict(gradient_every=10**9, compare_every=10**9, start_step=10**9)
 
@@ -126,18 +128,22 @@ def main(argv=None):
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--jit", action="store_true")
     parser.add_argument("--mirrored", action="store_true")
+    parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
     if args.mirrored:  # (before TensorFlow makes its devices)
         import tensorflow as tf
 
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    results = []
     for name in args.models.split(","):
         batch = benchmark_models.DEFAULT_BATCH[name] * (2 if args.mirrored else 1)
         result = bench_model(name, args.rounds, args.batches, batch, args.tiny, args.jit, args.mirrored)
         if args.first:
             result["first_call_s"] = first_call(name, benchmark_models.DEFAULT_BATCH[name], args.tiny)
         print(json.dumps(result), flush=True)
+        results.append(result)
+    write_rows(args.json, results)
     return 0
 
 

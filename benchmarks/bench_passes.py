@@ -13,6 +13,7 @@ after one warm-up, results read back to the host):
                    training forward pass against a float32 copy times 1.001
 
 Run: python -m benchmarks.bench_passes [--models transformer,resnet50] [--rounds 15] [--activations]
+     [--json PATH]
 """
 
 import argparse
@@ -26,9 +27,12 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from evaluation import benchmark_models  # noqa: E402
+from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_rows  # noqa: E402
 
 
-def _median_ms(fn, rounds):
+def _spread_ms(fn, rounds):
+    """The spread (harness.spread) of --rounds calls' wall times in ms, after one warm-up."""
     import tensorflow as tf
 
     tf.nest.map_structure(lambda t: t.numpy(), fn())
@@ -37,7 +41,8 @@ def _median_ms(fn, rounds):
         t = time.perf_counter()
         tf.nest.map_structure(lambda t: t.numpy(), fn())
         times.append(time.perf_counter() - t)
-    return 1000 * float(np.median(times))
+    s = spread(times)
+    return dict(s, **{k: 1000 * s[k] for k in ("median", "p25", "p75")})
 
 
 def bench_model(name, rounds, activations, tiny=False):
@@ -65,12 +70,13 @@ def bench_model(name, rounds, activations, tiny=False):
         return numerics.update_statistics([c.read_value() for c in copies],
                                           [tf.convert_to_tensor(v.value) for v in variables], gs)
 
-    out = {"model": name, "elements": sum(sizes), "variables": len(variables), "ms": {
-        "read gradients": _median_ms(lambda: read(grads), rounds),
-        "gradient pass": _median_ms(lambda: stats(grads), rounds),
-        "weight copy": _median_ms(copy, rounds),
-        "update pass": _median_ms(lambda: update(grads), rounds),
-    }}
+    spreads = {
+        "read gradients": _spread_ms(lambda: read(grads), rounds),
+        "gradient pass": _spread_ms(lambda: stats(grads), rounds),
+        "weight copy": _spread_ms(copy, rounds),
+        "update pass": _spread_ms(lambda: update(grads), rounds),
+    }
+    out = {"model": name, "elements": sum(sizes), "variables": len(variables), "ms": {}}
     if activations:
         x, _ = benchmark_models.batch(name, benchmark_models.DEFAULT_BATCH[name], np.random.default_rng(0), tiny)
         recorder = compare.ActivationRecorder(model, keep_tensors=True)
@@ -83,9 +89,10 @@ def bench_model(name, rounds, activations, tiny=False):
                                                  + [tf.reduce_sum(b) for b in r]))
         div = tf.function(lambda c, r: numerics.divergence_metrics(c, r, dtypes))
         out["activation_elements"] = sum(int(np.prod(a.shape)) for a in acts)
-        out["ms"]["read activations"] = _median_ms(lambda: both(acts, refs), rounds)
-        out["ms"]["divergence"] = _median_ms(lambda: div(acts, refs), rounds)
-    return out
+        spreads["read activations"] = _spread_ms(lambda: both(acts, refs), rounds)
+        spreads["divergence"] = _spread_ms(lambda: div(acts, refs), rounds)
+    out["ms"].update((k, s["median"]) for k, s in spreads.items())
+    return out, spreads
 
 
 def main(argv=None):
@@ -94,12 +101,16 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--activations", action="store_true")
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--json", help="also write the results here: a row per model, each pass's ms as a spread")
     args = parser.parse_args(argv)
+    rows = []
     for name in args.models.split(","):
-        r = bench_model(name, args.rounds, args.activations, args.tiny)
+        r, spreads = bench_model(name, args.rounds, args.activations, args.tiny)
         print(json.dumps(r), flush=True)
         print("%s: %d elements in %d variables; %s" % (name, r["elements"], r["variables"], ", ".join(
             "%s %.1f ms" % kv for kv in r["ms"].items())), flush=True)
+        rows.append(dict(r, spread_ms=spreads))
+    write_rows(args.json, rows)
     return 0
 
 

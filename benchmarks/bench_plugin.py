@@ -12,7 +12,8 @@ scalars plugin serving the same numbers.
 Event files are written with TensorBoard's own EventFileWriter (no
 TensorFlow needed), in the gradlens format of tb_gradlens.metadata.
 
-Run: python -m benchmarks.bench_plugin [--runs 20 --steps 10000 --variables 200]
+Run: python -m benchmarks.bench_plugin [--runs 20 --steps 10000 --variables 200] [--json PATH]
+``--json``: a row per loader and route (its load time, p50, p95, bytes), each with the machine line.
 """
 
 import argparse
@@ -34,6 +35,7 @@ from tensorboard.compat.proto import summary_pb2  # noqa: E402
 from tensorboard.summary.writer import event_file_writer  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
 
+from benchmarks.harness import write_rows  # noqa: E402
 from tb_gradlens import metadata  # noqa: E402
 from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
@@ -183,14 +185,16 @@ def main(argv=None):
             args.runs, args.steps, args.variables, dir_bytes(logdir) / 1e6, time.perf_counter() - t), flush=True)
     if args.write_only:
         return 0
-    report = {"runs": args.runs, "steps": args.steps, "variables": args.variables, "loaders": {}}
+    report = []
     try:
         for lf in args.loaders.split(","):
             load_fast = lf.strip() == "true"
             load_s, results = bench_loader(logdir, load_fast, args.runs, args.steps, rows, stats_tag, div_tag,
                                            args.repeats, args.scalar_variables)
             name = "rust (--load_fast=true)" if load_fast else "python (--load_fast=false)"
-            report["loaders"][name] = {"load_s": load_s, "routes": results}
+            report.extend({"runs": args.runs, "steps": args.steps, "variables": args.variables, "loader": name,
+                           "load_s": load_s, "route": route, "p50_ms": p50, "p95_ms": p95, "bytes": size}
+                          for route, (p50, p95, size) in results.items())
             print("\n%s: logdir loaded in %.1f s" % (name, load_s))
             print("| route | p50 ms | p95 ms | bytes |")
             print("|---|---|---|---|")
@@ -200,9 +204,7 @@ def main(argv=None):
     finally:
         if not args.logdir:
             shutil.rmtree(logdir, ignore_errors=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
+    write_rows(args.json, report)
     return 0
 
 

@@ -39,6 +39,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from evaluation import real_models  # noqa: E402
 from benchmarks.harness import BatchTimer  # noqa: E402
+from benchmarks.harness import write_rows  # noqa: E402
 
 POLICY = "mixed_bfloat16"
 FAR = 10**9
@@ -153,9 +154,7 @@ def main(argv=None):
         print("| %s | %s | %.1f | %.3fx (%.3f-%.3f) | %d | %.1f s | %.1f s | %.2fx |" % (
             r["model"], r["jit_compile"], u["plain_ms"], u["ratio"], u["ratio_range"][0], u["ratio_range"][1],
             u["lens_traces_later_fits"], f["plain_s"], f["lens_s"], f["ratio"]))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    write_rows(args.json, results)
     return 0
 
 

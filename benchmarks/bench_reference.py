@@ -15,7 +15,7 @@ variables) against each, and ``tf32`` and ``float64`` as a ratio to
 ``ieee``.  Cost: the traced reference pass, median of ``--rounds`` calls
 after a warm-up, float64 against float32 on this CPU (no emulation).
 
-Run: python -m benchmarks.bench_reference [--models mlp,transformer,convnet] [--rounds 10] [--tiny]
+Run: python -m benchmarks.bench_reference [--models mlp,transformer,convnet] [--rounds 10] [--tiny] [--json PATH]
 """
 
 import argparse
@@ -29,6 +29,7 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from evaluation import benchmark_models  # noqa: E402
+from benchmarks.harness import write_rows  # noqa: E402
 
 POLICIES = ("mixed_float16", "mixed_bfloat16")
 
@@ -88,6 +89,7 @@ def main(argv=None):
     parser.add_argument("--models", default="mlp,convnet,transformer")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--json", help="also write the results here: the rows printed")
     args = parser.parse_args(argv)
     rows = []
     for name in args.models.split(","):
@@ -102,6 +104,7 @@ def main(argv=None):
         print("| %s | %s | %.4g | %.4g (%.2fx) | %.4g (%.4fx) | %.1f | %.1f | %.2fx |" % (
             r["model"], r["policy"], d["ieee"], d["tf32"], q["tf32"], d["float64"], q["float64"], ms["float32"],
             ms["float64"], r["float64_cost"]))
+    write_rows(args.json, rows)
     return 0
 
 

@@ -10,14 +10,15 @@ Variants, interleaved in rounds in one process, on the same batches:
                    ``as_default()`` block, so 9 steps of 10 neither write nor flush
   resilient /10    the same with the resilient writer
 
-Prints ms per step and the ratio to ``plain`` (median over rounds).
+Prints ms per step (median over rounds) and its ratio to ``plain``'s;
+``--json PATH`` also writes a row per variant: the ms as a spread over rounds
+(harness.spread), that ratio, and the spread of the per-round ratios.
 
-    python -m benchmarks.bench_writer [--rounds 7 --steps 40]
+    python -m benchmarks.bench_writer [--rounds 7 --steps 40] [--json PATH]
 """
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -26,11 +27,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from benchmarks.harness import spread  # noqa: E402
+from benchmarks.harness import write_rows  # noqa: E402
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args(argv)
 
     import numpy as np
@@ -77,14 +82,19 @@ def main(argv=None):
                 fn(x, y, tf.constant(counter, tf.int64))
                 counter += 1
             times[name].append((time.perf_counter() - start) / args.steps * 1e3)
-    base = statistics.median(times["plain"][1:])
+    plain = np.array(times["plain"][1:])
+    base = spread(plain)["median"]
     print("| variant | ms/step | vs plain |")
     print("|---|---|---|")
+    rows = []
     for name, values in times.items():
-        ms = statistics.median(values[1:])
-        print("| %s | %.2f | %.2fx |" % (name, ms, ms / base))
+        ms = spread(values[1:])
+        print("| %s | %.2f | %.2fx |" % (name, ms["median"], ms["median"] / base))
+        rows.append({"variant": name, "steps": args.steps, "ms_per_step": ms, "vs_plain": ms["median"] / base,
+                     "vs_plain_per_round": spread(np.array(values[1:]) / plain)})
     for writer in writers.values():
         writer.close()
+    write_rows(args.json, rows)
     return 0
 
 

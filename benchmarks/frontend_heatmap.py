@@ -6,12 +6,14 @@ NaN/Inf cells, and times heatmap() - colors anchored at a tolerance, ImageData p
 step value, axes, row labels and legend - until the canvas is drawn.  Prints the times; asserts
 nothing.
 
-    python -m benchmarks.frontend_heatmap [--rows 200] [--steps 10000] [--repeat 5]
+    python -m benchmarks.frontend_heatmap [--rows 200] [--steps 10000] [--repeat 5] [--json PATH]
 """
 
 import argparse
 import os
 import statistics
+
+from benchmarks.harness import write_rows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STATIC = os.path.join(ROOT, "frontend_static")
@@ -63,6 +65,7 @@ def main():
     parser.add_argument("--steps", type=int, default=10000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--json", help="also write the results here: the printed times, each draw's ms")
     args = parser.parse_args()
 
     from playwright.sync_api import sync_playwright
@@ -86,6 +89,8 @@ def main():
         "heatmap %d variables x %d steps: first %.0f ms, median of %d %.0f ms, min %.0f ms"
         % (args.rows, args.steps, times[0], len(times), statistics.median(times), min(times))
     )
+    write_rows(args.json, [{"rows": args.rows, "steps": args.steps, "first_ms": times[0],
+                            "median_ms": statistics.median(times), "min_ms": min(times), "draws_ms": times}])
 
 
 if __name__ == "__main__":

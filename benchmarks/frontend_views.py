@@ -18,6 +18,7 @@ Prints one table per size and loader; asserts nothing.
 
     python -m benchmarks.frontend_views [--sizes demo,128x3000,200x10000] [--loaders false,true]
     python -m benchmarks.frontend_views --tiny      # seconds, one TensorBoard: what the test suite runs
+    ... --json PATH     # also a row per size, loader and view, each with the machine line
 """
 
 import argparse
@@ -32,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 from benchmarks import frontend_logdir  # noqa: E402
+from benchmarks.harness import write_rows  # noqa: E402
 from tests.support.tb_server import TensorBoardProcess  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -156,7 +158,7 @@ def main(argv=None):
     workdir = args.workdir or tempfile.mkdtemp(prefix="gradlens_views_bench_")
     from playwright.sync_api import sync_playwright
 
-    report = {}
+    report = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         for size in args.sizes.split(","):
@@ -175,7 +177,10 @@ def main(argv=None):
                 name = "rust (--load_fast=true)" if lf.strip() == "true" else "python (--load_fast=false)"
                 results = bench(browser, path, lf.strip() == "true", args.rounds, runs, restart=not args.tiny,
                                 views=args.views.split(","))
-                report.setdefault(size, {})[name] = results
+                report.extend({"size": size, "logdir": described, "loader": name, "view": view,
+                               "cold_usable_ms": r["cold"][0], "cold_complete_ms": r["cold"][1],
+                               "warm_usable_ms": r["warm"][0], "warm_complete_ms": r["warm"][1],
+                               "warm_rounds": args.rounds} for view, r in results.items())
                 print("\n%s, %s: ms until usable / complete" % (described, name))
                 print("| view | cold usable | cold complete | warm usable | warm complete |")
                 print("|---|---|---|---|---|")
@@ -184,9 +189,7 @@ def main(argv=None):
                                                                  r["warm"][1]))
                 sys.stdout.flush()
         browser.close()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
+    write_rows(args.json, report)
     return 0
 
 

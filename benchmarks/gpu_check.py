@@ -18,7 +18,7 @@ On one GPU (and on this CPU, where the GPU rows are marked "not run"):
   fresh process: determinism cannot be switched off): the largest relative
   difference between the two.
 
-Run: python -m benchmarks.gpu_check [--tiny]    (rows go to BENCHMARKS.md by hand, naming the card)
+Run: python -m benchmarks.gpu_check [--tiny] [--json PATH]    (rows go to BENCHMARKS.md by hand, naming the card)
 """
 
 import argparse
@@ -31,6 +31,8 @@ import tempfile
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from benchmarks.harness import write_rows  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOT_RUN = "not run (no GPU here)"
@@ -202,6 +204,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiny", action="store_true", help="a small batch (the test suite)")
     parser.add_argument("--batch", type=int, default=None)
+    parser.add_argument("--json", help="also write the results here: a row per check")
     parser.add_argument("--twice", nargs=2, metavar=("DEVICE", "DETERMINISTIC"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     batch = args.batch or (16 if args.tiny else 64)
@@ -215,6 +218,7 @@ def main(argv=None):
     print("|---|---|---|---|")
     for row in rows:
         print("| %s |" % " | ".join(row))
+    write_rows(args.json, [dict(zip(("check", "setting", "device", "result"), row), devices=devices) for row in rows])
     return 0
 
 

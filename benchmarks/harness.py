@@ -52,6 +52,14 @@ def write_json(path, results):
             json.dump(results, f, indent=1)
 
 
+def write_rows(path, rows):
+    """The rows of a benchmark's table as JSON (``--json``), each with the machine
+    line (asked for after the timing: it imports TensorFlow where it can)."""
+    if path:
+        line = machine()
+        write_json(path, [dict(row, machine=line) for row in rows])
+
+
 def spread(ratios):
     """{"median", "p25", "p75", "rounds"} of per-round ratios."""
     r = np.asarray(ratios, np.float64)

@@ -37,8 +37,9 @@ from benchmarks.harness import machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The benchmarks that write their results with --json (benchmarks.harness.write_json).
-WRITES_JSON = {"bench_logging", "bench_fit", "bench_variables", "bench_short_fit", "bench_whole_run",
-               "bench_advisor"}
+WRITES_JSON = {"bench_logging", "bench_passes", "bench_fit", "bench_nonfinite", "bench_variables",
+               "bench_real_models", "bench_short_fit", "bench_whole_run", "bench_plugin", "frontend_heatmap",
+               "frontend_views", "bench_writer", "bench_memory", "bench_advisor", "bench_reference", "gpu_check"}
 
 
 def main(argv=None):
