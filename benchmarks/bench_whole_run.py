@@ -36,11 +36,15 @@ clocks: wall time, and the process's CPU time (all threads), which other
 tenants of a loaded machine disturb less (a table each).
 
 Run: python -m benchmarks.bench_whole_run [--models convnet,mlp] [--steps 2000] [--rounds 3]
-       [--tiny] [--json PATH]
+       [--options compare_every=1000,nonfinite_replay=False] [--tiny] [--json PATH]
+--options: ``GradLensCallback`` arguments other than the defaults (name=value,
+each value a Python literal), the same for every model; the parts are split
+by that callback's schedules.
 --tiny: the MLP and the conv net at 24 steps, 1 round (no timing asserted).
 """
 
 import argparse
+import ast
 import json
 import os
 import sys
@@ -123,13 +127,28 @@ class StepClock:
 CLOCKS = ("wall", "cpu")
 
 
-def one_fit(name, lens, steps, logdir):
-    """{clock: (total seconds, [step seconds])} and the lens's callback (or None) of one fresh fit."""
+def lens_options(text):
+    """``GradLensCallback`` keyword arguments from "name=value,..." (values Python literals)."""
+    options = {}
+    for item in filter(None, (text or "").split(",")):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit("--options: %r is not name=value" % item)
+        try:
+            options[name.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            raise SystemExit("--options: the value of %s, %r, is not a Python literal" % (name, value))
+    return options
+
+
+def one_fit(name, lens, steps, logdir, options=None):
+    """{clock: (total seconds, [step seconds])} and the lens's callback (or None) of one fresh fit;
+    ``options``: the callback's arguments beyond its log directory."""
     from tb_gradlens.keras import GradLensCallback
 
     model, (x, y) = build_and_data(name, steps * BATCH[name])
     clock = StepClock()
-    callback = GradLensCallback(tempfile.mkdtemp(dir=logdir)) if lens else None
+    callback = GradLensCallback(tempfile.mkdtemp(dir=logdir), **(options or {})) if lens else None
     start = time.perf_counter(), time.process_time()
     model.fit(x, y, batch_size=BATCH[name], epochs=1, verbose=0, shuffle=False,
               callbacks=[clock] + ([callback] if callback else []))
@@ -157,8 +176,8 @@ def split(plain, lensed, callback):
     return {k: float(v) for k, v in parts.items()}, len(compared), len(logged), len(quiet)
 
 
-def bench_model(name, steps, rounds, logdir, log=print):
-    """{clock: the whole run's figures} of ``rounds`` alternated pairs of fits."""
+def bench_model(name, steps, rounds, logdir, log=print, options=None):
+    """{clock: the whole run's figures} of ``rounds`` alternated pairs of fits (``options``: ``one_fit``)."""
     totals = {c: {"plain": [], "lens": []} for c in CLOCKS}
     parts = {c: [] for c in CLOCKS}
     counts = None
@@ -166,7 +185,7 @@ def bench_model(name, steps, rounds, logdir, log=print):
         order = (False, True) if r % 2 == 0 else (True, False)
         fits, callback = {}, None
         for lens in order:
-            fits[lens], made = one_fit(name, lens, steps, logdir)
+            fits[lens], made = one_fit(name, lens, steps, logdir, options)
             callback = made or callback
             log("round %d %s %s: %.1f s wall, %.1f s CPU" % (
                 r, name, "lens" if lens else "plain", fits[lens]["wall"][0], fits[lens]["cpu"][0]), flush=True)
@@ -179,6 +198,7 @@ def bench_model(name, steps, rounds, logdir, log=print):
     for c in CLOCKS:
         ratio = np.array(totals[c]["lens"]) / np.array(totals[c]["plain"])
         out[c] = {"model": name, "clock": c, "steps": steps, "batch": BATCH[name], "rounds": rounds,
+                  "options": dict(options or {}),
                   "plain_s": float(np.median(totals[c]["plain"])), "lens_s": float(np.median(totals[c]["lens"])),
                   "ratio": spread(ratio), "parts": {k: float(np.median([p[k] for p in parts[c]])) for k in PARTS},
                   "comparison_steps": counts[0], "logged_steps": counts[1], "quiet_steps": counts[2]}
@@ -200,6 +220,7 @@ def main(argv=None):
     parser.add_argument("--models", help="comma list of %s (default: all; --tiny: mlp,convnet)" % ", ".join(NAMES))
     parser.add_argument("--steps", type=int, help="steps per fit (default 2000; --tiny: 24)")
     parser.add_argument("--rounds", type=int, help="default 3 (--tiny: 1)")
+    parser.add_argument("--options", help="GradLensCallback arguments beyond the defaults: name=value,...")
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
@@ -209,11 +230,14 @@ def main(argv=None):
         raise SystemExit("unknown model(s) %s (known: %s)" % (", ".join(unknown), ", ".join(NAMES)))
     steps = args.steps or (24 if args.tiny else 2000)
     rounds = args.rounds or (1 if args.tiny else 3)
+    options = lens_options(args.options)
     logdir = tempfile.mkdtemp(prefix="gradlens_whole_run_")
     results = []
     for name in names:
-        results.append(bench_model(name, steps, rounds, logdir))
+        results.append(bench_model(name, steps, rounds, logdir, options=options))
         print(json.dumps(results[-1]), flush=True)
+    if options:
+        print("GradLensCallback options beyond the defaults: %s" % ", ".join("%s=%r" % kv for kv in options.items()))
     for clock in CLOCKS:
         print(table(results, clock))
     write_json(args.json, results)
