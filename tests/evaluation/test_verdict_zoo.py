@@ -13,13 +13,10 @@ import re
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import tb_gradlens
-from tb_gradlens import analysis
-from tb_gradlens.keras import GradLens
 
-from tests.support.readback import source_of
+from tests.support.readback import alerts_of_two_comparisons
 
 from evaluation import alert_zoo
 from evaluation import verdict_zoo
@@ -48,12 +45,7 @@ def _alerts_then_advice(workload, policy, tmp_path):
     model = workload.build(policy)
     model.compile(optimizer="adam", loss=workload.loss)
     x, y = workload.data(16, np.random.default_rng(0))
-    lens = GradLens(str(tmp_path / "run"), compare_every=1)
-    for step in range(2):
-        lens.compare_keras(model, tf.constant(x), tf.constant(y), step=step)
-    lens.flush()
-    found, problems = analysis.run_alerts(source_of(str(tmp_path)))
-    assert problems == []
+    found = alerts_of_two_comparisons(model, x, y, tmp_path)
     advice = tb_gradlens.advise(model, (x, y), traced=True).advice
     return [a for a in found if a.code in DIVERGENCE_CODES], advice
 

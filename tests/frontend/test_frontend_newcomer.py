@@ -16,7 +16,7 @@ import pytest
 
 from tests.support import frontend_questions_logs as q
 from tests.support.frontend_page import (  # noqa: F401 (browser, page: fixtures)
-    Page, browser, chart, close_to, heatmap_cell, navigate, open_tab, page, pixels, plot_of, route, step_x,
+    Page, browser, chart, close_to, drag, heatmap_cell, navigate, open_tab, page, pixels, plot_of, route, step_x,
     table_dicts, wait_complete, wait_drawn,
 )
 
@@ -45,18 +45,6 @@ def hover(p, figure, x, y):
     box = figure.locator("canvas").first.bounding_box()
     p.mouse.move(box["x"] + x, box["y"] + y)
     return figure.locator(".gl-tooltip")
-
-
-def drag(p, figure, s0, s1):
-    figure.scroll_into_view_if_needed()
-    plot = plot_of(figure)
-    box = figure.locator("canvas").first.bounding_box()
-    y = box["y"] + (plot["y0"] + plot["y1"]) / 2
-    p.mouse.move(box["x"] + step_x(plot, s0), y)
-    p.mouse.down()
-    p.mouse.move(box["x"] + step_x(plot, (s0 + s1) / 2), y, steps=3)
-    p.mouse.move(box["x"] + step_x(plot, s1), y, steps=3)
-    p.mouse.up()
 
 
 # ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from tests.support.frontend_page import Page, browser, navigate, open_tab, wait_drawn  # noqa: F401 (browser)
+from tests.support.frontend_page import Page, browser, drag, navigate, open_tab, wait_drawn  # noqa: F401 (browser)
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.tensorboard]
 
@@ -251,21 +251,6 @@ def test_the_run_selector_holds_up_at_200_runs(tmp_path, browser):  # noqa: F811
         page.close()
 
 
-def _drag(p, figure, s0, s1, frame_box=None):
-    """Drag across steps s0..s1 on a chart (its canvas in ``p``'s coordinates)."""
-    from tests.support.frontend_page import plot_of, step_x
-
-    figure.scroll_into_view_if_needed()
-    plot = plot_of(figure)
-    box = figure.locator("canvas").first.bounding_box()
-    y = box["y"] + (plot["y0"] + plot["y1"]) / 2
-    p.mouse.move(box["x"] + step_x(plot, s0), y)
-    p.mouse.down()
-    p.mouse.move(box["x"] + step_x(plot, (s0 + s1) / 2), y, steps=3)
-    p.mouse.move(box["x"] + step_x(plot, s1), y, steps=3)
-    p.mouse.up()
-
-
 def test_back_undoes_a_zoom_in_the_tab_and_inside_tensorboard(questions, browser):  # noqa: F811
     from tests.support.frontend_page import chart, plot_of
 
@@ -273,7 +258,7 @@ def test_back_undoes_a_zoom_in_the_tab_and_inside_tensorboard(questions, browser
     try:
         p = open_tab(questions, page, "view=divergence&run=mixed_bfloat16")
         full = plot_of(chart(p, "rel_l2 per step"))["domain"]
-        navigate(page, lambda: _drag(p, chart(p, "rel_l2 per step"), 40, 100))
+        navigate(page, lambda: drag(p, chart(p, "rel_l2 per step"), 40, 100))
         assert "zoom=40-100" in p.evaluate("location.hash") and plot_of(chart(p, "rel_l2 per step"))["domain"] == [40, 100]
         # The address keeps its document (a bare "#..." went to the document's base, plugin/gradlens/).
         assert p.url.startswith(questions.url + "/data/plugin_entry.html?name=gradlens#")
@@ -288,7 +273,7 @@ def test_back_undoes_a_zoom_in_the_tab_and_inside_tensorboard(questions, browser
                 break
             p.wait_for_timeout(500)
         wait_drawn(frame)
-        navigate(page, lambda: _drag(p, chart(frame, "rel_l2 per step"), 40, 100), frame=frame)
+        navigate(page, lambda: drag(p, chart(frame, "rel_l2 per step"), 40, 100), frame=frame)
         assert "p.gradlens.zoom=40-100" in p.url
         navigate(page, lambda: frame.evaluate("history.back()"), frame=frame)
         assert "zoom" not in frame.evaluate("location.hash") and "zoom" not in p.url

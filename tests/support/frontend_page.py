@@ -234,6 +234,19 @@ def step_x(plot, step):
     return plot["x0"] + (step - d0) / (d1 - d0) * (plot["x1"] - plot["x0"])
 
 
+def drag(p, figure, s0, s1):
+    """Drag across steps s0..s1 on a chart (its canvas in ``p``'s coordinates): the zoom."""
+    figure.scroll_into_view_if_needed()
+    plot = plot_of(figure)
+    box = figure.locator("canvas").first.bounding_box()
+    y = box["y"] + (plot["y0"] + plot["y1"]) / 2
+    p.mouse.move(box["x"] + step_x(plot, s0), y)
+    p.mouse.down()
+    p.mouse.move(box["x"] + step_x(plot, (s0 + s1) / 2), y, steps=3)
+    p.mouse.move(box["x"] + step_x(plot, s1), y, steps=3)
+    p.mouse.up()
+
+
 def pixels(figure, x, y0, y1):
     """RGBA of the canvas pixels in column x (CSS px) from y0 to y1."""
     return figure.locator("canvas").first.evaluate(

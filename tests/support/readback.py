@@ -1,6 +1,8 @@
 """Read gradlens records back through TensorBoard's own data provider, and the
 analysis's inputs built the same way (``source_of`` a logdir, ``make_series`` of a
-table)."""
+table, ``alerts_of_two_comparisons`` of a model)."""
+
+import os
 
 import numpy as np
 from tensorboard import context
@@ -56,6 +58,24 @@ def source_of(logdir):
     multiplexer.AddRunsFromDirectory(logdir)
     multiplexer.Reload()
     return reading.Source(data_provider.MultiplexerDataProvider(multiplexer, logdir))
+
+
+def alerts_of_two_comparisons(model, x, y, logdir):
+    """The alerts of a run (``logdir``/run) that compared one batch twice with the custom loop's
+    ``compare_keras`` (an alert needs two comparisons in a row); the analysis reads it without
+    a problem."""
+    import tensorflow as tf
+
+    from tb_gradlens import analysis
+    from tb_gradlens.keras import GradLens
+
+    lens = GradLens(os.path.join(str(logdir), "run"), compare_every=1)
+    for step in range(2):
+        lens.compare_keras(model, tf.constant(x), tf.constant(y), step=step)
+    lens.flush()
+    found, problems = analysis.run_alerts(source_of(str(logdir)))
+    assert problems == []
+    return found
 
 
 def make_series(kind, table, extras=None, steps=None, rows=None):

@@ -209,8 +209,7 @@ def test_a_layer_hard_coded_in_bfloat16_is_named_it_cannot_be_measured(tmp_path)
     alerts name it (hardcoded_16_bit), with no divergence alert pretending to judge it."""
     import keras
 
-    from tb_gradlens import analysis
-    from tests.support.readback import source_of
+    from tests.support.readback import alerts_of_two_comparisons
 
     class RawBfloat16(keras.layers.Layer):
         def build(self, shape):
@@ -229,12 +228,7 @@ def test_a_layer_hard_coded_in_bfloat16_is_named_it_cannot_be_measured(tmp_path)
     model.compile("sgd", "sparse_categorical_crossentropy")
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(16, 6)).astype("float32"), rng.integers(0, 3, 16)
-    lens = GradLens(str(tmp_path / "run"), compare_every=1)
-    for step in range(2):
-        lens.compare_keras(model, tf.constant(x), tf.constant(y), step=step)
-    lens.flush()
-    found, problems = analysis.run_alerts(source_of(str(tmp_path)))
-    assert problems == []
+    found = alerts_of_two_comparisons(model, x, y, tmp_path)
     (alert,) = [a for a in found if a.code == "hardcoded_16_bit"]
     assert alert.variables == ["raw"] and "whatever their dtype policy" in alert.explanation
     assert alert.severity == "info"  # what no comparison can judge is said, not a verdict
